@@ -1,0 +1,146 @@
+/* rcoll — collective communication for host and CUDA buffers.
+ *
+ * The API mirrors NCCL's names and argument order with the `rcoll` prefix, so
+ * that a trainer ports by renaming. Every call returns rcollResult_t; no call
+ * aborts the process. */
+#ifndef RCOLL_H
+#define RCOLL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(RCOLL_BUILDING_LIBRARY)
+#define RCOLL_API __attribute__((visibility("default")))
+#else
+#define RCOLL_API
+#endif
+
+#define RCOLL_MAJOR 0
+#define RCOLL_MINOR 1
+#define RCOLL_PATCH 0
+#define RCOLL_VERSION_CODE (RCOLL_MAJOR * 10000 + RCOLL_MINOR * 100 + RCOLL_PATCH)
+
+/* One X-macro gives the enum, the names and the messages (see lib/error.c). */
+#define RCOLL_RESULT_MAP(X)                                                              \
+  X(rcollSuccess, 0, "no error")                                                         \
+  X(rcollUnhandledCudaError, 1, "unhandled CUDA error")                                  \
+  X(rcollSystemError, 2, "system call failed (see last error text)")                     \
+  X(rcollInternalError, 3, "internal error (a bug in rcoll)")                            \
+  X(rcollInvalidArgument, 4, "invalid argument")                                         \
+  X(rcollInvalidUsage, 5, "invalid usage")                                               \
+  X(rcollRemoteError, 6, "remote peer failed or disconnected")                           \
+  X(rcollInProgress, 7, "operation in progress")                                         \
+  X(rcollTimeout, 8, "timed out waiting for a peer")
+
+typedef enum {
+#define RCOLL_RESULT_ENUM(name, value, msg) name = value,
+  RCOLL_RESULT_MAP(RCOLL_RESULT_ENUM)
+#undef RCOLL_RESULT_ENUM
+  rcollNumResults = 9
+} rcollResult_t;
+
+typedef enum {
+  rcollInt8 = 0, rcollChar = 0,
+  rcollUint8 = 1,
+  rcollInt32 = 2, rcollInt = 2,
+  rcollUint32 = 3,
+  rcollInt64 = 4,
+  rcollUint64 = 5,
+  rcollFloat16 = 6, rcollHalf = 6,
+  rcollFloat32 = 7, rcollFloat = 7,
+  rcollFloat64 = 8, rcollDouble = 8,
+  rcollBfloat16 = 9,
+  rcollNumTypes = 10
+} rcollDataType_t;
+
+typedef enum {
+  rcollSum = 0,
+  rcollProd = 1,
+  rcollMax = 2,
+  rcollMin = 3,
+  rcollAvg = 4,
+  rcollNumOps = 5
+} rcollRedOp_t;
+
+#define RCOLL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[RCOLL_UNIQUE_ID_BYTES];
+} rcollUniqueId;
+
+typedef struct rcollComm *rcollComm_t;
+
+/* A stream is a cudaStream_t for device buffers and NULL for host buffers.
+ * Declared opaque here so that users without CUDA can include this header. */
+typedef void *rcollStream_t;
+
+/* Communicator options; initialise with RCOLL_CONFIG_INITIALIZER. */
+typedef struct {
+  size_t size;     /* sizeof(rcollConfig_t), checked for ABI growth */
+  unsigned magic;  /* RCOLL_CONFIG_MAGIC */
+  unsigned version;
+  int blocking;    /* 1 (default): calls complete before returning */
+  int timeoutMs;   /* 0: use RCOLL_TIMEOUT */
+  const char *netName; /* NULL: use RCOLL_NET or the best transport */
+} rcollConfig_t;
+
+#define RCOLL_CONFIG_MAGIC 0x72636f6cu
+#define RCOLL_CONFIG_INITIALIZER \
+  { sizeof(rcollConfig_t), RCOLL_CONFIG_MAGIC, RCOLL_VERSION_CODE, 1, 0, NULL }
+
+RCOLL_API rcollResult_t rcollGetVersion(int *version);
+RCOLL_API const char *rcollGetErrorString(rcollResult_t result);
+/* Text of the last error seen by the calling thread (or by comm, when not NULL). */
+RCOLL_API const char *rcollGetLastError(rcollComm_t comm);
+
+RCOLL_API rcollResult_t rcollGetUniqueId(rcollUniqueId *uniqueId);
+RCOLL_API rcollResult_t rcollCommInitRank(rcollComm_t *comm, int nranks, rcollUniqueId commId, int rank);
+RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, rcollUniqueId commId,
+                                                int rank, rcollConfig_t *config);
+/* Creates ndev communicators inside this process (one internal thread per rank
+ * during init). Collectives on them from one thread must sit in a group. */
+RCOLL_API rcollResult_t rcollCommInitAll(rcollComm_t *comms, int ndev, const int *devlist);
+/* rcoll extension: rank, size and rendezvous from the environment
+ * (RCOLL_COMM_ID or torchrun's MASTER_ADDR/MASTER_PORT, with RANK/WORLD_SIZE,
+ * PMI_RANK/PMI_SIZE, OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/SLURM_NTASKS). */
+RCOLL_API rcollResult_t rcollCommInitFromEnv(rcollComm_t *comm, rcollConfig_t *config);
+RCOLL_API rcollResult_t rcollCommFinalize(rcollComm_t comm);
+RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm);
+RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm);
+RCOLL_API rcollResult_t rcollCommGetAsyncError(rcollComm_t comm, rcollResult_t *asyncError);
+RCOLL_API rcollResult_t rcollCommCount(const rcollComm_t comm, int *count);
+RCOLL_API rcollResult_t rcollCommUserRank(const rcollComm_t comm, int *rank);
+RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device);
+
+RCOLL_API rcollResult_t rcollAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                       rcollDataType_t datatype, rcollRedOp_t op, rcollComm_t comm,
+                                       rcollStream_t stream);
+RCOLL_API rcollResult_t rcollBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                                       rcollDataType_t datatype, int root, rcollComm_t comm,
+                                       rcollStream_t stream);
+RCOLL_API rcollResult_t rcollReduce(const void *sendbuff, void *recvbuff, size_t count,
+                                    rcollDataType_t datatype, rcollRedOp_t op, int root,
+                                    rcollComm_t comm, rcollStream_t stream);
+/* sendcount elements from each rank; recvbuff holds nranks*sendcount. */
+RCOLL_API rcollResult_t rcollAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                                       rcollDataType_t datatype, rcollComm_t comm,
+                                       rcollStream_t stream);
+/* sendbuff holds nranks*recvcount; each rank receives its recvcount block. */
+RCOLL_API rcollResult_t rcollReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                           rcollDataType_t datatype, rcollRedOp_t op,
+                                           rcollComm_t comm, rcollStream_t stream);
+RCOLL_API rcollResult_t rcollSend(const void *sendbuff, size_t count, rcollDataType_t datatype,
+                                  int peer, rcollComm_t comm, rcollStream_t stream);
+RCOLL_API rcollResult_t rcollRecv(void *recvbuff, size_t count, rcollDataType_t datatype, int peer,
+                                  rcollComm_t comm, rcollStream_t stream);
+
+RCOLL_API rcollResult_t rcollGroupStart(void);
+RCOLL_API rcollResult_t rcollGroupEnd(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* RCOLL_H */

@@ -1,0 +1,78 @@
+/* The communicator: who the ranks are, the transport and its connections to
+ * each peer, the settings snapshot, and the error state. */
+#ifndef RCOLL_COMM_H
+#define RCOLL_COMM_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+#include "config.h"
+#include "error.h"
+#include "net.h"
+#include "plan.h"
+#include "rcoll.h"
+
+#define RCOLL_COMM_MAGIC 0x6d6d6f636c6c6f63ull /* alive */
+#define RCOLL_COMM_DEAD 0x646165646c6c6f63ull  /* destroyed: catches use after destroy */
+#define RCOLL_MAX_SLOTS 16
+
+/* Both directions of the link to one peer. Connections are made on first use. */
+typedef struct rcoll_peer {
+  void *send_comm;
+  void *recv_comm;
+  /* Messages planned and posted per direction; the engine posts in plan order. */
+  uint64_t send_planned, send_posted;
+  uint64_t recv_planned, recv_posted;
+  /* Staging for RECV_REDUCE: nslots slots of chunk_bytes, allocated and
+   * touched once when the receiving connection is made. */
+  char *staging;
+  void *staging_mh;
+  unsigned slot_next;
+  uint8_t slot_busy[RCOLL_MAX_SLOTS];
+} rcoll_peer_t;
+
+struct rcollComm {
+  uint64_t magic;
+  int rank;
+  int nranks;
+  rcoll_settings_t settings;
+  int64_t timeout_ms;
+  size_t chunk_bytes;
+  int nslots;
+
+  rcoll_bootstrap_t *bootstrap;
+  const rcoll_transport_ops_t *net;
+  void *net_ctx;
+  void *listen_comm;
+  char (*handles)[RCOLL_NET_HANDLE_BYTES]; /* every rank's listen handle */
+  rcoll_peer_t *peers;
+  /* Accepted connections whose hello has not been read yet. */
+  void **pending_accepts;
+  int npending;
+
+  rcoll_plan_t plan;   /* reused by every call: no allocation on the hot path */
+  int in_group;        /* plan holds steps of an open group */
+
+  _Atomic int async_error; /* rcollResult_t; sticky once set */
+  _Atomic int aborted;
+  char last_error[RCOLL_ERROR_TEXT_MAX];
+};
+
+/* Validates a handle passed by the user; errors name the calling function. */
+rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn);
+/* Records a failure as the communicator's sticky async error. */
+void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r);
+/* "rank 3 (host:pid)" for error messages. */
+const char *rcoll_comm_peer_name(const struct rcollComm *comm, int peer, char *buf, size_t len);
+
+/* Makes the connections a plan needs (connect and accept polled together);
+ * errors name the peer that did not answer within the timeout. */
+rcollResult_t rcoll_conn_ensure(struct rcollComm *comm, const rcoll_plan_t *p);
+void rcoll_conn_close_all(struct rcollComm *comm);
+
+/* Runs plans of one or more communicators to completion (the calling thread
+ * drives progress). On failure every involved communicator gets the error. */
+rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans);
+
+#endif

@@ -1,0 +1,71 @@
+/* Settings: declared once, here, with type, default and help. The environment
+ * name is RCOLL_<NAME>; where NCCL has the same knob its NCCL_<NAME> is read
+ * as a fallback. `bench/rcoll_info` prints them all. A communicator keeps its
+ * own snapshot (rcoll_settings_t), taken when it is created. */
+#ifndef RCOLL_CONFIG_H
+#define RCOLL_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* X(type, field, NAME, nccl_fallback, default, help)
+ * type is INT (int64_t) or STR (char[RCOLL_SETTING_STR_MAX]). */
+#define RCOLL_SETTINGS(X)                                                                       \
+  X(STR, debug, "DEBUG", "NCCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE")           \
+  X(STR, debug_subsys, "DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS", "ALL",                                \
+    "Subsystems to log: INIT,BOOTSTRAP,NET,COLL,P2P,ENV,ALLOC,TUNE or ALL; ^ excludes")          \
+  X(INT, timeout, "TIMEOUT", NULL, "300",                                                        \
+    "Seconds any wait for a peer may last before the call fails naming that peer")               \
+  X(STR, net, "NET", "NCCL_NET", "", "Transport to use (socket); empty picks the best available") \
+  X(STR, comm_id, "COMM_ID", "NCCL_COMM_ID", "",                                                 \
+    "host:port of the bootstrap root; rank 0 listens there (rcollGetUniqueId, InitFromEnv)")     \
+  X(STR, socket_ifname, "SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",                               \
+    "Interfaces for sockets: prefixes, ^ to exclude, = for exact names (e.g. eth,^docker)")      \
+  X(STR, socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",                               \
+    "Address family for sockets: AF_INET or AF_INET6; empty takes the first found")              \
+  X(INT, socket_nthreads, "SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "2",                        \
+    "Helper threads per socket connection that move large messages (1..16)")                     \
+  X(INT, nsocks_perthread, "NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",                     \
+    "Data sockets per helper thread (threads x sockets <= 64)")                                  \
+  X(INT, socket_inline, "SOCKET_INLINE", NULL, "65536",                                          \
+    "Messages up to this many bytes travel on the control socket, moved by the calling thread")  \
+  X(INT, chunk_size, "CHUNK_SIZE", NULL, "524288",                                               \
+    "Pipeline chunk in bytes: collectives move and reduce data in pieces of this size")          \
+  X(INT, nslots, "NSLOTS", NULL, "4",                                                            \
+    "Staging slots per receiving connection (chunks in flight per peer, 2..16)")                 \
+  X(STR, algo, "ALGO", "NCCL_ALGO", "", "Force an algorithm (ring, chain); ^ excludes")          \
+  X(INT, spin_us, "SPIN_US", NULL, "50",                                                         \
+    "Microseconds a wait spins before it yields the core, then sleeps")
+
+#define RCOLL_SETTING_STR_MAX 256
+
+typedef struct rcoll_settings {
+#define RCOLL_SETTING_FIELD_INT(field) int64_t field;
+#define RCOLL_SETTING_FIELD_STR(field) char field[RCOLL_SETTING_STR_MAX];
+#define RCOLL_SETTING_FIELD(type, field, name, nccl, def, help) RCOLL_SETTING_FIELD_##type(field)
+  RCOLL_SETTINGS(RCOLL_SETTING_FIELD)
+#undef RCOLL_SETTING_FIELD
+} rcoll_settings_t;
+
+/* Fills *s from the environment; a malformed value is an error naming it. */
+int rcoll_settings_load(rcoll_settings_t *s);
+
+/* Parses an integer setting value ("64", "1K", "4M", "1G" suffixes allowed).
+ * Returns 0 on success, -1 when the text is not a number. */
+int rcoll_settings_parse_int(const char *text, int64_t *out);
+
+/* Where a setting's value came from, for the listing tool. */
+typedef struct rcoll_setting_info {
+  const char *name;     /* without prefix, e.g. "TIMEOUT" */
+  const char *nccl;     /* NCCL fallback name or NULL */
+  const char *def;
+  const char *help;
+  const char *value;    /* effective text */
+  const char *source;   /* "default", "RCOLL_X" or "NCCL_X" */
+} rcoll_setting_info_t;
+
+/* Number of settings, and the i-th with its effective value. */
+int rcoll_settings_count(void);
+void rcoll_settings_describe(int i, rcoll_setting_info_t *info);
+
+#endif

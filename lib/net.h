@@ -1,0 +1,95 @@
+/* The transport layer. A transport moves bytes between registered buffers over
+ * unidirectional connections; it knows nothing of ranks or collectives. Its
+ * shape follows the ncclNet plugin ABI (listen / connect / accept / reg_mr /
+ * isend / irecv / test / flush / close) so that the NCCL net plugin adapter is
+ * thin. Every slot is filled: unsupported ones point at a stub that returns
+ * rcollInternalError with a message, never NULL.
+ *
+ * Contract for every transport:
+ * - connect/accept never block: they return rcollSuccess with *comm == NULL
+ *   until the connection is ready, and are called again.
+ * - Messages on one connection are matched in order: the k-th isend matches
+ *   the k-th irecv; the receive may be posted larger than the send, and test
+ *   reports the size that arrived.
+ * - isend/irecv may return rcollSuccess with *request == NULL when out of
+ *   request slots; the caller retries after testing older requests.
+ * - test returns *done = 1 once the request finished (and then frees it); an
+ *   error means the connection failed: the message says why (the caller adds
+ *   which peer it was).
+ * - A connection presents the communicator's secret while connecting; the
+ *   accepting side drops connections that do not. */
+#ifndef RCOLL_NET_H
+#define RCOLL_NET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "rcoll.h"
+
+#define RCOLL_NET_HANDLE_BYTES 128
+#define RCOLL_NET_OPS_VERSION 1
+#define RCOLL_NET_MAX_RECVS 8
+
+enum rcoll_mem_type { RCOLL_MEM_HOST = 0, RCOLL_MEM_CUDA = 1 };
+enum rcoll_ptr_support { RCOLL_PTR_HOST = 1, RCOLL_PTR_CUDA = 2, RCOLL_PTR_DMABUF = 4 };
+
+/* What a transport is given when a communicator opens it. */
+typedef struct rcoll_net_config {
+  const rcoll_settings_t *settings;
+  uint64_t secret; /* presented by every connection of this communicator */
+  int rank;        /* for log lines only */
+} rcoll_net_config_t;
+
+typedef struct rcoll_net_props {
+  char name[64];     /* device name, e.g. "eth0" */
+  char pci_path[256];/* sysfs path or "" */
+  int ptr_support;   /* RCOLL_PTR_* bits */
+  int speed_mbps;
+  float latency_us;
+  int max_recvs;     /* buffers one irecv may take */
+  int reg_is_global; /* a registration is valid on every comm of the context */
+} rcoll_net_props_t;
+
+typedef struct rcoll_transport_ops {
+  size_t size; /* sizeof(struct rcoll_transport_ops): first, for ABI growth */
+  int version; /* RCOLL_NET_OPS_VERSION */
+  const char *name;
+
+  /* Per-communicator context. */
+  rcollResult_t (*init)(const rcoll_net_config_t *cfg, void **ctx);
+  rcollResult_t (*finalize)(void *ctx);
+  rcollResult_t (*devices)(void *ctx, int *ndev);
+  rcollResult_t (*get_properties)(void *ctx, int dev, rcoll_net_props_t *props);
+
+  /* handle: RCOLL_NET_HANDLE_BYTES bytes, filled by listen, passed to the
+   * peer's connect through the bootstrap. */
+  rcollResult_t (*listen)(void *ctx, int dev, void *handle, void **listen_comm);
+  rcollResult_t (*connect)(void *ctx, int dev, const void *handle, void **send_comm);
+  rcollResult_t (*accept)(void *listen_comm, void **recv_comm);
+
+  rcollResult_t (*reg_mr)(void *comm, void *data, size_t size, int mem_type, void **mhandle);
+  rcollResult_t (*dereg_mr)(void *comm, void *mhandle);
+
+  rcollResult_t (*isend)(void *send_comm, const void *data, size_t size, int tag, void *mhandle,
+                         void **request);
+  /* Up to max_recvs buffers, each with its own tag; one request for all. */
+  rcollResult_t (*irecv)(void *recv_comm, int n, void **data, const size_t *sizes, const int *tags,
+                         void **mhandles, void **request);
+  /* Makes data received into device memory visible; host transports finish at once. */
+  rcollResult_t (*iflush)(void *recv_comm, int n, void **data, const size_t *sizes, void **mhandles,
+                          void **request);
+  /* sizes (may be NULL) gets the received size of each buffer of an irecv. */
+  rcollResult_t (*test)(void *request, int *done, size_t *sizes);
+
+  rcollResult_t (*close_send)(void *send_comm);
+  rcollResult_t (*close_recv)(void *recv_comm);
+  rcollResult_t (*close_listen)(void *listen_comm);
+} rcoll_transport_ops_t;
+
+/* The static table of transports (lib/net.c), best first. */
+const rcoll_transport_ops_t *rcoll_net_find(const char *name);
+int rcoll_net_count(void);
+const rcoll_transport_ops_t *rcoll_net_at(int i);
+
+#endif

@@ -1,0 +1,83 @@
+/* A plan is what an algorithm produces: a list of steps over connections to
+ * peers, with dependencies. Algorithms describe *what* moves; the engine
+ * (engine.c) executes the steps.
+ *
+ * Rules the engine relies on:
+ * - Steps that use the same connection (same peer and direction) are posted in
+ *   the order they were added; messages match in that order on both sides.
+ * - A step starts only after the steps it depends on are done.
+ * - RECV_REDUCE receives into a staging slot of the receiving connection,
+ *   then computes dst = src (op) staged. The number of slots bounds how many
+ *   such receives one connection has in flight.
+ * - A step marked RCOLL_STEP_FINISH applies rcoll_reduce_finish (avg: divide
+ *   by nranks) to its result; used on the last reduction of each element. */
+#ifndef RCOLL_PLAN_H
+#define RCOLL_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rcoll.h"
+
+typedef enum rcoll_step_kind {
+  RCOLL_STEP_SEND = 0,        /* send bytes at src to peer */
+  RCOLL_STEP_RECV,            /* receive bytes from peer into dst */
+  RCOLL_STEP_RECV_REDUCE,     /* receive count elements, dst = src (op) received */
+  RCOLL_STEP_COPY,            /* local copy of bytes from src to dst */
+  RCOLL_STEP_NKINDS
+} rcoll_step_kind_t;
+
+enum rcoll_step_flags { RCOLL_STEP_FINISH = 1 };
+
+enum rcoll_step_state { RCOLL_STEP_PENDING = 0, RCOLL_STEP_POSTED, RCOLL_STEP_DONE };
+
+#define RCOLL_NO_DEP (-1)
+
+typedef struct rcoll_step {
+  uint8_t kind;
+  uint8_t state;
+  uint8_t flags;
+  uint8_t dtype; /* rcollDataType_t, for RECV_REDUCE */
+  uint8_t op;    /* rcollRedOp_t, for RECV_REDUCE */
+  int peer;
+  int dep[2];    /* indices of earlier steps of the same plan, or RCOLL_NO_DEP */
+  void *dst;
+  const void *src;
+  size_t bytes;  /* bytes moved (RECV_REDUCE: count * type size) */
+  uint64_t seq;  /* position among this connection's messages (engine checks) */
+  /* Engine bookkeeping. */
+  void *request;
+  int slot;
+} rcoll_step_t;
+
+typedef struct rcoll_plan {
+  struct rcollComm *comm;
+  rcoll_step_t *steps;
+  int nsteps;
+  int cap;
+  int head;     /* first step not yet done (engine) */
+  int failed;   /* an allocation failed while planning */
+  size_t chunk_bytes; /* pipeline chunk chosen for this plan */
+  const char *algo;   /* name of the last algorithm planned, for logs */
+} rcoll_plan_t;
+
+void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm);
+void rcoll_plan_free(rcoll_plan_t *p);
+
+/* Each returns the index of the new step (for use as a dependency), or
+ * RCOLL_NO_DEP after an allocation failure (the plan is then marked failed
+ * and the engine refuses to run it). Dependencies may be RCOLL_NO_DEP. */
+int rcoll_plan_send(rcoll_plan_t *p, int peer, const void *src, size_t bytes, int dep0, int dep1);
+int rcoll_plan_recv(rcoll_plan_t *p, int peer, void *dst, size_t bytes, int dep0, int dep1);
+int rcoll_plan_recv_reduce(rcoll_plan_t *p, int peer, void *dst, const void *src, size_t count,
+                           rcollDataType_t t, rcollRedOp_t op, int flags, int dep0, int dep1);
+int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1);
+/* A local reduction finish (avg divide) on dst, after dep. Implemented as a
+ * COPY of zero bytes carrying RCOLL_STEP_FINISH. */
+int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t t, rcollRedOp_t op,
+                      int dep0);
+
+/* Writes a human-readable listing of the plan (for teaching and debugging). */
+void rcoll_plan_print(const rcoll_plan_t *p, void *file /* FILE* */);
+
+#endif
