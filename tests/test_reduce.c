@@ -1,0 +1,592 @@
+/* Host reductions (lib/reduce.c) and their scalar math (lib/reduce_math.h).
+ *
+ * Expected values never come from the code under test: conversions are
+ * checked against literal bit patterns and against a reference built on libm
+ * (frexp, ldexp, nearbyint in double); reductions against integer arithmetic
+ * in 64 bits and floating arithmetic in double, rounded once to the element
+ * type. Rounding a double result to float16/bfloat16/float32 gives the
+ * correctly rounded + * / because double has more than twice their
+ * precision plus two bits, so the two roundings agree exactly. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "reduce.h"
+#include "reduce_math.h"
+
+/* ---- reference float16/bfloat16 codec, written from the format definition ---- */
+
+struct narrow_fmt {
+  int mbits; /* stored mantissa bits */
+  int emax;  /* largest exponent, also the bias */
+};
+static const struct narrow_fmt fmt_half = {10, 15};
+static const struct narrow_fmt fmt_bf16 = {7, 127};
+
+static double ref_decode(uint16_t h, struct narrow_fmt f) {
+  int emask = 2 * f.emax + 1;
+  int e = (h >> f.mbits) & emask;
+  int m = h & ((1 << f.mbits) - 1);
+  double s = (h & 0x8000) ? -1.0 : 1.0;
+  if (e == emask)
+    return m ? NAN : s * INFINITY;
+  if (e == 0)
+    return s * ldexp(m, 1 - f.emax - f.mbits);
+  return s * ldexp(m + (1 << f.mbits), e - f.emax - f.mbits);
+}
+
+/* Scale x so that one unit is the format's step at x's exponent (clamped to
+ * the subnormal step), round with nearbyint (ties to even), then re-encode. */
+static uint16_t ref_encode(double x, struct narrow_fmt f) {
+  uint16_t sign = signbit(x) ? 0x8000 : 0;
+  uint16_t inf = (uint16_t)((2 * f.emax + 1) << f.mbits);
+  if (isnan(x))
+    return sign | inf | (uint16_t)(1 << (f.mbits - 1));
+  x = fabs(x);
+  if (isinf(x))
+    return sign | inf;
+  if (x == 0)
+    return sign;
+  int e;
+  frexp(x, &e);
+  int E = e - 1 < 1 - f.emax ? 1 - f.emax : e - 1;
+  double m = nearbyint(ldexp(x, f.mbits - E));
+  if (m >= ldexp(1, f.mbits + 1)) {
+    m /= 2;
+    E++;
+  }
+  if (E > f.emax)
+    return sign | inf;
+  if (m < ldexp(1, f.mbits))
+    return sign | (uint16_t)m;
+  return sign | (uint16_t)(((E + f.emax) << f.mbits) + ((int)m - (1 << f.mbits)));
+}
+
+static int narrow_is_nan(uint16_t h, struct narrow_fmt f) {
+  uint16_t inf = (uint16_t)((2 * f.emax + 1) << f.mbits);
+  return (h & inf) == inf && (h & (inf - 1) & ((1 << f.mbits) - 1)) != 0;
+}
+
+static uint32_t fbits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
+static float bits_f(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+/* ---- conversions: literal bit patterns ---- */
+
+Test(reduce_math, half_known_patterns) {
+  static const struct {
+    float in;
+    uint16_t out;
+  } cases[] = {
+      {1.0f, 0x3c00}, {-2.0f, 0xc000}, {0.5f, 0x3800}, {65504.0f, 0x7bff},
+      {65519.99f, 0x7bff}, {65520.0f, 0x7c00}, {-65520.0f, 0xfc00}, {1e10f, 0x7c00},
+      {INFINITY, 0x7c00}, {-INFINITY, 0xfc00}, {0.0f, 0x0000}, {-0.0f, 0x8000},
+      {0x1p-14f, 0x0400}, {0x1p-24f, 0x0001}, {0x3ffp-24f, 0x03ff},
+      {0x1p-25f, 0x0000},            /* tie between 0 and the smallest: even (0) */
+      {0x1.000002p-25f, 0x0001},     /* just above the tie */
+      {0x3p-25f, 0x0002},            /* 1.5 steps: tie, even is 2 */
+      {0x5p-25f, 0x0002},            /* 2.5 steps: tie, even is 2 */
+      {0x7ffp-25f, 0x0400},          /* 1023.5 steps rounds up into the normals */
+      {1.0f + 0x1p-11f, 0x3c00},     /* tie: even mantissa 0 */
+      {1.0f + 0x3p-11f, 0x3c02},     /* tie: even mantissa 2 */
+      {1.0f + 0x1p-11f + 0x1p-20f, 0x3c01},
+      {2049.0f, 0x6800}, {2051.0f, 0x6802}, {1e-10f, 0x0000}, {-1e-10f, 0x8000},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_expect_eq(rcoll_float_to_half(cases[i].in), cases[i].out,
+                 "float_to_half(%a) = 0x%04x, want 0x%04x", (double)cases[i].in,
+                 rcoll_float_to_half(cases[i].in), cases[i].out);
+  cr_expect_eq(rcoll_half_to_float(0x3c00), 1.0f);
+  cr_expect_eq(rcoll_half_to_float(0x7bff), 65504.0f);
+  cr_expect_eq(rcoll_half_to_float(0x0001), 0x1p-24f);
+  cr_expect_eq(rcoll_half_to_float(0x03ff), 0x3ffp-24f);
+  cr_expect_eq(rcoll_half_to_float(0x0400), 0x1p-14f);
+  cr_expect_eq(rcoll_half_to_float(0x7c00), INFINITY);
+  cr_expect_eq(rcoll_half_to_float(0xfc00), -INFINITY);
+  cr_expect_eq(fbits(rcoll_half_to_float(0x8000)), 0x80000000u);
+  cr_expect(isnan(rcoll_half_to_float(0x7e00)));
+  cr_expect(isnan(rcoll_half_to_float(0x7c01)));
+  cr_expect(isnan(rcoll_half_to_float(0xfe00)));
+}
+
+Test(reduce_math, bf16_known_patterns) {
+  static const struct {
+    float in;
+    uint16_t out;
+  } cases[] = {
+      {1.0f, 0x3f80}, {-2.0f, 0xc000}, {3.0f, 0x4040}, {INFINITY, 0x7f80},
+      {-INFINITY, 0xff80}, {-0.0f, 0x8000}, {0x1p-133f, 0x0001}, /* smallest subnormal */
+      {1.0f + 0x1p-8f, 0x3f80},                 /* tie: even */
+      {1.0f + 0x3p-8f, 0x3f82},                 /* tie: even */
+      {1.0f + 0x1p-8f + 0x1p-20f, 0x3f81},
+      {0x1.fffffep127f, 0x7f80},                /* FLT_MAX rounds to inf */
+      {0x1.fep127f, 0x7f7f},                    /* largest bf16 stays finite */
+      {1.0f / 3.0f, 0x3eab},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    cr_expect_eq(rcoll_float_to_bf16(cases[i].in), cases[i].out,
+                 "float_to_bf16(%a) = 0x%04x, want 0x%04x", (double)cases[i].in,
+                 rcoll_float_to_bf16(cases[i].in), cases[i].out);
+  cr_expect_eq(rcoll_bf16_to_float(0x3f80), 1.0f);
+  cr_expect_eq(rcoll_bf16_to_float(0x7f80), INFINITY);
+  cr_expect(isnan(rcoll_bf16_to_float(0x7fc0)));
+  cr_expect(isnan(rcoll_bf16_to_float(0x7f81)));
+}
+
+/* A NaN stays a NaN through both directions; in particular a signalling
+ * float NaN with only low payload bits must not round to infinity. */
+Test(reduce_math, nan_stays_nan) {
+  uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u, 0x7fbfffffu, 0xff800001u,
+                     0x7fffffffu};
+  for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
+    float f = bits_f(nans[i]);
+    cr_expect(narrow_is_nan(rcoll_float_to_half(f), fmt_half), "half of 0x%08x", nans[i]);
+    cr_expect(narrow_is_nan(rcoll_float_to_bf16(f), fmt_bf16), "bf16 of 0x%08x", nans[i]);
+  }
+}
+
+/* ---- conversions: exhaustive against the reference codec ---- */
+
+static void check_decode_all(float (*dec)(uint16_t), uint16_t (*enc)(float),
+                             struct narrow_fmt f, const char *name) {
+  for (uint32_t h = 0; h <= 0xffff; h++) {
+    float got = dec((uint16_t)h);
+    double want = ref_decode((uint16_t)h, f);
+    if (isnan(want)) {
+      cr_assert(isnan(got), "%s 0x%04x should decode to NaN", name, h);
+      cr_assert(narrow_is_nan(enc(got), f), "%s 0x%04x NaN round trip", name, h);
+      continue;
+    }
+    cr_assert_eq(fbits(got), fbits((float)want), "%s 0x%04x decodes to %a, want %a", name, h,
+                 (double)got, want);
+    cr_assert_eq(enc(got), h, "%s 0x%04x round trip gives 0x%04x", name, h, enc(got));
+  }
+}
+
+Test(reduce_math, decode_and_round_trip_all_patterns) {
+  check_decode_all(rcoll_half_to_float, rcoll_float_to_half, fmt_half, "half");
+  check_decode_all(rcoll_bf16_to_float, rcoll_float_to_bf16, fmt_bf16, "bf16");
+}
+
+static void check_encode(uint16_t (*enc)(float), struct narrow_fmt f, float x) {
+  uint16_t got = enc(x), want = ref_encode(x, f);
+  if (narrow_is_nan(want, f))
+    cr_assert(narrow_is_nan(got, f), "encode(%a) should be NaN", (double)x);
+  else
+    cr_assert_eq(got, want, "encode(%a) = 0x%04x, want 0x%04x", (double)x, got, want);
+}
+
+/* Every midpoint between neighbouring values (where round-to-even decides),
+ * and the floats one step either side of it. */
+static void check_midpoints(uint16_t (*enc)(float), struct narrow_fmt f) {
+  uint16_t inf = (uint16_t)((2 * f.emax + 1) << f.mbits);
+  for (uint16_t h = 0; h < inf; h++) {
+    float mid = (float)((ref_decode(h, f) + ref_decode(h + 1, f)) / 2);
+    for (int s = 0; s < 2; s++) {
+      float x = s ? -mid : mid;
+      check_encode(enc, f, x);
+      check_encode(enc, f, nextafterf(x, INFINITY));
+      check_encode(enc, f, nextafterf(x, -INFINITY));
+    }
+  }
+}
+
+Test(reduce_math, encode_midpoints) {
+  check_midpoints(rcoll_float_to_half, fmt_half);
+  check_midpoints(rcoll_float_to_bf16, fmt_bf16);
+}
+
+/* A stride through all 2^32 float patterns (odd, so it meets every
+ * exponent and sign with varied mantissas). */
+Test(reduce_math, encode_float_sweep) {
+  for (uint64_t u = 0; u <= 0xffffffffu; u += 4099) {
+    check_encode(rcoll_float_to_half, fmt_half, bits_f((uint32_t)u));
+    check_encode(rcoll_float_to_bf16, fmt_bf16, bits_f((uint32_t)u));
+  }
+}
+
+/* ---- type table ---- */
+
+Test(reduce, type_sizes_and_names) {
+  static const struct {
+    rcollDataType_t t;
+    size_t size;
+    const char *name;
+  } types[] = {
+      {rcollInt8, 1, "int8"},       {rcollUint8, 1, "uint8"},     {rcollInt32, 4, "int32"},
+      {rcollUint32, 4, "uint32"},   {rcollInt64, 8, "int64"},     {rcollUint64, 8, "uint64"},
+      {rcollFloat16, 2, "float16"}, {rcollBfloat16, 2, "bfloat16"},
+      {rcollFloat32, 4, "float32"}, {rcollFloat64, 8, "float64"},
+  };
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    cr_expect_eq(rcoll_type_size(types[i].t), types[i].size, "size of %s", types[i].name);
+    cr_expect_str_eq(rcoll_type_name(types[i].t), types[i].name);
+  }
+  rcollDataType_t bad[] = {rcollNumTypes, (rcollDataType_t)-1, (rcollDataType_t)100};
+  for (size_t i = 0; i < 3; i++) {
+    cr_expect_eq(rcoll_type_size(bad[i]), 0);
+    cr_expect_str_eq(rcoll_type_name(bad[i]), "invalid");
+  }
+  const char *ops[] = {"sum", "prod", "max", "min", "avg"};
+  for (int op = 0; op < rcollNumOps; op++)
+    cr_expect_str_eq(rcoll_op_name((rcollRedOp_t)op), ops[op]);
+  cr_expect_str_eq(rcoll_op_name(rcollNumOps), "invalid");
+  cr_expect_str_eq(rcoll_op_name((rcollRedOp_t)-1), "invalid");
+}
+
+/* ---- reference element arithmetic ---- */
+
+static int is_float(rcollDataType_t t) {
+  return t == rcollFloat16 || t == rcollBfloat16 || t == rcollFloat32 || t == rcollFloat64;
+}
+
+static int is_signed(rcollDataType_t t) {
+  return t == rcollInt8 || t == rcollInt32 || t == rcollInt64;
+}
+
+/* Integers travel as their low bytes in a uint64 (the machine is little
+ * endian, checked in the sweep); modular arithmetic on uint64 then keeping
+ * the low bytes is exactly two's complement wrap-around at any width. */
+static uint64_t load_u(const void *p, size_t size) {
+  uint64_t v = 0;
+  memcpy(&v, p, size);
+  return v;
+}
+
+static int64_t load_s(const void *p, size_t size) {
+  int shift = 64 - 8 * (int)size;
+  return (int64_t)(load_u(p, size) << shift) >> shift;
+}
+
+static double load_d(const void *p, rcollDataType_t t) {
+  uint16_t h;
+  switch (t) {
+  case rcollFloat16: memcpy(&h, p, 2); return ref_decode(h, fmt_half);
+  case rcollBfloat16: memcpy(&h, p, 2); return ref_decode(h, fmt_bf16);
+  case rcollFloat32: { float f; memcpy(&f, p, 4); return f; }
+  default: { double d; memcpy(&d, p, 8); return d; }
+  }
+}
+
+static void store_d(void *p, rcollDataType_t t, double v) {
+  uint16_t h;
+  switch (t) {
+  case rcollFloat16: h = ref_encode(v, fmt_half); memcpy(p, &h, 2); break;
+  case rcollBfloat16: h = ref_encode(v, fmt_bf16); memcpy(p, &h, 2); break;
+  case rcollFloat32: { float f = (float)v; memcpy(p, &f, 4); break; }
+  default: memcpy(p, &v, 8); break;
+  }
+}
+
+static void ref_int(rcollDataType_t t, rcollRedOp_t op, const void *a, const void *b, void *out) {
+  size_t size = rcoll_type_size(t);
+  uint64_t ua = load_u(a, size), ub = load_u(b, size), r;
+  int a_gt = is_signed(t) ? load_s(a, size) > load_s(b, size) : ua > ub;
+  switch (op) {
+  case rcollProd: r = ua * ub; break;
+  case rcollMax: r = a_gt ? ua : ub; break;
+  case rcollMin: r = a_gt ? ub : ua; break;
+  default: r = ua + ub; break;
+  }
+  memcpy(out, &r, size);
+}
+
+static void ref_float(rcollDataType_t t, rcollRedOp_t op, const void *a, const void *b,
+                      void *out) {
+  double x = load_d(a, t), y = load_d(b, t), r;
+  switch (op) {
+  case rcollProd: r = x * y; break;
+  case rcollMax: r = isnan(x) || isnan(y) ? NAN : (x > y ? x : y); break;
+  case rcollMin: r = isnan(x) || isnan(y) ? NAN : (x < y ? x : y); break;
+  default: r = x + y; break;
+  }
+  store_d(out, t, r);
+}
+
+static void ref_reduce(rcollDataType_t t, rcollRedOp_t op, const void *a, const void *b,
+                       void *out) {
+  (is_float(t) ? ref_float : ref_int)(t, op, a, b, out);
+}
+
+/* Equal bits, except: any NaN matches any NaN, and for max/min of two equal
+ * values (+0 and -0) either operand is a right answer. */
+static int same_value(rcollDataType_t t, rcollRedOp_t op, const void *got, const void *want) {
+  size_t size = rcoll_type_size(t);
+  if (memcmp(got, want, size) == 0)
+    return 1;
+  if (!is_float(t))
+    return 0;
+  double g = load_d(got, t), w = load_d(want, t);
+  if (isnan(w))
+    return isnan(g);
+  return (op == rcollMax || op == rcollMin) && g == w;
+}
+
+/* ---- random inputs ---- */
+
+static uint64_t rng_next(uint64_t *s) {
+  *s ^= *s << 13;
+  *s ^= *s >> 7;
+  *s ^= *s << 17;
+  return *s;
+}
+
+/* Integers and 16-bit floats: uniformly random bits, which covers wrap,
+ * subnormals, inf and NaN. Wider floats: mostly values of moderate
+ * magnitude (so sums are not dominated by one side), some raw bit patterns. */
+static void fill_random(void *buf, size_t count, rcollDataType_t t, uint64_t *s) {
+  size_t size = rcoll_type_size(t);
+  for (size_t i = 0; i < count; i++) {
+    uint64_t r = rng_next(s);
+    char *p = (char *)buf + i * size;
+    if ((t == rcollFloat32 || t == rcollFloat64) && (r & 7) != 0) {
+      double m = (double)(r >> 11) * 0x1p-53 + 1.0;
+      int e = (int)((r >> 3) & 31) - 16;
+      store_d(p, t, (r & 0x100) ? -ldexp(m, e) : ldexp(m, e));
+    } else {
+      memcpy(p, &r, size);
+    }
+  }
+}
+
+/* ---- rcoll_reduce against the reference, every type x op ---- */
+
+enum alias_mode { OUT_OF_PLACE, DST_IS_A, DST_IS_B, ALL_SAME };
+static const char *const mode_names[] = {"out-of-place", "dst==a", "dst==b", "dst==a==b"};
+
+#define GUARD 16
+#define GUARD_BYTE 0xa5
+
+/* One case: buffers start `off` elements past a 64-byte boundary (so loads
+ * are not vector aligned), dst is followed by guard elements that must
+ * stay untouched. */
+static void check_case(rcollDataType_t t, rcollRedOp_t op, size_t count, size_t off,
+                       enum alias_mode mode, uint64_t *seed) {
+  size_t size = rcoll_type_size(t), bytes = ((count + off + GUARD) * size + 63) / 64 * 64;
+  char *abuf = aligned_alloc(64, bytes), *bbuf = aligned_alloc(64, bytes);
+  char *dbuf = aligned_alloc(64, bytes), *want = malloc(count * size + 1);
+  char *a = abuf + off * size, *b = bbuf + (off + 1) % 4 * size, *dst = dbuf + off * size;
+  fill_random(a, count, t, seed);
+  fill_random(b, count, t, seed);
+  if (mode == ALL_SAME)
+    b = a;
+  for (size_t i = 0; i < count; i++)
+    ref_reduce(t, op, a + i * size, b + i * size, want + i * size);
+  memset(dbuf, GUARD_BYTE, bytes);
+  if (mode != OUT_OF_PLACE)
+    memcpy(dst, mode == DST_IS_B ? b : a, count * size);
+  const void *x = mode == OUT_OF_PLACE || mode == DST_IS_B ? a : dst;
+  const void *y = mode == OUT_OF_PLACE || mode == DST_IS_A ? b : dst;
+  rcoll_reduce(dst, x, y, count, t, op);
+  for (size_t i = 0; i < count; i++)
+    cr_assert(same_value(t, op, dst + i * size, want + i * size),
+              "%s %s count=%zu off=%zu %s: element %zu differs", rcoll_type_name(t),
+              rcoll_op_name(op), count, off, mode_names[mode], i);
+  for (size_t i = count * size; i < (count + GUARD) * size; i++)
+    cr_assert_eq((unsigned char)dst[i], GUARD_BYTE, "%s %s count=%zu: wrote past the end",
+                 rcoll_type_name(t), rcoll_op_name(op), count);
+  free(abuf), free(bbuf), free(dbuf), free(want);
+}
+
+static void sweep_type(rcollDataType_t t) {
+  static const size_t counts[] = {0, 1, 2, 7, 31, 1001, 4099};
+  uint64_t seed = 0x9e3779b97f4a7c15ull + (uint64_t)t;
+  uint16_t one = 1;
+  cr_assert_eq(*(unsigned char *)&one, 1, "the reference assumes little endian");
+  for (int op = 0; op < rcollNumOps; op++)
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++)
+      for (size_t off = 0; off < 3; off++)
+        for (int mode = 0; mode < 4; mode++)
+          check_case(t, (rcollRedOp_t)op, counts[c], off, (enum alias_mode)mode, &seed);
+}
+
+#define SWEEP_TEST(type)                                                                 \
+  Test(reduce_sweep, type) { sweep_type(rcoll##type); }
+SWEEP_TEST(Int8)
+SWEEP_TEST(Uint8)
+SWEEP_TEST(Int32)
+SWEEP_TEST(Uint32)
+SWEEP_TEST(Int64)
+SWEEP_TEST(Uint64)
+SWEEP_TEST(Float16)
+SWEEP_TEST(Bfloat16)
+SWEEP_TEST(Float32)
+SWEEP_TEST(Float64)
+
+/* ---- specific behaviours, spelled out ---- */
+
+Test(reduce, zero_count_and_invalid_arguments_touch_nothing) {
+  unsigned char dst[16], a[16] = {1}, b[16] = {2};
+  memset(dst, GUARD_BYTE, sizeof dst);
+  for (int t = 0; t < rcollNumTypes; t++)
+    for (int op = 0; op < rcollNumOps; op++) {
+      rcoll_reduce(NULL, NULL, NULL, 0, (rcollDataType_t)t, (rcollRedOp_t)op);
+      rcoll_reduce(dst, a, b, 0, (rcollDataType_t)t, (rcollRedOp_t)op);
+      rcoll_reduce_finish(dst, 0, (rcollDataType_t)t, rcollAvg, 3);
+    }
+  rcoll_reduce(dst, a, b, 1, rcollNumTypes, rcollSum);
+  rcoll_reduce(dst, a, b, 1, rcollInt8, rcollNumOps);
+  rcoll_reduce_finish(dst, 1, rcollNumTypes, rcollAvg, 2);
+  for (size_t i = 0; i < sizeof dst; i++)
+    cr_assert_eq(dst[i], GUARD_BYTE);
+}
+
+Test(reduce, integer_wrap_around) {
+  int8_t i8a[] = {127, -128, 16, -128}, i8b[] = {1, -1, 16, -1}, i8[4];
+  rcoll_reduce(i8, i8a, i8b, 4, rcollInt8, rcollSum);
+  cr_expect(i8[0] == -128 && i8[1] == 127);
+  rcoll_reduce(i8, i8a, i8b, 4, rcollInt8, rcollProd);
+  cr_expect(i8[2] == 0 && i8[3] == -128, "16*16 wraps to 0, -128*-1 to -128");
+
+  uint8_t u8a[] = {255, 16}, u8b[] = {1, 17}, u8[2];
+  rcoll_reduce(u8, u8a, u8b, 2, rcollUint8, rcollSum);
+  cr_expect(u8[0] == 0 && u8[1] == 33);
+  rcoll_reduce(u8, u8a, u8b, 2, rcollUint8, rcollProd);
+  cr_expect(u8[0] == 255 && u8[1] == 16, "16*17 = 272 wraps to 16");
+
+  int32_t i32a[] = {INT32_MAX, 65536}, i32b[] = {1, 65536}, i32[2];
+  rcoll_reduce(i32, i32a, i32b, 2, rcollInt32, rcollSum);
+  cr_expect_eq(i32[0], INT32_MIN);
+  rcoll_reduce(i32, i32a, i32b, 2, rcollInt32, rcollProd);
+  cr_expect_eq(i32[1], 0);
+
+  uint32_t u32a[] = {UINT32_MAX, 0x10000}, u32b[] = {2, 0x10001}, u32[2];
+  rcoll_reduce(u32, u32a, u32b, 2, rcollUint32, rcollSum);
+  cr_expect_eq(u32[0], 1);
+  rcoll_reduce(u32, u32a, u32b, 2, rcollUint32, rcollProd);
+  cr_expect_eq(u32[1], 0x10000);
+
+  int64_t i64a[] = {INT64_MAX, INT64_MIN}, i64b[] = {1, -1}, i64[2];
+  rcoll_reduce(i64, i64a, i64b, 2, rcollInt64, rcollSum);
+  cr_expect(i64[0] == INT64_MIN && i64[1] == INT64_MAX);
+  rcoll_reduce(i64, i64a, i64b, 2, rcollInt64, rcollProd);
+  cr_expect_eq(i64[1], INT64_MIN, "INT64_MIN * -1 wraps to itself");
+
+  uint64_t u64a[] = {UINT64_MAX, 1ull << 32}, u64b[] = {1, 1ull << 32}, u64[2];
+  rcoll_reduce(u64, u64a, u64b, 2, rcollUint64, rcollSum);
+  cr_expect_eq(u64[0], 0);
+  rcoll_reduce(u64, u64a, u64b, 2, rcollUint64, rcollProd);
+  cr_expect_eq(u64[1], 0);
+}
+
+/* Values for max/min with NaN and inf, in a type-neutral table; each row
+ * is a, b, max, min as indices into the type's constants below. */
+enum { V_NAN, V_NNAN, V_SNAN, V_INF, V_NINF, V_ONE, V_TWO, V_MTHREE, V_COUNT };
+static const int nan_rows[][4] = {
+    {V_NAN, V_ONE, V_NAN, V_NAN},     {V_ONE, V_NAN, V_NAN, V_NAN},
+    {V_NAN, V_NAN, V_NAN, V_NAN},     {V_NNAN, V_TWO, V_NAN, V_NAN},
+    {V_TWO, V_SNAN, V_NAN, V_NAN},    {V_NAN, V_INF, V_NAN, V_NAN},
+    {V_NINF, V_NAN, V_NAN, V_NAN},    {V_INF, V_ONE, V_INF, V_ONE},
+    {V_NINF, V_ONE, V_ONE, V_NINF},   {V_INF, V_NINF, V_INF, V_NINF},
+    {V_TWO, V_MTHREE, V_TWO, V_MTHREE}, {V_MTHREE, V_TWO, V_TWO, V_MTHREE},
+};
+
+static void check_nan_minmax(rcollDataType_t t, const void *vals) {
+  size_t n = sizeof nan_rows / sizeof nan_rows[0], size = rcoll_type_size(t);
+  char a[16 * 8], b[16 * 8], got[16 * 8];
+  for (size_t i = 0; i < n; i++) {
+    memcpy(a + i * size, (const char *)vals + nan_rows[i][0] * size, size);
+    memcpy(b + i * size, (const char *)vals + nan_rows[i][1] * size, size);
+  }
+  for (int k = 0; k < 2; k++) {
+    rcollRedOp_t op = k ? rcollMin : rcollMax;
+    rcoll_reduce(got, a, b, n, t, op);
+    for (size_t i = 0; i < n; i++) {
+      const char *want = (const char *)vals + nan_rows[i][2 + k] * size;
+      cr_expect(same_value(t, op, got + i * size, want), "%s %s row %zu", rcoll_type_name(t),
+                rcoll_op_name(op), i);
+    }
+  }
+}
+
+Test(reduce, minmax_nan_and_inf) {
+  uint16_t half[V_COUNT] = {0x7e00, 0xfe00, 0x7c01, 0x7c00, 0xfc00, 0x3c00, 0x4000, 0xc200};
+  uint16_t bf16[V_COUNT] = {0x7fc0, 0xffc0, 0x7f81, 0x7f80, 0xff80, 0x3f80, 0x4000, 0xc040};
+  float f32[V_COUNT] = {NAN, -NAN, bits_f(0x7f800001u), INFINITY, -INFINITY, 1, 2, -3};
+  double f64[V_COUNT] = {NAN, -NAN, NAN, INFINITY, -INFINITY, 1, 2, -3};
+  check_nan_minmax(rcollFloat16, half);
+  check_nan_minmax(rcollBfloat16, bf16);
+  check_nan_minmax(rcollFloat32, f32);
+  check_nan_minmax(rcollFloat64, f64);
+}
+
+Test(reduce, narrow_sum_rounds_once_and_overflows) {
+  uint16_t a[] = {0x7bff, 0x3c00, 0x3c00, 0x7c00}, b[] = {0x5000, 0x1400, 0x1000, 0xfc00};
+  uint16_t got[4];
+  rcoll_reduce(got, a, b, 4, rcollFloat16, rcollSum);
+  cr_expect_eq(got[0], 0x7c00, "65504 + 32 = 65536 overflows to inf");
+  cr_expect_eq(got[1], 0x3c01, "1 + 2^-10 is exact");
+  cr_expect_eq(got[2], 0x3c00, "1 + 2^-11 ties to even (1)");
+  cr_expect(narrow_is_nan(got[3], fmt_half), "inf + -inf is NaN");
+}
+
+/* ---- avg finish ---- */
+
+Test(reduce, avg_finish_known_values) {
+  int32_t i32[] = {7, -7, 9, INT32_MIN};
+  rcoll_reduce_finish(i32, 4, rcollInt32, rcollAvg, 2);
+  cr_expect(i32[0] == 3 && i32[1] == -3 && i32[2] == 4 && i32[3] == INT32_MIN / 2,
+            "C division truncates toward zero");
+  int8_t i8[] = {-128, 127};
+  rcoll_reduce_finish(i8, 2, rcollInt8, rcollAvg, 3);
+  cr_expect(i8[0] == -42 && i8[1] == 42);
+  uint8_t u8[] = {255, 255};
+  rcoll_reduce_finish(u8, 1, rcollUint8, rcollAvg, 4);
+  rcoll_reduce_finish(u8 + 1, 1, rcollUint8, rcollAvg, 300);
+  cr_expect(u8[0] == 63 && u8[1] == 0, "a divisor above 255 must not be truncated");
+  uint64_t u64[] = {UINT64_MAX};
+  rcoll_reduce_finish(u64, 1, rcollUint64, rcollAvg, 3);
+  cr_expect_eq(u64[0], UINT64_MAX / 3);
+  uint16_t h[] = {0x3c00}, bf[] = {0x3f80};
+  rcoll_reduce_finish(h, 1, rcollFloat16, rcollAvg, 3);
+  rcoll_reduce_finish(bf, 1, rcollBfloat16, rcollAvg, 3);
+  cr_expect_eq(h[0], 0x3555, "1/3 in half");
+  cr_expect_eq(bf[0], 0x3eab, "1/3 in bfloat16");
+  float f[] = {1.0f};
+  rcoll_reduce_finish(f, 1, rcollFloat32, rcollAvg, 3);
+  cr_expect_eq(f[0], 1.0f / 3.0f);
+  int32_t keep[] = {9};
+  rcoll_reduce_finish(keep, 1, rcollInt32, rcollSum, 2);
+  rcoll_reduce_finish(keep, 1, rcollInt32, rcollAvg, 0);
+  cr_expect_eq(keep[0], 9, "finish changes only avg, and ignores nranks <= 0");
+}
+
+static void ref_avg(rcollDataType_t t, const void *in, int nranks, void *out) {
+  size_t size = rcoll_type_size(t);
+  if (is_float(t)) {
+    store_d(out, t, load_d(in, t) / nranks);
+  } else {
+    uint64_t r = is_signed(t) ? (uint64_t)(load_s(in, size) / nranks)
+                              : load_u(in, size) / (uint64_t)nranks;
+    memcpy(out, &r, size);
+  }
+}
+
+Test(reduce, avg_finish_sweep) {
+  static const int nranks[] = {1, 2, 3, 7, 8, 300};
+  uint64_t seed = 12345;
+  char in[1003 * 8], got[1003 * 8], want[8];
+  for (int t = 0; t < rcollNumTypes; t++) {
+    size_t size = rcoll_type_size((rcollDataType_t)t);
+    for (size_t k = 0; k < sizeof nranks / sizeof nranks[0]; k++) {
+      fill_random(in, 1003, (rcollDataType_t)t, &seed);
+      memcpy(got, in, sizeof got);
+      rcoll_reduce_finish(got + size, 1002, (rcollDataType_t)t, rcollAvg, nranks[k]);
+      for (size_t i = 1; i < 1003; i++) {
+        ref_avg((rcollDataType_t)t, in + i * size, nranks[k], want);
+        cr_assert(same_value((rcollDataType_t)t, rcollAvg, got + i * size, want),
+                  "%s avg / %d element %zu", rcoll_type_name((rcollDataType_t)t), nranks[k], i);
+      }
+    }
+  }
+}
