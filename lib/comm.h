@@ -17,6 +17,16 @@
 #define RCOLL_COMM_DEAD 0x646165646c6c6f63ull  /* destroyed: catches use after destroy */
 #define RCOLL_MAX_SLOTS 16
 
+/* An accepted connection waiting for its hello (conn.c). */
+struct rcoll_pending_accept {
+  void *recv_comm;
+  void *request;
+  struct {
+    uint64_t magic;
+    int64_t rank;
+  } hello;
+};
+
 /* Both directions of the link to one peer. Connections are made on first use. */
 typedef struct rcoll_peer {
   void *send_comm;
@@ -47,18 +57,33 @@ struct rcollComm {
   void *listen_comm;
   char (*handles)[RCOLL_NET_HANDLE_BYTES]; /* every rank's listen handle */
   rcoll_peer_t *peers;
-  /* Accepted connections whose hello has not been read yet. */
-  void **pending_accepts;
+  /* Accepted connections whose hello (the sender's rank) has not arrived. */
+  struct rcoll_pending_accept *pending;
   int npending;
+  int maxpending;
+  /* Per-peer flags of the connections a plan needs (conn.c), kept to avoid
+   * allocating per call. */
+  uint8_t *need;
+
+  /* Scratch ring for intermediate results (plan.h): nscratch pieces of
+   * chunk_bytes, and the plan step that last read each piece. */
+  char *scratch;
+  int nscratch;
+  int *scratch_reader;
+  int scratch_next;
 
   rcoll_plan_t plan;   /* reused by every call: no allocation on the hot path */
   int in_group;        /* plan holds steps of an open group */
 
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;
+  _Atomic int active;      /* threads inside the engine: abort waits for them */
   char last_error[RCOLL_ERROR_TEXT_MAX];
 };
 
+/* Creates this rank's communicator (init.c validates the arguments). */
+rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
+                                const rcollConfig_t *config);
 /* Validates a handle passed by the user; errors name the calling function. */
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn);
 /* Records a failure as the communicator's sticky async error. */

@@ -59,6 +59,8 @@ typedef struct rcoll_plan {
   int failed;   /* an allocation failed while planning */
   size_t chunk_bytes; /* pipeline chunk chosen for this plan */
   const char *algo;   /* name of the last algorithm planned, for logs */
+  void *tmp;          /* planner scratch (rcoll_plan_tmp), kept across calls */
+  size_t tmp_bytes;
 } rcoll_plan_t;
 
 void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm);
@@ -76,6 +78,26 @@ int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, i
  * COPY of zero bytes carrying RCOLL_STEP_FINISH. */
 int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t t, rcollRedOp_t op,
                       int dep0);
+
+/* Scratch for intermediate results that have no home in the user's buffers
+ * (reduce-scatter and reduce pass partial sums along a ring or chain). The
+ * communicator owns a ring of chunk-sized scratch pieces; a piece is handed
+ * out again only after the step that last read it is done, so a plan that
+ * takes a piece must make its writer depend on *dep (RCOLL_NO_DEP when the
+ * piece is free) and then name the step that reads it with set_reader. The
+ * reuse dependency always points to an earlier message, which keeps the
+ * schedule deadlock-free even on transports without buffering. */
+void *rcoll_plan_scratch_get(rcoll_plan_t *p, int *dep);
+void rcoll_plan_scratch_set_reader(rcoll_plan_t *p, const void *piece, int step);
+
+/* Zeroed planner bookkeeping (per-chunk step indices and the like) of at
+ * least `bytes`, owned by the plan and valid until the next call; NULL after
+ * an allocation failure (the plan is then marked failed). */
+void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes);
+
+/* Undoes the connection sequence numbers a plan reserved without running it
+ * (a group that failed validation), then resets it. */
+void rcoll_plan_discard(rcoll_plan_t *p);
 
 /* Writes a human-readable listing of the plan (for teaching and debugging). */
 void rcoll_plan_print(const rcoll_plan_t *p, void *file /* FILE* */);

@@ -1,0 +1,30 @@
+/* Pipelined chain broadcast: root -> root+1 -> ... -> root-1. The message is
+ * cut into chunks; each rank forwards a chunk as soon as it has it, so for
+ * large messages every link is busy at once and the time approaches one
+ * message transfer regardless of the number of ranks. */
+#include "algo.h"
+#include "reduce.h"
+
+void rcoll_broadcast_chain(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+  int n = a->nranks, r = a->rank;
+  size_t bytes = a->count * rcoll_type_size(a->dtype);
+  int pos = (r - a->root + n) % n; /* our place in the chain */
+  int next = (r + 1) % n, prev = (r + n - 1) % n;
+  size_t chunk = p->chunk_bytes, nchunks = rcoll_chunk_count(bytes, chunk);
+  char *rb = a->recvbuff;
+  const char *sb = a->sendbuff;
+  if (pos == 0 && sb != rb)
+    rcoll_plan_copy(p, rb, sb, bytes, RCOLL_NO_DEP, RCOLL_NO_DEP);
+  if (n == 1)
+    return;
+  for (size_t j = 0; j < nchunks; j++) {
+    size_t off = j * chunk, len = bytes - off < chunk ? bytes - off : chunk;
+    if (pos == 0) { /* the root sends from its send buffer: no wait for the copy */
+      rcoll_plan_send(p, next, sb + off, len, RCOLL_NO_DEP, RCOLL_NO_DEP);
+      continue;
+    }
+    int got = rcoll_plan_recv(p, prev, rb + off, len, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    if (pos < n - 1)
+      rcoll_plan_send(p, next, rb + off, len, got, RCOLL_NO_DEP);
+  }
+}

@@ -1,0 +1,204 @@
+/* Communicator life cycle: creation from a unique id, queries, the sticky
+ * error state, finalize, destroy and abort. */
+#include "comm.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "sockutil.h"
+
+rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
+  if (comm == NULL)
+    return rcoll_error(rcollInvalidArgument, "%s: comm is NULL", fn);
+  if (comm->magic == RCOLL_COMM_DEAD)
+    return rcoll_error(rcollInvalidUsage, "%s: comm was already destroyed", fn);
+  if (comm->magic != RCOLL_COMM_MAGIC)
+    return rcoll_error(rcollInvalidArgument, "%s: comm is not a valid communicator", fn);
+  return rcollSuccess;
+}
+
+void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r) {
+  int expected = rcollSuccess;
+  atomic_compare_exchange_strong(&comm->async_error, &expected, (int)r);
+}
+
+const char *rcoll_comm_peer_name(const struct rcollComm *comm, int peer, char *buf, size_t len) {
+  snprintf(buf, len, "rank %d (%s)", peer,
+           comm->bootstrap ? rcoll_bootstrap_host(comm->bootstrap, peer) : "?");
+  return buf;
+}
+
+/* Chunk, slot and scratch sizes from the settings, clamped to sane ranges. */
+static void comm_sizes(struct rcollComm *c) {
+  int64_t chunk = c->settings.chunk_size;
+  if (chunk < 4096)
+    chunk = 4096;
+  if (chunk > (64 << 20))
+    chunk = 64 << 20;
+  c->chunk_bytes = (size_t)chunk & ~(size_t)63; /* every element size divides 64 */
+  int64_t slots = c->settings.nslots;
+  c->nslots = (int)(slots < 2 ? 2 : slots > RCOLL_MAX_SLOTS ? RCOLL_MAX_SLOTS : slots);
+  c->nscratch = 2 * c->nslots;
+}
+
+static rcollResult_t comm_alloc(struct rcollComm *c) {
+  c->peers = calloc((size_t)c->nranks, sizeof *c->peers);
+  c->handles = calloc((size_t)c->nranks, sizeof *c->handles);
+  c->need = calloc((size_t)c->nranks, 1);
+  c->maxpending = 2 * c->nranks + 8;
+  c->pending = calloc((size_t)c->maxpending, sizeof *c->pending);
+  c->scratch_reader = calloc((size_t)c->nscratch, sizeof(int));
+  c->scratch = aligned_alloc(4096, (size_t)c->nscratch * c->chunk_bytes);
+  if (!c->peers || !c->handles || !c->need || !c->pending || !c->scratch_reader || !c->scratch)
+    return rcoll_error(rcollSystemError, "rank %d: out of memory creating the communicator",
+                       c->rank);
+  memset(c->scratch, 0, (size_t)c->nscratch * c->chunk_bytes); /* touch pages now */
+  return rcollSuccess;
+}
+
+/* Opens the transport, listens, and exchanges listen handles with all ranks. */
+static rcollResult_t comm_net_open(struct rcollComm *c, const char *net_name, uint64_t secret) {
+  const char *want = (net_name && *net_name) ? net_name : c->settings.net;
+  c->net = rcoll_net_find(want);
+  if (c->net == NULL) {
+    char avail[256] = "";
+    for (int i = 0; i < rcoll_net_count(); i++)
+      snprintf(avail + strlen(avail), sizeof avail - strlen(avail), "%s%s", i ? ", " : "",
+               rcoll_net_at(i)->name);
+    return rcoll_error(rcollInvalidArgument, "RCOLL_NET=%s: no such transport (available: %s)",
+                       want, avail);
+  }
+  rcoll_net_config_t cfg = {.settings = &c->settings, .secret = secret, .rank = c->rank};
+  RCOLL_CHECK(c->net->init(&cfg, &c->net_ctx));
+  RCOLL_CHECK(c->net->listen(c->net_ctx, 0, c->handles[c->rank], &c->listen_comm));
+  return rcoll_bootstrap_allgather(c->bootstrap, c->handles, RCOLL_NET_HANDLE_BYTES);
+}
+
+static void comm_free(struct rcollComm *c) {
+  rcoll_conn_close_all(c);
+  if (c->net != NULL && c->net_ctx != NULL)
+    c->net->finalize(c->net_ctx);
+  rcoll_bootstrap_close(c->bootstrap);
+  rcoll_plan_free(&c->plan);
+  free(c->peers);
+  free(c->handles);
+  free(c->need);
+  free(c->pending);
+  free(c->scratch_reader);
+  free(c->scratch);
+  c->magic = RCOLL_COMM_DEAD;
+  free(c);
+}
+
+rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
+                                const rcollConfig_t *config) {
+  rcoll_bootstrap_id_t bid;
+  RCOLL_CHECK(rcoll_bootstrap_id_decode(id, &bid));
+  struct rcollComm *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return rcoll_error(rcollSystemError, "out of memory creating a communicator");
+  c->magic = RCOLL_COMM_MAGIC;
+  c->rank = rank;
+  c->nranks = nranks;
+  rcollResult_t r = rcoll_settings_load(&c->settings);
+  if (r == rcollSuccess) {
+    c->timeout_ms = c->settings.timeout * 1000;
+    if (config != NULL && config->timeoutMs > 0)
+      c->timeout_ms = config->timeoutMs;
+    comm_sizes(c);
+    r = comm_alloc(c);
+  }
+  if (r == rcollSuccess)
+    r = rcoll_bootstrap_init(&c->settings, id, rank, nranks, &c->bootstrap);
+  if (r == rcollSuccess)
+    r = comm_net_open(c, config ? config->netName : NULL, bid.secret);
+  if (r != rcollSuccess) {
+    comm_free(c);
+    return r;
+  }
+  rcoll_plan_reset(&c->plan, c);
+  RCOLL_INFO(RCOLL_SUB_INIT, "comm %p rank %d of %d on %s: transport %s, chunk %zu B, %d slots",
+             (void *)c, rank, nranks, rcoll_bootstrap_host(c->bootstrap, rank), c->net->name,
+             c->chunk_bytes, c->nslots);
+  *out = c;
+  return rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollCommFinalize(rcollComm_t comm) {
+  /* Calls on host buffers complete before they return, so nothing is
+   * outstanding here; the error state is what finalize reports. */
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommFinalize"));
+  return (rcollResult_t)comm->async_error;
+}
+
+RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm) {
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommDestroy"));
+  if (comm->in_group)
+    return rcoll_error(rcollInvalidUsage, "rcollCommDestroy: comm has calls in an open group");
+  comm_free(comm);
+  return rcollSuccess;
+}
+
+/* Abort never blocks for long: it stops a call running in another thread (the
+ * engine checks the flag each pass and naps at most half a millisecond), then
+ * tears everything down without talking to peers. */
+RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm) {
+  if (comm == NULL || comm->magic != RCOLL_COMM_MAGIC)
+    return rcoll_comm_check(comm, "rcollCommAbort");
+  comm->aborted = 1;
+  rcoll_comm_set_error(comm, rcollInvalidUsage);
+  for (int spins = 0; comm->active > 0 && spins < 20000; spins++) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  if (comm->active > 0) {
+    /* A thread is still inside a call (stuck in the transport): leak the
+     * communicator rather than free memory under it. */
+    RCOLL_WARN("rcollCommAbort: a call is still running on comm %p; its memory is left", (void *)comm);
+    return rcollSuccess;
+  }
+  comm_free(comm);
+  return rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollCommGetAsyncError(rcollComm_t comm, rcollResult_t *asyncError) {
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommGetAsyncError"));
+  if (asyncError == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollCommGetAsyncError: asyncError is NULL");
+  *asyncError = (rcollResult_t)comm->async_error;
+  return rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollCommCount(const rcollComm_t comm, int *count) {
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommCount"));
+  if (count == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollCommCount: count is NULL");
+  *count = comm->nranks;
+  return rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollCommUserRank(const rcollComm_t comm, int *rank) {
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommUserRank"));
+  if (rank == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device) {
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommCuDevice"));
+  if (device == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollCommCuDevice: device is NULL");
+  *device = -1; /* host communicator: no CUDA device bound */
+  return rcollSuccess;
+}
+
+RCOLL_API const char *rcollGetLastError(rcollComm_t comm) {
+  if (comm != NULL && comm->magic == RCOLL_COMM_MAGIC && comm->last_error[0] != '\0')
+    return comm->last_error;
+  return rcoll_error_text();
+}

@@ -1,0 +1,195 @@
+/* Connections to peers, made on first use. A plan names the peers it sends
+ * to and receives from; before it runs, every missing connection is made,
+ * connects and accepts polled together so that no order of calls between
+ * ranks can deadlock. The first message on every connection is a hello that
+ * carries the sender's rank: one listening endpoint per rank serves all
+ * peers, and the hello tells the accepting side whose connection it is. */
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+#include "sockutil.h"
+
+#define HELLO_MAGIC 0x6f6c6c65686c6c63ull
+
+typedef struct conn_hello {
+  uint64_t magic;
+  int64_t rank;
+} conn_hello_t;
+
+enum { NEED_SEND = 1, NEED_RECV = 2 };
+
+static rcollResult_t send_hello(struct rcollComm *c, void *send_comm) {
+  static _Thread_local conn_hello_t hello; /* must outlive the send request */
+  hello.magic = HELLO_MAGIC;
+  hello.rank = c->rank;
+  void *req = NULL;
+  int64_t deadline = rcoll_now_ms() + c->timeout_ms;
+  while (req == NULL) {
+    RCOLL_CHECK(c->net->isend(send_comm, &hello, sizeof hello, 0, NULL, &req));
+    if (req == NULL && rcoll_now_ms() > deadline)
+      return rcoll_error_quiet(rcollTimeout, "could not post the connection hello");
+  }
+  for (int done = 0; !done;) {
+    RCOLL_CHECK(c->net->test(req, &done, NULL));
+    if (!done && rcoll_now_ms() > deadline)
+      return rcoll_error_quiet(rcollTimeout, "connection hello was not delivered");
+    if (!done)
+      sched_yield();
+  }
+  return rcollSuccess;
+}
+
+/* Staging for receive-reduce steps, touched now so no call pays for page faults. */
+static rcollResult_t peer_staging(struct rcollComm *c, rcoll_peer_t *pe) {
+  size_t bytes = (size_t)c->nslots * c->chunk_bytes;
+  pe->staging = aligned_alloc(4096, bytes);
+  if (pe->staging == NULL)
+    return rcoll_error(rcollSystemError, "rank %d: cannot allocate %zu bytes of staging", c->rank,
+                       bytes);
+  memset(pe->staging, 0, bytes);
+  return c->net->reg_mr(pe->recv_comm, pe->staging, bytes, RCOLL_MEM_HOST, &pe->staging_mh);
+}
+
+static rcollResult_t try_connect(struct rcollComm *c, int peer) {
+  rcoll_peer_t *pe = &c->peers[peer];
+  void *sc = NULL;
+  RCOLL_CHECK(c->net->connect(c->net_ctx, 0, c->handles[peer], &sc));
+  if (sc == NULL)
+    return rcollSuccess;
+  RCOLL_CHECK(send_hello(c, sc));
+  pe->send_comm = sc;
+  RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d -> rank %d (%s): connected via %s", c->rank,
+             peer, rcoll_bootstrap_host(c->bootstrap, peer), c->net->name);
+  return rcollSuccess;
+}
+
+/* Accepts whatever has arrived and files connections whose hello came. */
+static rcollResult_t try_accept(struct rcollComm *c) {
+  void *rc = NULL;
+  RCOLL_CHECK(c->net->accept(c->listen_comm, &rc));
+  if (rc != NULL) {
+    if (c->npending == c->maxpending)
+      return rcoll_error(rcollInternalError, "rank %d: too many unidentified connections", c->rank);
+    struct rcoll_pending_accept *pa = &c->pending[c->npending++];
+    memset(pa, 0, sizeof *pa);
+    pa->recv_comm = rc;
+  }
+  for (int i = 0; i < c->npending; i++) {
+    struct rcoll_pending_accept *pa = &c->pending[i];
+    if (pa->request == NULL) {
+      void *buf = &pa->hello;
+      size_t size = sizeof pa->hello;
+      int tag = 0;
+      RCOLL_CHECK(c->net->irecv(pa->recv_comm, 1, &buf, &size, &tag, NULL, &pa->request));
+      if (pa->request == NULL)
+        continue;
+    }
+    int done = 0;
+    RCOLL_CHECK(c->net->test(pa->request, &done, NULL));
+    if (!done)
+      continue;
+    int64_t r = pa->hello.rank;
+    if (pa->hello.magic != HELLO_MAGIC || r < 0 || r >= c->nranks || c->peers[r].recv_comm) {
+      RCOLL_WARN("rank %d: dropping a connection with a bad hello (rank %lld)", c->rank,
+                 (long long)r);
+      c->net->close_recv(pa->recv_comm);
+    } else {
+      c->peers[r].recv_comm = pa->recv_comm;
+      RCOLL_CHECK(peer_staging(c, &c->peers[r]));
+      RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d <- rank %d (%s): accepted via %s",
+                 c->rank, (int)r, rcoll_bootstrap_host(c->bootstrap, (int)r), c->net->name);
+    }
+    c->pending[i--] = c->pending[--c->npending];
+  }
+  return rcollSuccess;
+}
+
+/* Marks the connections the plan needs that do not exist yet; returns how many. */
+static int conn_missing(struct rcollComm *c, const rcoll_plan_t *p) {
+  int missing = 0;
+  memset(c->need, 0, (size_t)c->nranks);
+  for (int i = 0; i < p->nsteps; i++) {
+    const rcoll_step_t *st = &p->steps[i];
+    if (st->kind == RCOLL_STEP_COPY)
+      continue;
+    rcoll_peer_t *pe = &c->peers[st->peer];
+    int want = st->kind == RCOLL_STEP_SEND ? NEED_SEND : NEED_RECV;
+    void *have = want == NEED_SEND ? pe->send_comm : pe->recv_comm;
+    if (have == NULL && !(c->need[st->peer] & want)) {
+      c->need[st->peer] |= (uint8_t)want;
+      missing++;
+    }
+  }
+  return missing;
+}
+
+static rcollResult_t conn_timeout(struct rcollComm *c) {
+  char name[128];
+  for (int peer = 0; peer < c->nranks; peer++) {
+    rcoll_peer_t *pe = &c->peers[peer];
+    int send = (c->need[peer] & NEED_SEND) && pe->send_comm == NULL;
+    if (send || ((c->need[peer] & NEED_RECV) && pe->recv_comm == NULL)) {
+      rcoll_comm_peer_name(c, peer, name, sizeof name);
+      return rcoll_error(rcollTimeout, "rank %d: could not %s %s within %lld ms", c->rank,
+                         send ? "connect to" : "get a connection from", name,
+                         (long long)c->timeout_ms);
+    }
+  }
+  return rcoll_error(rcollTimeout, "rank %d: connection set-up timed out", c->rank);
+}
+
+rcollResult_t rcoll_conn_ensure(struct rcollComm *c, const rcoll_plan_t *p) {
+  if (conn_missing(c, p) == 0)
+    return rcollSuccess;
+  int64_t deadline = rcoll_now_ms() + c->timeout_ms;
+  for (;;) {
+    int missing = 0;
+    for (int peer = 0; peer < c->nranks; peer++) {
+      rcoll_peer_t *pe = &c->peers[peer];
+      if ((c->need[peer] & NEED_SEND) && pe->send_comm == NULL) {
+        rcollResult_t r = try_connect(c, peer);
+        if (r != rcollSuccess) {
+          char name[128];
+          rcoll_comm_peer_name(c, peer, name, sizeof name);
+          return rcoll_error(r, "rank %d: connecting to %s failed: %s", c->rank, name,
+                             rcoll_error_text());
+        }
+        missing += pe->send_comm == NULL;
+      }
+      missing += (c->need[peer] & NEED_RECV) && pe->recv_comm == NULL;
+    }
+    RCOLL_CHECK(try_accept(c));
+    if (missing == 0 && conn_missing(c, p) == 0)
+      return rcollSuccess;
+    if (c->aborted)
+      return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted", c->rank);
+    if (rcoll_now_ms() > deadline)
+      return conn_timeout(c);
+    sched_yield();
+  }
+}
+
+void rcoll_conn_close_all(struct rcollComm *c) {
+  if (c->net == NULL)
+    return;
+  for (int i = 0; i < c->npending; i++)
+    c->net->close_recv(c->pending[i].recv_comm);
+  c->npending = 0;
+  for (int peer = 0; c->peers != NULL && peer < c->nranks; peer++) {
+    rcoll_peer_t *pe = &c->peers[peer];
+    if (pe->staging_mh != NULL)
+      c->net->dereg_mr(pe->recv_comm, pe->staging_mh);
+    if (pe->send_comm != NULL)
+      c->net->close_send(pe->send_comm);
+    if (pe->recv_comm != NULL)
+      c->net->close_recv(pe->recv_comm);
+    free(pe->staging);
+    memset(pe, 0, sizeof *pe);
+  }
+  if (c->listen_comm != NULL)
+    c->net->close_listen(c->listen_comm);
+  c->listen_comm = NULL;
+}

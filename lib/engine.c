@@ -1,0 +1,252 @@
+/* The progress engine: executes plans (plan.h) over transport connections.
+ *
+ * Execution model: the calling thread drives progress. It posts every step
+ * whose dependencies are done and whose connection is ready for it, tests
+ * posted requests, and runs reductions as soon as a chunk has arrived, so
+ * sending, receiving and reducing overlap. Transports may move large messages
+ * with helper threads of their own (the socket transport does); small ones
+ * are moved by the calling thread inside isend/test, which keeps latency low.
+ * When nothing progresses the thread spins briefly (RCOLL_SPIN_US), then
+ * yields, then sleeps in short naps: with more ranks than cores that is what
+ * lets the other ranks run. Nothing waits forever: RCOLL_TIMEOUT without any
+ * progress fails the call, naming the peer the oldest unfinished step waits
+ * for. */
+#include <sched.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "log.h"
+#include "reduce.h"
+#include "sockutil.h"
+
+/* Steps examined per pass: far more than can be in flight at once. */
+#define ENGINE_WINDOW 512
+
+static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
+  for (int k = 0; k < 2; k++)
+    if (st->dep[k] != RCOLL_NO_DEP && p->steps[st->dep[k]].state != RCOLL_STEP_DONE)
+      return 0;
+  return 1;
+}
+
+static rcollResult_t peer_error(struct rcollComm *c, int peer, rcollResult_t r, const char *what) {
+  char name[128];
+  rcoll_comm_peer_name(c, peer, name, sizeof name);
+  return rcoll_error(r, "rank %d: %s %s failed: %s", c->rank, what, name, rcoll_error_text());
+}
+
+static void finish_local(struct rcollComm *c, rcoll_step_t *st) {
+  if (st->flags & RCOLL_STEP_FINISH) {
+    rcollDataType_t t = (rcollDataType_t)st->dtype;
+    rcoll_reduce_finish(st->dst, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op,
+                        c->nranks);
+  }
+}
+
+/* Tries to post a pending step; returns 1 if it moved. */
+static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
+  struct rcollComm *c = p->comm;
+  if (!deps_done(p, st))
+    return 0;
+  if (st->kind == RCOLL_STEP_COPY) {
+    if (st->src != NULL && st->src != st->dst && st->bytes > 0)
+      memmove(st->dst, st->src, st->bytes);
+    finish_local(c, st);
+    st->state = RCOLL_STEP_DONE;
+    return 1;
+  }
+  rcoll_peer_t *pe = &c->peers[st->peer];
+  void *req = NULL;
+  rcollResult_t r;
+  if (st->kind == RCOLL_STEP_SEND) {
+    if (st->seq != pe->send_posted)
+      return 0;
+    r = c->net->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
+    if (r != rcollSuccess) {
+      *err = peer_error(c, st->peer, r, "send to");
+      return 0;
+    }
+    if (req == NULL)
+      return 0;
+    pe->send_posted++;
+  } else {
+    if (st->seq != pe->recv_posted)
+      return 0;
+    void *buf = st->dst;
+    void *mh = NULL;
+    if (st->kind == RCOLL_STEP_RECV_REDUCE) {
+      unsigned slot = pe->slot_next % (unsigned)c->nslots;
+      if (pe->slot_busy[slot])
+        return 0;
+      buf = pe->staging + (size_t)slot * c->chunk_bytes;
+      mh = pe->staging_mh;
+      st->slot = (int)slot;
+    }
+    int tag = 0;
+    r = c->net->irecv(pe->recv_comm, 1, &buf, &st->bytes, &tag, &mh, &req);
+    if (r != rcollSuccess) {
+      *err = peer_error(c, st->peer, r, "receive from");
+      return 0;
+    }
+    if (req == NULL)
+      return 0;
+    if (st->kind == RCOLL_STEP_RECV_REDUCE) {
+      pe->slot_busy[st->slot] = 1;
+      pe->slot_next++;
+    }
+    pe->recv_posted++;
+  }
+  st->request = req;
+  st->state = RCOLL_STEP_POSTED;
+  return 1;
+}
+
+/* Tests a posted step; on completion runs its reduction. Returns 1 if done. */
+static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
+  struct rcollComm *c = p->comm;
+  int done = 0;
+  size_t got = 0;
+  rcollResult_t r = c->net->test(st->request, &done, &got);
+  if (r != rcollSuccess) {
+    *err = peer_error(c, st->peer, r, st->kind == RCOLL_STEP_SEND ? "send to" : "receive from");
+    return 0;
+  }
+  if (!done)
+    return 0;
+  st->request = NULL;
+  if (st->kind != RCOLL_STEP_SEND && got != st->bytes) {
+    char name[128];
+    rcoll_comm_peer_name(c, st->peer, name, sizeof name);
+    *err = rcoll_error(rcollInvalidUsage,
+                       "rank %d: %s sent %zu bytes where %zu were expected "
+                       "(counts, types or call order differ between ranks)",
+                       c->rank, name, got, st->bytes);
+    return 0;
+  }
+  if (st->kind == RCOLL_STEP_RECV_REDUCE) {
+    rcoll_peer_t *pe = &c->peers[st->peer];
+    const void *staged = pe->staging + (size_t)st->slot * c->chunk_bytes;
+    rcollDataType_t t = (rcollDataType_t)st->dtype;
+    rcoll_reduce(st->dst, st->src, staged, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op);
+    finish_local(c, st);
+    pe->slot_busy[st->slot] = 0;
+  }
+  st->state = RCOLL_STEP_DONE;
+  return 1;
+}
+
+/* One pass over a plan's window. Returns the number of steps that moved. */
+static int plan_progress(rcoll_plan_t *p, rcollResult_t *err) {
+  int moved = 0, seen = 0;
+  for (int i = p->head; i < p->nsteps && seen < ENGINE_WINDOW; i++) {
+    rcoll_step_t *st = &p->steps[i];
+    if (st->state == RCOLL_STEP_DONE)
+      continue;
+    seen++;
+    if (st->state == RCOLL_STEP_PENDING)
+      moved += step_post(p, st, err);
+    if (*err == rcollSuccess && st->state == RCOLL_STEP_POSTED)
+      moved += step_test(p, st, err);
+    if (*err != rcollSuccess)
+      return moved;
+  }
+  while (p->head < p->nsteps && p->steps[p->head].state == RCOLL_STEP_DONE)
+    p->head++;
+  return moved;
+}
+
+static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
+  struct rcollComm *c = p->comm;
+  for (int i = p->head; i < p->nsteps; i++) {
+    const rcoll_step_t *st = &p->steps[i];
+    if (st->state == RCOLL_STEP_DONE || st->kind == RCOLL_STEP_COPY)
+      continue;
+    char name[128];
+    rcoll_comm_peer_name(c, st->peer, name, sizeof name);
+    return rcoll_error(rcollTimeout,
+                       "rank %d: no progress for %lld ms waiting to %s %zu bytes %s %s "
+                       "(RCOLL_TIMEOUT=%lld s); the peer may have died or stopped calling",
+                       c->rank, (long long)waited_ms,
+                       st->kind == RCOLL_STEP_SEND ? "send" : "receive", st->bytes,
+                       st->kind == RCOLL_STEP_SEND ? "to" : "from", name,
+                       (long long)c->settings.timeout);
+  }
+  return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);
+}
+
+/* Waits without burning a core: spin, then yield, then nap. */
+static void engine_backoff(int64_t idle_us, int64_t spin_us) {
+  if (idle_us < spin_us)
+    return;
+  if (idle_us < spin_us + 2000) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts = {0, idle_us < 100000 ? 50000 : 500000};
+  nanosleep(&ts, NULL);
+}
+
+static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t r) {
+  for (int i = 0; i < nplans; i++) {
+    struct rcollComm *c = plans[i]->comm;
+    snprintf(c->last_error, sizeof c->last_error, "%s", rcoll_error_text());
+    rcoll_comm_set_error(c, r);
+  }
+  return r;
+}
+
+static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
+  int64_t last_progress = rcoll_now_us();
+  int64_t timeout_us = plans[0]->comm->timeout_ms * 1000;
+  int64_t spin_us = plans[0]->comm->settings.spin_us;
+  for (;;) {
+    int moved = 0, busy = 0;
+    rcollResult_t err = rcollSuccess;
+    for (int i = 0; i < nplans; i++) {
+      rcoll_plan_t *p = plans[i];
+      if (p->head == p->nsteps)
+        continue;
+      if (p->comm->aborted)
+        return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted during the call",
+                           p->comm->rank);
+      moved += plan_progress(p, &err);
+      if (err != rcollSuccess)
+        return err;
+      busy += p->head < p->nsteps;
+    }
+    if (!busy)
+      return rcollSuccess;
+    int64_t now = rcoll_now_us();
+    if (moved) {
+      last_progress = now;
+      continue;
+    }
+    if (now - last_progress > timeout_us)
+      for (int i = 0; i < nplans; i++)
+        if (plans[i]->head < plans[i]->nsteps)
+          return stalled_error(plans[i], (now - last_progress) / 1000);
+    engine_backoff(now - last_progress, spin_us);
+  }
+}
+
+rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans) {
+  for (int i = 0; i < nplans; i++) {
+    if (plans[i]->failed)
+      return engine_fail(plans, nplans,
+                         rcoll_error(rcollSystemError, "rank %d: out of memory while planning",
+                                     plans[i]->comm->rank));
+    plans[i]->comm->active++;
+  }
+  rcollResult_t r = rcollSuccess;
+  for (int i = 0; i < nplans && r == rcollSuccess; i++)
+    r = rcoll_conn_ensure(plans[i]->comm, plans[i]);
+  if (r == rcollSuccess)
+    r = engine_loop(plans, nplans);
+  if (r != rcollSuccess)
+    engine_fail(plans, nplans, r);
+  for (int i = 0; i < nplans; i++)
+    plans[i]->comm->active--;
+  return r;
+}

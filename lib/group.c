@@ -1,0 +1,76 @@
+/* Group calls (group.h). The state is per thread, as in NCCL. */
+#include "group.h"
+
+#include <stdlib.h>
+
+#include "log.h"
+
+static _Thread_local int group_depth;
+static _Thread_local rcollResult_t group_error;
+static _Thread_local struct rcollComm **group_comms;
+static _Thread_local rcoll_plan_t **group_plans;
+static _Thread_local int group_n, group_cap;
+
+int rcoll_group_active(void) { return group_depth > 0; }
+
+void rcoll_group_fail(rcollResult_t r) {
+  if (group_error == rcollSuccess)
+    group_error = r;
+}
+
+rcollResult_t rcoll_group_add(struct rcollComm *comm) {
+  if (comm->in_group)
+    return rcollSuccess;
+  if (group_n == group_cap) {
+    int cap = group_cap ? 2 * group_cap : 16;
+    struct rcollComm **c = realloc(group_comms, (size_t)cap * sizeof *c);
+    if (c != NULL)
+      group_comms = c;
+    rcoll_plan_t **p = realloc(group_plans, (size_t)cap * sizeof *p);
+    if (p != NULL)
+      group_plans = p;
+    if (c == NULL || p == NULL)
+      return rcoll_error(rcollSystemError, "group: out of memory");
+    group_cap = cap;
+  }
+  comm->in_group = 1;
+  group_comms[group_n++] = comm;
+  return rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollGroupStart(void) {
+  if (group_depth == 0)
+    group_error = rcollSuccess;
+  group_depth++;
+  return rcollSuccess;
+}
+
+static void group_clear(void) {
+  for (int i = 0; i < group_n; i++)
+    group_comms[i]->in_group = 0;
+  group_n = 0;
+  group_error = rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollGroupEnd(void) {
+  if (group_depth == 0)
+    return rcoll_error(rcollInvalidUsage, "rcollGroupEnd: no matching rcollGroupStart");
+  if (--group_depth > 0)
+    return rcollSuccess;
+  rcollResult_t r = group_error;
+  if (r != rcollSuccess) {
+    /* A call in the group was refused: run none of them, as NCCL does. */
+    for (int i = 0; i < group_n; i++)
+      rcoll_plan_discard(&group_comms[i]->plan);
+    group_clear();
+    return r;
+  }
+  for (int i = 0; i < group_n; i++)
+    group_plans[i] = &group_comms[i]->plan;
+  if (group_n > 0)
+    r = rcoll_engine_run(group_plans, group_n);
+  for (int i = 0; i < group_n; i++)
+    rcoll_plan_reset(&group_comms[i]->plan, group_comms[i]);
+  group_clear();
+  return r;
+}

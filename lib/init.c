@@ -1,0 +1,118 @@
+/* Public entry points that create communicators: from a unique id, several
+ * in one process, or from the launcher's environment. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "bootstrap.h"
+#include "comm.h"
+#include "log.h"
+
+static uint64_t random_secret(void) {
+  uint64_t s = 0;
+  if (getrandom(&s, sizeof s, 0) != sizeof s)
+    s = (uint64_t)rcoll_now_us() * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&s;
+  return s | 1; /* never zero */
+}
+
+RCOLL_API rcollResult_t rcollGetUniqueId(rcollUniqueId *uniqueId) {
+  if (uniqueId == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollGetUniqueId: uniqueId is NULL");
+  rcoll_settings_t s;
+  RCOLL_CHECK(rcoll_settings_load(&s));
+  rcoll_sockaddr_t at, *listen_at = NULL;
+  if (s.comm_id[0] != '\0') { /* like NCCL_COMM_ID: the root listens there */
+    RCOLL_CHECK(rcoll_sockaddr_parse(s.comm_id, -1, &at));
+    listen_at = &at;
+  }
+  return rcoll_bootstrap_root_start(&s, listen_at, random_secret(), uniqueId);
+}
+
+RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, rcollUniqueId commId,
+                                                int rank, rcollConfig_t *config) {
+  if (comm == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollCommInitRank: comm is NULL");
+  *comm = NULL;
+  if (nranks < 1)
+    return rcoll_error(rcollInvalidArgument, "rcollCommInitRank: nranks %d must be at least 1",
+                       nranks);
+  if (rank < 0 || rank >= nranks)
+    return rcoll_error(rcollInvalidArgument, "rcollCommInitRank: rank %d is not in [0, %d)", rank,
+                       nranks);
+  if (config != NULL && (config->magic != RCOLL_CONFIG_MAGIC || config->size > sizeof *config ||
+                         config->size < offsetof(rcollConfig_t, netName)))
+    return rcoll_error(rcollInvalidArgument,
+                       "rcollCommInitRankConfig: config was not set up with RCOLL_CONFIG_INITIALIZER");
+  if (config != NULL && config->blocking != 1)
+    return rcoll_error(rcollInvalidArgument,
+                       "rcollCommInitRankConfig: non-blocking communicators (blocking=0) are not "
+                       "supported yet");
+  rcoll_log_set_rank(rank);
+  return rcoll_comm_create(comm, nranks, &commId, rank, config);
+}
+
+RCOLL_API rcollResult_t rcollCommInitRank(rcollComm_t *comm, int nranks, rcollUniqueId commId,
+                                          int rank) {
+  return rcollCommInitRankConfig(comm, nranks, commId, rank, NULL);
+}
+
+typedef struct init_all_arg {
+  rcollComm_t *comm;
+  int nranks, rank;
+  rcollUniqueId id;
+  rcollResult_t result;
+  char error[RCOLL_ERROR_TEXT_MAX];
+} init_all_arg_t;
+
+static void *init_all_thread(void *p) {
+  init_all_arg_t *a = p;
+  a->result = rcollCommInitRank(a->comm, a->nranks, a->id, a->rank);
+  snprintf(a->error, sizeof a->error, "%s", rcoll_error_text());
+  return NULL;
+}
+
+/* Init is collective, so each rank joins from its own thread; the calling
+ * thread waits for all of them. devlist names CUDA devices and is ignored for
+ * host communicators. */
+RCOLL_API rcollResult_t rcollCommInitAll(rcollComm_t *comms, int ndev, const int *devlist) {
+  (void)devlist;
+  if (comms == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollCommInitAll: comms is NULL");
+  if (ndev < 1)
+    return rcoll_error(rcollInvalidArgument, "rcollCommInitAll: ndev %d must be at least 1", ndev);
+  rcollUniqueId id;
+  RCOLL_CHECK(rcollGetUniqueId(&id));
+  init_all_arg_t *args = calloc((size_t)ndev, sizeof *args);
+  pthread_t *threads = calloc((size_t)ndev, sizeof *threads);
+  if (args == NULL || threads == NULL) {
+    free(args);
+    free(threads);
+    return rcoll_error(rcollSystemError, "rcollCommInitAll: out of memory");
+  }
+  int started = 0;
+  for (; started < ndev; started++) {
+    args[started] = (init_all_arg_t){.comm = &comms[started], .nranks = ndev, .rank = started, .id = id};
+    if (pthread_create(&threads[started], NULL, init_all_thread, &args[started]) != 0)
+      break;
+  }
+  for (int i = 0; i < started; i++)
+    pthread_join(threads[i], NULL);
+  rcollResult_t r = started == ndev ? rcollSuccess : rcollSystemError;
+  const char *why = started == ndev ? "" : "cannot start threads";
+  for (int i = 0; i < started; i++)
+    if (args[i].result != rcollSuccess && r == rcollSuccess) {
+      r = args[i].result;
+      why = args[i].error;
+    }
+  if (r != rcollSuccess) {
+    for (int i = 0; i < started; i++)
+      if (args[i].result == rcollSuccess)
+        rcollCommAbort(comms[i]);
+    rcoll_error(r, "rcollCommInitAll: %s", why);
+  }
+  free(args);
+  free(threads);
+  return r;
+}

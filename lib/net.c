@@ -1,0 +1,27 @@
+/* The static table of transports, best first. A transport is added here and
+ * nowhere else in lib/. */
+#include "net.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "../transports/socket/socket.h"
+
+static const rcoll_transport_ops_t *const transports[] = {
+    &socket_ops,
+};
+
+int rcoll_net_count(void) { return (int)(sizeof transports / sizeof transports[0]); }
+
+const rcoll_transport_ops_t *rcoll_net_at(int i) {
+  return (i >= 0 && i < rcoll_net_count()) ? transports[i] : NULL;
+}
+
+const rcoll_transport_ops_t *rcoll_net_find(const char *name) {
+  if (name == NULL || *name == '\0')
+    return transports[0];
+  for (int i = 0; i < rcoll_net_count(); i++)
+    if (!strcasecmp(transports[i]->name, name))
+      return transports[i];
+  return NULL;
+}
