@@ -1,31 +1,316 @@
-# rcoll — non-recursive build. `./configure` writes config.mk (optional
-# dependencies found); without it the defaults below build the host library.
--include config.mk
+# rcoll — non-recursive build. `./configure` writes config.mk (which optional
+# dependencies were found); `make` runs `autoreconf -fi && ./configure` itself
+# when config.mk is missing. `make help` lists the targets; docs/BUILD.md
+# explains the layout and the hooks for new directories.
+
+# Goals that must work before configure can run (a fresh machine has no
+# autoconf until `make deps` installs it) do not read config.mk; check and demo
+# install the dependencies first and then re-invoke make, which configures.
+NOCONFIG_GOALS := deps check demo clean distclean help
+ifneq ($(filter-out $(NOCONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
+include config.mk
+endif
 
 CC ?= cc
-PREFIX ?= /usr/local
-CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -fPIC -pthread \
-               -fvisibility=hidden -Iinclude -Ilib -DRCOLL_BUILDING_LIBRARY
-CFLAGS += $(CFLAGS_BASE) $(EXTRA_CFLAGS)
-LDLIBS += -pthread -lm
+# Every rule is spelled out below; the built-in ones (e.g. `%: %.c`) would
+# only compete with them.
+MAKEFLAGS += --no-builtin-rules
+.SUFFIXES:
+PREFIX ?= $(or $(CONFIG_PREFIX),/usr/local)
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
 
+VERSION := $(shell awk '$$1 ~ /define/ && $$2 ~ /^RCOLL_(MAJOR|MINOR|PATCH)$$/ {v = v s $$3; s = "."} \
+                        END {print v}' include/rcoll.h)
+SONAME := librcoll.so.$(firstword $(subst ., ,$(VERSION)))
+
+# Where things go. check-asan re-invokes make with all three pointing into
+# build-asan/, so the sanitized tree never mixes with the normal one.
+BUILD ?= build
+LIBOUT ?= lib
+TESTBIN ?= tests/bin
+SAN_FLAGS ?=
+ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
+
+# Flags. CFLAGS is the user's and comes last, so per-target additions (such as
+# reduce.o's -O3 below) and `make CFLAGS=...` override the defaults.
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread \
+               -Iinclude -Ilib $(CONFIG_DEFS) $(SAN_FLAGS) $(CONFIG_CFLAGS) $(EXTRA_CFLAGS)
+DEP_CFLAGS := $(IBVERBS_CFLAGS) $(RDMACM_CFLAGS) $(UCX_CFLAGS) $(HWLOC_CFLAGS) \
+              $(if $(filter 1,$(RCOLL_HAVE_CUDA)),$(CUDA_CFLAGS))
+LIB_CFLAGS := $(CFLAGS_BASE) $(DEP_CFLAGS) -fPIC -fvisibility=hidden -DRCOLL_BUILDING_LIBRARY
+LDFLAGS_BASE := $(SAN_FLAGS) $(CONFIG_LDFLAGS)
+
+# Every optional library configure found is offered to the linker, but
+# --as-needed keeps only those some object really calls: a transport that uses
+# UCX pulls in -lucp without this file naming transport directories.
+DEP_LIBS := $(IBVERBS_LIBS) $(RDMACM_LIBS) $(UCX_LIBS) $(HWLOC_LIBS) \
+            $(if $(filter 1,$(RCOLL_HAVE_CUDA)),$(CUDA_LIBS))
+LIB_LDLIBS := -Wl,--as-needed $(DEP_LIBS) -Wl,--no-as-needed -pthread -lm
+
+# ------------------------------------------------------------------ library
 LIB_SRCS := $(wildcard lib/*.c) $(wildcard transports/*/*.c) $(wildcard algorithms/*.c)
-LIB_OBJS := $(LIB_SRCS:%.c=build/%.o)
+LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 
-all: lib/librcoll.so lib/librcoll.a
+# CUDA hook: with a CUDA toolkit found, lib/cuda/*.cu are compiled by nvcc into
+# the same library (host code that calls the CUDA runtime belongs in lib/*.c
+# under #if RCOLL_HAVE_CUDA). Add more device-side rules here.
+ifeq ($(RCOLL_HAVE_CUDA),1)
+CU_SRCS := $(wildcard lib/cuda/*.cu)
+LIB_OBJS += $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+                -gencode arch=compute_90,code=compute_90
+NVCC_FLAGS ?= -O3 -g -std=c++17 $(NVCC_GENCODE)
+endif
 
-build/%.o: %.c
+LIB_SO := $(LIBOUT)/librcoll.so
+LIB_A := $(LIBOUT)/librcoll.a
+
+# ------------------------------------------------------------------ bench, tools, examples
+# bench/X_perf comes from bench/X_perf.c plus the shared driver (every other
+# bench/*.c except rcoll_info.c). With MPI found the bench is built by mpicc so
+# that mpiexec can launch it; the library itself never links MPI.
+BENCH_BINS := $(patsubst %.c,%,$(wildcard bench/*_perf.c))
+BENCH_COMMON_SRCS := $(filter-out bench/%_perf.c bench/rcoll_info.c,$(wildcard bench/*.c))
+BENCH_COMMON_OBJS := $(BENCH_COMMON_SRCS:%.c=$(BUILD)/%.o)
+ifeq ($(RCOLL_HAVE_MPI),1)
+BENCH_CC := $(MPICC)
+BENCH_DEFS := -DRCOLL_HAVE_MPI=1
+else
+BENCH_CC := $(CC)
+BENCH_DEFS :=
+endif
+INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info)
+EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
+
+# ------------------------------------------------------------------ tests
+# tests/test_X.c is one Criterion binary, TESTBIN/test_X; tests/support/*.c are
+# helpers linked into each of them. Any other tests/Y.c is a stand-alone
+# program (a driver for a tests/check_*.sh script, a micro-benchmark) built
+# into TESTBIN/Y without Criterion. All link the static library so that they
+# reach internal (hidden) functions.
+TEST_SRCS := $(wildcard tests/test_*.c)
+TEST_BINS := $(TEST_SRCS:tests/%.c=$(TESTBIN)/%)
+TEST_SUPPORT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
+TEST_PROG_SRCS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
+TEST_PROGS := $(TEST_PROG_SRCS:tests/%.c=$(TESTBIN)/%)
+CHECK_SCRIPTS := $(sort $(wildcard tests/check_*.sh))
+# Criterion runs one test at a time by default: the machines have 2 cores and
+# many tests start several ranks of their own. TEST_TIMEOUT caps a single test
+# that sets no timeout itself.
+TEST_JOBS ?= 1
+TEST_TIMEOUT ?= 300
+
+all: $(LIB_SO) $(LIB_A) $(BENCH_BINS) $(INFO_BIN) $(EXAMPLE_BINS)
+
+# Reductions are the inner loop of every collective: let the compiler vectorize.
+$(BUILD)/lib/reduce.o: CFLAGS += -O3 -funroll-loops
+
+$(BUILD)/%.o: %.c config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(LIB_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-lib/librcoll.so: $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,librcoll.so.0 -o $@ $^ $(LDFLAGS) $(LDLIBS)
+$(BUILD)/%.cu.o: %.cu config.mk
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Ilib $(CONFIG_DEFS) \
+	  -DRCOLL_BUILDING_LIBRARY -MMD -MP -c $< -o $@
 
-lib/librcoll.a: $(LIB_OBJS)
-	rm -f $@; ar rcs $@ $^
+# The real file carries the full version; the soname link is what programs
+# load at run time, the plain .so what the linker finds with -lrcoll.
+$(LIB_SO): $(LIB_OBJS) $(BUILD)/lib-objects.list
+	@mkdir -p $(dir $@)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@.$(VERSION) $(LIB_OBJS) \
+	  $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+	ln -sf librcoll.so.$(VERSION) $(LIBOUT)/$(SONAME)
+	ln -sf librcoll.so.$(VERSION) $@
 
+$(LIB_A): $(LIB_OBJS) $(BUILD)/lib-objects.list
+	@mkdir -p $(dir $@)
+	rm -f $@; ar rcs $@ $(LIB_OBJS)
+
+# Rewritten only when the set of library sources changes, so that deleting or
+# renaming a file relinks the libraries without its stale object.
+$(BUILD)/lib-objects.list: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(LIB_OBJS)' | cmp -s - $@ || echo '$(LIB_OBJS)' > $@
+FORCE:
+
+$(BUILD)/bench/%.o: bench/%.c config.mk
+	@mkdir -p $(dir $@)
+	$(BENCH_CC) $(CFLAGS_BASE) $(BENCH_DEFS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# rcoll_info prints internal settings tables, so it links the static library
+# and needs neither MPI nor the shared one.
+$(BUILD)/bench/rcoll_info.o: BENCH_CC := $(CC)
+$(BUILD)/bench/rcoll_info.o: BENCH_DEFS :=
+
+bench/%_perf: $(BUILD)/bench/%_perf.o $(BENCH_COMMON_OBJS) $(LIB_SO)
+	$(BENCH_CC) -o $@ $(filter %.o,$^) -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../lib' \
+	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
+
+bench/rcoll_info: $(BUILD)/bench/rcoll_info.o $(LIB_A)
+	$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+
+examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
+	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
+
+$(BUILD)/examples/%.o: examples/%.c config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/tests/%.o: tests/%.c config.mk
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_BASE) $(DEP_CFLAGS) $(CRITERION_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(TESTBIN)/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $(filter %.o,$^) $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) \
+	  $(or $(CRITERION_LIBS),-lcriterion) $(LIB_LDLIBS) $(LDLIBS)
+
+$(TESTBIN)/%: $(BUILD)/tests/%.o $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(CC) -o $@ $< $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+
+tests: $(TEST_BINS) $(TEST_PROGS)
+
+# ------------------------------------------------------------------ configure
+# config.mk is rebuilt when configure's inputs change; an existing
+# config.status keeps the options of the last ./configure run.
+configure: configure.ac aclocal.m4 $(wildcard m4/*.m4)
+	@command -v autoreconf >/dev/null 2>&1 || { \
+	  echo "autoreconf not found: run 'make deps' (or scripts/setup-deps.sh) first" >&2; exit 1; }
+	autoreconf -fi
+
+config.mk: configure config.mk.in
+	@if [ -x config.status ]; then ./config.status --recheck && ./config.status; \
+	 else ./configure; fi
+
+# ------------------------------------------------------------------ check, demo, deps
+deps:
+	@scripts/setup-deps.sh
+
+# Builds in parallel on every core unless the caller chose -j already. Lazy
+# (=), because make shows -j in MAKEFLAGS only while recipes run.
+BUILD_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 2))
+SUBMAKE := $(MAKE) --no-print-directory
+
+check:
+	@scripts/setup-deps.sh
+	+@$(SUBMAKE) check-configured
+	+@$(SUBMAKE) $(BUILD_JOBS) check-build
+	+@$(SUBMAKE) check-run
+
+# A config.mk written before `make deps` installed Criterion lacks it: redo
+# the checks once so that the test binaries can be built.
+check-configured:
+	@if [ "$(HAVE_CRITERION)" != 1 ]; then \
+	  echo "Criterion was not found when configure last ran; re-running configure"; \
+	  ./config.status --recheck && ./config.status; \
+	fi
+
+check-build: all tests asan-build
+
+ifneq ($(HAVE_CRITERION),1)
+$(TEST_BINS) asan-tests: criterion-missing
+endif
+criterion-missing:
+	@echo "Criterion is needed for the tests: run 'make deps' (installs libcriterion-dev), then ./configure" >&2
+	@exit 1
+
+RESULTS := $(BUILD)/check-results
+ASAN_MAKE = $(SUBMAKE) BUILD=build-asan LIBOUT=build-asan/lib TESTBIN=build-asan/tests/bin \
+            SAN_FLAGS='$(ASAN_FLAGS)'
+# Sanitizers stop the test at the first report, so that a finding fails it.
+SAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+           ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
+RUN_CHECKS := TEST_JOBS=$(TEST_JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/run-checks.sh
+
+check-run:
+	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
+	@$(RUN_CHECKS) criterion $(RESULTS) $(TEST_BINS)
+	@BENCH_DIR=$(CURDIR)/bench TEST_BIN_DIR=$(CURDIR)/$(TESTBIN) \
+	  $(if $(MPIEXEC),MPIEXEC=$(MPIEXEC)) RCOLL_ROOT=$(CURDIR) \
+	  $(RUN_CHECKS) scripts $(RESULTS) $(CHECK_SCRIPTS)
+	@$(SAN_ENV) $(RUN_CHECKS) criterion $(RESULTS) $(TEST_SRCS:tests/%.c=build-asan/tests/bin/%)
+	@scripts/run-checks.sh summary $(RESULTS)
+
+# The sanitized library and Criterion tests, in build-asan/.
+asan-build:
+	+@$(ASAN_MAKE) asan-tests
+
+asan-tests: $(LIB_A) $(TEST_BINS)
+
+check-asan: asan-build
+	@rm -rf build-asan/check-results; mkdir -p build-asan/check-results
+	@$(SAN_ENV) $(RUN_CHECKS) criterion build-asan/check-results $(TEST_SRCS:tests/%.c=build-asan/tests/bin/%)
+	@scripts/run-checks.sh summary build-asan/check-results
+
+DEMO_CMD := bench/allreduce_perf -t 2 -b 8 -e 128M -f 4
+
+demo:
+	@scripts/setup-deps.sh
+	+@$(SUBMAKE) $(BUILD_JOBS) all
+	+@$(SUBMAKE) demo-run
+
+demo-run: bench/allreduce_perf
+	@echo "== $(DEMO_CMD)   (2 ranks as threads in one process)"
+	@$(DEMO_CMD)
+
+# ------------------------------------------------------------------ install
+# Libs.private (for static linking) names only the optional libraries that the
+# shared library really needs: the ones --as-needed kept in its NEEDED list.
+LIB_NEEDED = $(shell readelf -d $(LIB_SO) 2>/dev/null | sed -n 's/.*(NEEDED).*\[lib\([^.]*\)\.so.*/\1/p')
+PC_LIBS_PRIVATE = $(strip $(if $(filter ibverbs,$(LIB_NEEDED)),$(IBVERBS_LIBS)) \
+                          $(if $(filter rdmacm,$(LIB_NEEDED)),$(RDMACM_LIBS)) \
+                          $(if $(filter ucp ucs,$(LIB_NEEDED)),$(UCX_LIBS)) \
+                          $(if $(filter hwloc,$(LIB_NEEDED)),$(HWLOC_LIBS)) \
+                          $(if $(filter cudart,$(LIB_NEEDED)),$(CUDA_LIBS)) -pthread -lm)
+
+install: all
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR)
+	install -m 644 include/rcoll.h $(DESTDIR)$(INCLUDEDIR)/
+	install -m 755 $(LIB_SO).$(VERSION) $(DESTDIR)$(LIBDIR)/
+	ln -sf librcoll.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
+	ln -sf librcoll.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librcoll.so
+	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
+	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|g' \
+	    pkgconfig/rcoll.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rcoll.pc
+	$(if $(strip $(BENCH_BINS) $(INFO_BIN)),install -m 755 $(BENCH_BINS) $(INFO_BIN) $(DESTDIR)$(BINDIR)/)
+
+uninstall:
+	rm -f $(DESTDIR)$(INCLUDEDIR)/rcoll.h $(DESTDIR)$(PKGCONFIGDIR)/rcoll.pc \
+	  $(DESTDIR)$(LIBDIR)/librcoll.so $(DESTDIR)$(LIBDIR)/librcoll.so.* $(DESTDIR)$(LIBDIR)/librcoll.a \
+	  $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BENCH_BINS) $(INFO_BIN)))
+
+# ------------------------------------------------------------------ housekeeping
 clean:
-	rm -rf build lib/librcoll.so lib/librcoll.a
+	rm -rf build build-asan lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
+	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info
 
--include $(LIB_OBJS:.o=.d)
-.PHONY: all clean
+distclean: clean
+	rm -rf config.mk config.status config.log configure autom4te.cache
+
+help:
+	@echo "make            build lib/librcoll.so, lib/librcoll.a, bench/*_perf, bench/rcoll_info, examples"
+	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark"
+	@echo "make check      install deps if needed, build, run all tests (Criterion, tests/check_*.sh, ASan)"
+	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
+	@echo "make tests      build the Criterion test binaries into tests/bin/"
+	@echo "make deps       install the Debian packages the build and tests need (scripts/setup-deps.sh)"
+	@echo "make install    PREFIX=/usr/local [DESTDIR=]: headers, libraries, rcoll.pc, bench programs"
+	@echo "make clean | distclean"
+
+-include $(LIB_OBJS:.o=.d) $(BENCH_COMMON_OBJS:.o=.d) $(TEST_SUPPORT_OBJS:.o=.d) \
+         $(patsubst %,$(BUILD)/%.d,$(BENCH_BINS) $(INFO_BIN)) \
+         $(TEST_SRCS:%.c=$(BUILD)/%.d) $(TEST_PROG_SRCS:%.c=$(BUILD)/%.d) $(patsubst %.c,$(BUILD)/%.d,$(wildcard examples/*.c))
+.PHONY: FORCE all tests install uninstall clean distclean help deps check check-configured check-build \
+        check-run check-asan asan-build asan-tests demo demo-run criterion-missing
+.DELETE_ON_ERROR:
+# Keep objects made through pattern-rule chains (bench, tests): no rebuilds.
+.SECONDARY:
