@@ -99,7 +99,8 @@ static rcollResult_t rcoll_sockaddr_split(const char *text, char *host, size_t h
   if (text[0] == '[') {
     const char *close = strchr(text, ']');
     if (!close || (close[1] != '\0' && close[1] != ':'))
-      return rcoll_error(rcollInvalidArgument, "address '%s': unbalanced '[' or junk after ']'", text);
+      return rcoll_error(rcollInvalidArgument, "address '%s': unbalanced '[' or junk after ']'",
+                         text);
     n = (size_t)(close - text - 1);
     if (close[1] == ':')
       *port = close + 2;
@@ -205,8 +206,8 @@ static rcollResult_t rcoll_family_parse(const char *family, int *out) {
   else if (strcmp(family, "AF_INET6") == 0)
     *out = AF_INET6;
   else
-    return rcoll_error(rcollInvalidArgument,
-                       "socket family '%s' is not AF_INET, AF_INET6 or empty", family);
+    return rcoll_error(rcollInvalidArgument, "socket family '%s' is not AF_INET, AF_INET6 or empty",
+                       family);
   return rcollSuccess;
 }
 

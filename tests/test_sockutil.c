@@ -67,9 +67,18 @@ Test(sockutil, resolves_host_names) {
 }
 
 Test(sockutil, rejects_garbage, .timeout = 30) {
-  const char *bad[] = {"",          "1.2.3.4:",    "1.2.3.4:99999", "1.2.3.4:-1", "[::1",
-                       "[::1]x",    "[::1]:http",  "host:abc",      "[]:5",       ":80",
-                       "no.such.host.invalid:80", "300.1.1.1:5"};
+  const char *bad[] = {"",
+                       "1.2.3.4:",
+                       "1.2.3.4:99999",
+                       "1.2.3.4:-1",
+                       "[::1",
+                       "[::1]x",
+                       "[::1]:http",
+                       "host:abc",
+                       "[]:5",
+                       ":80",
+                       "no.such.host.invalid:80",
+                       "300.1.1.1:5"};
   rcoll_sockaddr_t a;
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
     cr_expect_eq(rcoll_sockaddr_parse(bad[i], -1, &a), rcollInvalidArgument, "'%s' accepted",
@@ -104,13 +113,26 @@ Test(sockutil, ifname_spec_follows_nccl_syntax) {
     const char *spec, *name;
     int match;
   } cases[] = {
-      {"", "eth0", 1},         {NULL, "lo", 1},           {"eth", "eth0", 1},
-      {"eth", "ib0", 0},       {"eth0", "eth", 0},        {"^eth", "eth0", 0},
-      {"^eth", "ib0", 1},      {"=eth", "eth0", 0},       {"=eth0", "eth0", 1},
-      {"=eth0", "eth01", 0},   {"eth,ib", "ib1", 1},      {"eth,ib", "lo", 0},
-      {"^docker,lo", "lo", 0}, {"^docker,lo", "docker0", 0}, {"^docker,lo", "enp1s0", 1},
-      {"^=eth0", "eth0", 0},   {"^=eth0", "eth01", 1},    {"=eth0,ib0", "ib0", 1},
-      {"eth,,ib", "ib0", 1},   {"^", "eth0", 1},
+      {"", "eth0", 1},
+      {NULL, "lo", 1},
+      {"eth", "eth0", 1},
+      {"eth", "ib0", 0},
+      {"eth0", "eth", 0},
+      {"^eth", "eth0", 0},
+      {"^eth", "ib0", 1},
+      {"=eth", "eth0", 0},
+      {"=eth0", "eth0", 1},
+      {"=eth0", "eth01", 0},
+      {"eth,ib", "ib1", 1},
+      {"eth,ib", "lo", 0},
+      {"^docker,lo", "lo", 0},
+      {"^docker,lo", "docker0", 0},
+      {"^docker,lo", "enp1s0", 1},
+      {"^=eth0", "eth0", 0},
+      {"^=eth0", "eth01", 1},
+      {"=eth0,ib0", "ib0", 1},
+      {"eth,,ib", "ib0", 1},
+      {"^", "eth0", 1},
   };
   for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
     cr_expect_eq(rcoll_ifname_match(cases[i].spec, cases[i].name), cases[i].match,

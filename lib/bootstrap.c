@@ -1,0 +1,403 @@
+/* The rank side of the bootstrap: join through the root, then keep a ring of
+ * TCP connections (one to the right neighbour, one from the left) for
+ * allgathers and barriers. The root itself lives in bootstrap_root.c. */
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "bootstrap_wire.h"
+#include "error.h"
+#include "log.h"
+
+typedef char rcoll_bootstrap_host_t[64];
+
+struct rcoll_bootstrap {
+  int rank, nranks;
+  uint64_t secret;
+  int64_t timeout_ms;
+  int left_fd, right_fd;
+  int broken; /* a ring operation failed: the ring's byte streams are out of step */
+  rcoll_bootstrap_host_t *hosts;
+};
+
+/* Records "<what>: <cause>", the cause being the text sockutil just
+ * recorded. It is copied first: rcoll_error() rewrites that same buffer. */
+__attribute__((format(printf, 2, 3))) static rcollResult_t
+rcoll_bootstrap_fail(rcollResult_t rc, const char *fmt, ...) {
+  char what[256], cause[RCOLL_ERROR_TEXT_MAX];
+  va_list ap;
+  snprintf(cause, sizeof(cause), "%s", rcoll_error_text());
+  va_start(ap, fmt);
+  vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  return rcoll_error(rc, "%s: %s", what, cause);
+}
+
+static int rcoll_ring_left(const rcoll_bootstrap_t *b) {
+  return (b->rank + b->nranks - 1) % b->nranks;
+}
+static int rcoll_ring_right(const rcoll_bootstrap_t *b) { return (b->rank + 1) % b->nranks; }
+
+const char *rcoll_bootstrap_host(const rcoll_bootstrap_t *b, int rank) {
+  if (!b || !b->hosts || rank < 0 || rank >= b->nranks)
+    return "?";
+  return b->hosts[rank];
+}
+
+void rcoll_bootstrap_close(rcoll_bootstrap_t *b) {
+  if (!b)
+    return;
+  /* shutdown first so that a neighbour blocked on us sees EOF at once. */
+  if (b->left_fd >= 0) {
+    shutdown(b->left_fd, SHUT_RDWR);
+    close(b->left_fd);
+  }
+  if (b->right_fd >= 0) {
+    shutdown(b->right_fd, SHUT_RDWR);
+    close(b->right_fd);
+  }
+  free(b->hosts);
+  free(b);
+}
+
+/* ------------------------------------------------------------------ */
+/* Joining through the root                                             */
+
+static int rcoll_addr_is_loopback(const rcoll_sockaddr_t *a) {
+  if (a->sa.sa_family == AF_INET)
+    return (ntohl(a->sin.sin_addr.s_addr) >> 24) == 127;
+  return a->sa.sa_family == AF_INET6 && IN6_IS_ADDR_LOOPBACK(&a->sin6.sin6_addr);
+}
+
+/* Our listening address: loopback when the root is on loopback (a
+ * single-host job), else the interface the settings pick, in the root's
+ * family unless the settings name one, so that every rank can reach us. */
+static rcollResult_t rcoll_rank_listen_addr(const rcoll_settings_t *s, const rcoll_sockaddr_t *root,
+                                            rcoll_sockaddr_t *out) {
+  char ifname[RCOLL_IFNAME_MAX];
+  const char *fam = s->socket_family;
+  if (rcoll_addr_is_loopback(root)) {
+    memset(out, 0, sizeof(*out));
+    out->sa.sa_family = root->sa.sa_family;
+    if (root->sa.sa_family == AF_INET)
+      out->sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    else
+      out->sin6.sin6_addr = in6addr_loopback;
+    return rcollSuccess;
+  }
+  if (fam[0] == '\0')
+    fam = root->sa.sa_family == AF_INET6 ? "AF_INET6" : "AF_INET";
+  return rcoll_socket_pick_addr(s->socket_ifname, fam, out, ifname);
+}
+
+static void rcoll_rank_hello(const rcoll_bootstrap_t *b, const rcoll_sockaddr_t *listen_addr,
+                             rcoll_bootstrap_hello_t *h) {
+  char name[48] = "?";
+  memset(h, 0, sizeof(*h));
+  h->secret = b->secret;
+  h->rank = b->rank;
+  h->nranks = b->nranks;
+  h->listen_addr = *listen_addr;
+  (void)gethostname(name, sizeof(name) - 1);
+  snprintf(h->host, sizeof(h->host), "%s:%d", name, (int)getpid());
+  rcoll_bootstrap_hello_swap(h);
+}
+
+/* Checks the root's table and keeps the host names; entries keep the wire
+ * format until here. */
+static rcollResult_t rcoll_rank_table(rcoll_bootstrap_t *b, rcoll_bootstrap_hello_t *table,
+                                      const char *root_str) {
+  for (int i = 0; i < b->nranks; i++) {
+    rcoll_bootstrap_hello_swap(&table[i]);
+    if (table[i].secret != b->secret || table[i].rank != i || table[i].nranks != b->nranks)
+      return rcoll_error(rcollRemoteError,
+                         "bootstrap: rank %d: the root at %s sent a corrupt table (entry %d)",
+                         b->rank, root_str, i);
+    memcpy(b->hosts[i], table[i].host, sizeof(b->hosts[i]));
+    b->hosts[i][sizeof(b->hosts[i]) - 1] = '\0';
+  }
+  return rcollSuccess;
+}
+
+/* Sends our hello and receives the reply and the table over fd. */
+static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
+                                         const rcoll_bootstrap_hello_t *hello,
+                                         rcoll_bootstrap_hello_t *table, int64_t deadline,
+                                         const char *root_str) {
+  rcoll_bootstrap_reply_t reply;
+  rcollResult_t rc = rcoll_socket_send_all(fd, hello, sizeof(*hello), deadline);
+  /* The root's verdict (which ranks are missing) says more than our own
+   * timeout would, and the root times out at about the same moment. */
+  if (rc == rcollSuccess)
+    rc = rcoll_socket_recv_all(fd, &reply, sizeof(reply), deadline + RCOLL_BOOTSTRAP_VERDICT_MS);
+  if (rc != rcollSuccess)
+    return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: no answer from the root at %s", b->rank,
+                                root_str);
+  rcoll_bootstrap_reply_swap(&reply);
+  reply.text[sizeof(reply.text) - 1] = '\0';
+  if (reply.status != rcollSuccess) {
+    rc = reply.status > 0 && reply.status < rcollNumResults ? (rcollResult_t)reply.status
+                                                            : rcollRemoteError;
+    return rcoll_error(rc, "bootstrap: rank %d: the root at %s says: %s", b->rank, root_str,
+                       reply.text);
+  }
+  rc = rcoll_socket_recv_all(fd, table, sizeof(*table) * (size_t)b->nranks, deadline);
+  if (rc != rcollSuccess)
+    return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: receiving the table from the root at %s",
+                                b->rank, root_str);
+  return rcoll_rank_table(b, table, root_str);
+}
+
+static rcollResult_t rcoll_rank_join(rcoll_bootstrap_t *b, const rcoll_sockaddr_t *root,
+                                     const rcoll_sockaddr_t *listen_addr,
+                                     rcoll_bootstrap_hello_t *table, int64_t deadline) {
+  rcoll_bootstrap_hello_t hello;
+  char root_str[80];
+  rcollResult_t rc;
+  rcoll_sockaddr_str(root, root_str, sizeof(root_str));
+  int fd = rcoll_socket_connect(root, deadline);
+  if (fd < 0)
+    return rcoll_bootstrap_fail(errno == ETIMEDOUT ? rcollTimeout : rcollSystemError,
+                                "bootstrap: rank %d cannot reach the root", b->rank);
+  rcoll_rank_hello(b, listen_addr, &hello);
+  rc = rcoll_rank_ask_root(b, fd, &hello, table, deadline, root_str);
+  close(fd);
+  return rc;
+}
+
+/* ------------------------------------------------------------------ */
+/* Forming the ring                                                     */
+
+static rcollResult_t rcoll_ring_connect_right(rcoll_bootstrap_t *b, const rcoll_sockaddr_t *addr,
+                                              int64_t deadline) {
+  int right = rcoll_ring_right(b);
+  rcoll_bootstrap_intro_t in = {.secret = b->secret, .rank = b->rank};
+  b->right_fd = rcoll_socket_connect(addr, deadline);
+  if (b->right_fd < 0)
+    return rcoll_bootstrap_fail(errno == ETIMEDOUT ? rcollTimeout : rcollSystemError,
+                                "bootstrap: rank %d cannot connect to rank %d (%s)", b->rank, right,
+                                b->hosts[right]);
+  rcoll_bootstrap_intro_swap(&in);
+  if (rcoll_socket_send_all(b->right_fd, &in, sizeof(in), deadline) != rcollSuccess)
+    return rcoll_bootstrap_fail(rcollRemoteError,
+                                "bootstrap: rank %d: introducing itself to rank %d (%s)", b->rank,
+                                right, b->hosts[right]);
+  return rcollSuccess;
+}
+
+/* Whether the connection on fd comes from our left neighbour of this job. */
+static int rcoll_ring_is_left(const rcoll_bootstrap_t *b, int fd, int64_t deadline) {
+  rcoll_bootstrap_intro_t in;
+  int64_t d = rcoll_now_ms() + RCOLL_BOOTSTRAP_FIRST_MSG_MS;
+  if (rcoll_socket_recv_all(fd, &in, sizeof(in), d < deadline ? d : deadline) != rcollSuccess)
+    return 0;
+  rcoll_bootstrap_intro_swap(&in);
+  return in.secret == b->secret && in.rank == rcoll_ring_left(b);
+}
+
+/* Accepts until the left neighbour shows up; strangers are dropped. */
+static rcollResult_t rcoll_ring_accept_left(rcoll_bootstrap_t *b, int listen_fd, int64_t deadline) {
+  int left = rcoll_ring_left(b);
+  for (;;) {
+    int fd = rcoll_socket_accept(listen_fd, deadline);
+    if (fd < 0)
+      return rcoll_bootstrap_fail(errno == ETIMEDOUT ? rcollTimeout : rcollSystemError,
+                                  "bootstrap: rank %d: rank %d (%s) never connected", b->rank, left,
+                                  b->hosts[left]);
+    if (rcoll_ring_is_left(b, fd, deadline)) {
+      b->left_fd = fd;
+      return rcollSuccess;
+    }
+    RCOLL_WARN("bootstrap: rank %d dropped a connection that was not rank %d of this job", b->rank,
+               left);
+    close(fd);
+  }
+}
+
+/* Connecting before accepting cannot deadlock: the kernel queues the
+ * neighbour's connection in our listen backlog until we accept it. */
+static rcollResult_t rcoll_ring_form(rcoll_bootstrap_t *b, int listen_fd,
+                                     const rcoll_bootstrap_hello_t *table, int64_t deadline) {
+  if (b->nranks == 1)
+    return rcollSuccess;
+  RCOLL_CHECK(rcoll_ring_connect_right(b, &table[rcoll_ring_right(b)].listen_addr, deadline));
+  return rcoll_ring_accept_left(b, listen_fd, deadline);
+}
+
+/* ------------------------------------------------------------------ */
+/* Init                                                                 */
+
+static rcollResult_t rcoll_bootstrap_new(const rcoll_settings_t *s, uint64_t secret, int rank,
+                                         int nranks, rcoll_bootstrap_t **out) {
+  rcoll_bootstrap_t *b = calloc(1, sizeof(*b));
+  if (b)
+    b->hosts = calloc((size_t)nranks, sizeof(*b->hosts));
+  if (!b || !b->hosts) {
+    free(b);
+    return rcoll_error(rcollSystemError, "bootstrap: out of memory for %d ranks", nranks);
+  }
+  b->rank = rank;
+  b->nranks = nranks;
+  b->secret = secret;
+  b->timeout_ms = rcoll_bootstrap_timeout_ms(s);
+  b->left_fd = b->right_fd = -1;
+  *out = b;
+  return rcollSuccess;
+}
+
+static rcollResult_t rcoll_bootstrap_connect_all(rcoll_bootstrap_t *b, const rcoll_settings_t *s,
+                                                 const rcoll_sockaddr_t *root) {
+  int64_t deadline = rcoll_now_ms() + b->timeout_ms;
+  rcoll_sockaddr_t listen_addr;
+  rcollResult_t rc;
+  RCOLL_CHECK(rcoll_rank_listen_addr(s, root, &listen_addr));
+  int listen_fd = rcoll_socket_listen(&listen_addr, 64);
+  if (listen_fd < 0)
+    return rcollSystemError;
+  rcoll_bootstrap_hello_t *table = calloc((size_t)b->nranks, sizeof(*table));
+  if (!table)
+    rc = rcoll_error(rcollSystemError, "bootstrap: out of memory for %d ranks", b->nranks);
+  else
+    rc = rcoll_rank_join(b, root, &listen_addr, table, deadline);
+  if (rc == rcollSuccess)
+    rc = rcoll_ring_form(b, listen_fd, table, deadline);
+  free(table);
+  close(listen_fd);
+  return rc;
+}
+
+rcollResult_t rcoll_bootstrap_init(const rcoll_settings_t *s, const rcollUniqueId *id, int rank,
+                                   int nranks, rcoll_bootstrap_t **out) {
+  rcoll_bootstrap_id_t dec;
+  rcoll_bootstrap_t *b = NULL;
+  if (!s || !id || !out)
+    return rcoll_error(rcollInvalidArgument, "bootstrap init: settings, id or out is NULL");
+  if (nranks < 1 || nranks > RCOLL_BOOTSTRAP_MAX_RANKS || rank < 0 || rank >= nranks)
+    return rcoll_error(rcollInvalidArgument, "bootstrap init: rank %d of nranks %d is out of range",
+                       rank, nranks);
+  RCOLL_CHECK(rcoll_bootstrap_id_decode(id, &dec));
+  RCOLL_CHECK(rcoll_bootstrap_new(s, dec.secret, rank, nranks, &b));
+  rcollResult_t rc = rcoll_bootstrap_connect_all(b, s, &dec.root);
+  if (rc != rcollSuccess) {
+    rcoll_bootstrap_close(b);
+    return rc;
+  }
+  RCOLL_INFO(RCOLL_SUB_BOOTSTRAP, "bootstrap: rank %d of %d joined (left %d, right %d)", rank,
+             nranks, rcoll_ring_left(b), rcoll_ring_right(b));
+  *out = b;
+  return rcollSuccess;
+}
+
+/* ------------------------------------------------------------------ */
+/* Allgather and barrier                                                */
+
+/* The state of one ring step: sbuf goes to the right, rbuf comes from the left. */
+typedef struct rcoll_ring_io {
+  const char *sbuf;
+  char *rbuf;
+  size_t bytes, sent, got;
+} rcoll_ring_io_t;
+
+static rcollResult_t rcoll_ring_fail(const rcoll_bootstrap_t *b, int peer, int err,
+                                     const char *what) {
+  if (err == 0 || err == EPIPE || err == ECONNRESET)
+    return rcoll_error(rcollRemoteError, "bootstrap: rank %d (%s) closed the connection during %s",
+                       peer, b->hosts[peer], what);
+  return rcoll_error(rcollSystemError, "bootstrap: rank %d: %s with rank %d (%s): %s", b->rank,
+                     what, peer, b->hosts[peer], strerror(err));
+}
+
+/* Moves what the sockets take without blocking; sets *moved when anything did. */
+static rcollResult_t rcoll_ring_try(const rcoll_bootstrap_t *b, rcoll_ring_io_t *io, int *moved,
+                                    const char *what) {
+  if (io->sent < io->bytes) {
+    ssize_t n =
+        send(b->right_fd, io->sbuf + io->sent, io->bytes - io->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      io->sent += (size_t)n;
+      *moved = 1;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+      return rcoll_ring_fail(b, rcoll_ring_right(b), errno, what);
+    }
+  }
+  if (io->got < io->bytes) {
+    ssize_t n = recv(b->left_fd, io->rbuf + io->got, io->bytes - io->got, MSG_DONTWAIT);
+    if (n > 0) {
+      io->got += (size_t)n;
+      *moved = 1;
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return rcoll_ring_fail(b, rcoll_ring_left(b), n == 0 ? 0 : errno, what);
+    }
+  }
+  return rcollSuccess;
+}
+
+/* One ring step. Both directions move together, so large blocks cannot
+ * deadlock on full socket buffers the way a blocking send-then-receive would. */
+static rcollResult_t rcoll_ring_step(const rcoll_bootstrap_t *b, rcoll_ring_io_t *io,
+                                     int64_t deadline, const char *what) {
+  while (io->sent < io->bytes || io->got < io->bytes) {
+    int moved = 0;
+    RCOLL_CHECK(rcoll_ring_try(b, io, &moved, what));
+    if (moved)
+      continue;
+    struct pollfd p[2] = {{.fd = b->right_fd, .events = io->sent < io->bytes ? POLLOUT : 0},
+                          {.fd = b->left_fd, .events = io->got < io->bytes ? POLLIN : 0}};
+    int64_t left = deadline - rcoll_now_ms();
+    if (left <= 0) {
+      /* Name whoever we still wait for; the left neighbour when it is both. */
+      int peer = io->got < io->bytes ? rcoll_ring_left(b) : rcoll_ring_right(b);
+      return rcoll_error(rcollTimeout,
+                         "bootstrap: rank %d timed out after %lld s in %s waiting for rank %d (%s)",
+                         b->rank, (long long)(b->timeout_ms / 1000), what, peer, b->hosts[peer]);
+    }
+    (void)poll(p, 2, left > 1000 ? 1000 : (int)left);
+  }
+  return rcollSuccess;
+}
+
+static rcollResult_t rcoll_ring_allgather(rcoll_bootstrap_t *b, char *data, size_t bytes,
+                                          const char *what) {
+  int64_t deadline = rcoll_now_ms() + b->timeout_ms;
+  if (b->broken)
+    return rcoll_error(rcollInvalidUsage, "bootstrap: rank %d: %s after an earlier ring failure",
+                       b->rank, what);
+  /* Step i forwards the block that arrived in step i-1 (our own first). */
+  for (int i = 0; i < b->nranks - 1; i++) {
+    int sblk = (b->rank - i + b->nranks) % b->nranks;
+    int rblk = (b->rank - i - 1 + b->nranks) % b->nranks;
+    rcoll_ring_io_t io = {
+        .sbuf = data + (size_t)sblk * bytes, .rbuf = data + (size_t)rblk * bytes, .bytes = bytes};
+    rcollResult_t rc = rcoll_ring_step(b, &io, deadline, what);
+    if (rc != rcollSuccess) {
+      b->broken = 1;
+      return rc;
+    }
+  }
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *b, void *data, size_t bytes) {
+  if (!b || (!data && bytes > 0))
+    return rcoll_error(rcollInvalidArgument, "bootstrap allgather: bootstrap or data is NULL");
+  return rcoll_ring_allgather(b, data, bytes, "allgather");
+}
+
+rcollResult_t rcoll_bootstrap_barrier(rcoll_bootstrap_t *b) {
+  char *bytes;
+  rcollResult_t rc;
+  if (!b)
+    return rcoll_error(rcollInvalidArgument, "bootstrap barrier: bootstrap is NULL");
+  bytes = calloc((size_t)b->nranks, 1);
+  if (!bytes)
+    return rcoll_error(rcollSystemError, "bootstrap barrier: out of memory");
+  rc = rcoll_ring_allgather(b, bytes, 1, "barrier");
+  free(bytes);
+  return rc;
+}

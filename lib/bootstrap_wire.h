@@ -1,0 +1,69 @@
+/* Private to lib/bootstrap*.c: the bytes the bootstrap puts on the wire.
+ * Integers are little-endian there; addresses keep the sockaddr layout with
+ * the family field little-endian too (port and address are already in
+ * network order). Converting is its own inverse, so one function per type
+ * serves both directions. */
+#ifndef RCOLL_BOOTSTRAP_WIRE_H
+#define RCOLL_BOOTSTRAP_WIRE_H
+
+#include <endian.h>
+#include <stdint.h>
+
+#include "bootstrap.h"
+
+/* What the root answers each rank: status 0 and the table of nranks hellos
+ * follows, or an rcollResult_t and the reason (rejected hello, timeout). */
+typedef struct rcoll_bootstrap_reply {
+  int32_t status;
+  int32_t reserved;
+  char text[200];
+} rcoll_bootstrap_reply_t;
+
+/* The first bytes on every ring connection, from the connecting rank. */
+typedef struct rcoll_bootstrap_intro {
+  uint64_t secret;
+  int32_t rank;
+  int32_t reserved;
+} rcoll_bootstrap_intro_t;
+
+/* Garbage from the network must never make the root allocate without bound. */
+#define RCOLL_BOOTSTRAP_MAX_RANKS (1 << 20)
+/* How long one connection may take to send its first message; bounds how long
+ * a stray client (a port scanner, say) can stall the root or a ring accept. */
+#define RCOLL_BOOTSTRAP_FIRST_MSG_MS 5000
+/* How much longer than its own timeout a rank waits for the root's answer,
+ * so that the root, which knows who is missing, gets to say it. */
+#define RCOLL_BOOTSTRAP_VERDICT_MS 1000
+
+static inline void rcoll_bootstrap_addr_swap(rcoll_sockaddr_t *a) {
+  uint16_t fam = (uint16_t)a->sa.sa_family;
+  a->sa.sa_family = (sa_family_t)htole16(fam);
+  if (le16toh(fam) == AF_INET6 || fam == AF_INET6) {
+    a->sin6.sin6_flowinfo = htole32(a->sin6.sin6_flowinfo);
+    a->sin6.sin6_scope_id = htole32(a->sin6.sin6_scope_id);
+  }
+}
+
+static inline void rcoll_bootstrap_hello_swap(rcoll_bootstrap_hello_t *h) {
+  h->secret = htole64(h->secret);
+  h->rank = (int32_t)htole32((uint32_t)h->rank);
+  h->nranks = (int32_t)htole32((uint32_t)h->nranks);
+  rcoll_bootstrap_addr_swap(&h->listen_addr);
+}
+
+static inline void rcoll_bootstrap_reply_swap(rcoll_bootstrap_reply_t *r) {
+  r->status = (int32_t)htole32((uint32_t)r->status);
+}
+
+static inline void rcoll_bootstrap_intro_swap(rcoll_bootstrap_intro_t *in) {
+  in->secret = htole64(in->secret);
+  in->rank = (int32_t)htole32((uint32_t)in->rank);
+}
+
+/* The settings' timeout in milliseconds; a non-positive value would make
+ * every wait fail at once, so it falls back to the documented default. */
+static inline int64_t rcoll_bootstrap_timeout_ms(const rcoll_settings_t *s) {
+  return (s && s->timeout > 0 ? s->timeout : 300) * 1000;
+}
+
+#endif

@@ -1,0 +1,394 @@
+/* Bootstrap: hello validation, id decoding, and whole jobs run as threads of
+ * this process: joining, allgather, barrier, strangers, and missing ranks. */
+#include <criterion/criterion.h>
+#include <endian.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "bootstrap_wire.h"
+#include "error.h"
+
+#define MAX_RANKS 8
+
+static rcoll_settings_t settings_with_timeout(int seconds) {
+  rcoll_settings_t s;
+  cr_assert_eq(rcoll_settings_load(&s), 0);
+  /* The environment must not steer the test onto another interface. */
+  s.timeout = seconds;
+  s.socket_ifname[0] = '\0';
+  s.socket_family[0] = '\0';
+  return s;
+}
+
+static rcollUniqueId start_root(const rcoll_settings_t *s, uint64_t secret) {
+  rcoll_sockaddr_t at;
+  rcollUniqueId id;
+  cr_assert_eq(rcoll_sockaddr_parse("127.0.0.1:0", -1, &at), rcollSuccess);
+  cr_assert_eq(rcoll_bootstrap_root_start(s, &at, secret, &id), rcollSuccess, "%s",
+               rcoll_error_text());
+  return id;
+}
+
+/* Block k of an allgather holds bytes only rank k can produce. */
+static unsigned char pattern(int rank, size_t j, int round) {
+  return (unsigned char)(rank * 37 + j * 11 + round * 101 + 5);
+}
+
+/* ------------------------------------------------------------------ */
+/* Hello and id                                                         */
+
+static rcoll_bootstrap_hello_t good_hello(void) {
+  rcoll_bootstrap_hello_t h;
+  memset(&h, 0, sizeof(h));
+  h.secret = 0x1234abcd5678ef00ull;
+  h.rank = 2;
+  h.nranks = 4;
+  cr_assert_eq(rcoll_sockaddr_parse("10.0.0.7:4000", -1, &h.listen_addr), rcollSuccess);
+  snprintf(h.host, sizeof(h.host), "node7:42");
+  return h;
+}
+
+Test(bootstrap, hello_check_accepts_a_good_hello) {
+  rcoll_bootstrap_hello_t h = good_hello();
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret, 4), rcollSuccess);
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret, 0), rcollSuccess,
+               "the first hello sets nranks");
+}
+
+Test(bootstrap, hello_check_rejects_what_is_wrong) {
+  rcoll_bootstrap_hello_t h = good_hello();
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret ^ 1, 4), rcollInvalidUsage);
+  cr_assert(strstr(rcoll_error_text(), "secret"), "%s", rcoll_error_text());
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret, 3), rcollInvalidUsage, "nranks mismatch");
+  h.rank = 4;
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret, 4), rcollInvalidArgument,
+               "rank == nranks");
+  h.rank = -1;
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret, 0), rcollInvalidArgument, "rank < 0");
+  h = good_hello();
+  h.nranks = 0;
+  h.rank = 0;
+  cr_assert_neq(rcoll_bootstrap_hello_check(&h, h.secret, 0), rcollSuccess, "nranks 0");
+  h = good_hello();
+  h.listen_addr.sa.sa_family = AF_UNIX;
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret, 4), rcollInvalidArgument, "no address");
+}
+
+Test(bootstrap, id_decode_rejects_garbage) {
+  rcollUniqueId id;
+  rcoll_bootstrap_id_t d;
+  memset(&id, 0, sizeof(id));
+  cr_assert_eq(rcoll_bootstrap_id_decode(&id, &d), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "not an rcoll id"), "%s", rcoll_error_text());
+  for (size_t i = 0; i < sizeof(id.internal); i++)
+    id.internal[i] = (char)(i * 7 + 3);
+  cr_assert_eq(rcoll_bootstrap_id_decode(&id, &d), rcollInvalidArgument);
+  cr_assert_eq(rcoll_bootstrap_id_decode(NULL, &d), rcollInvalidArgument);
+}
+
+Test(bootstrap, root_start_fills_a_decodable_id) {
+  rcoll_settings_t s = settings_with_timeout(2);
+  rcollUniqueId id = start_root(&s, 0xfeedull);
+  rcoll_bootstrap_id_t d;
+  uint64_t magic_le;
+  memcpy(&magic_le, id.internal, sizeof(magic_le));
+  cr_assert_eq(le64toh(magic_le), RCOLL_BOOTSTRAP_ID_MAGIC, "magic must lead the id bytes");
+  cr_assert_eq(rcoll_bootstrap_id_decode(&id, &d), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert_eq(d.secret, 0xfeedull);
+  cr_assert_eq(d.root.sa.sa_family, AF_INET);
+  cr_assert_eq(ntohl(d.root.sin.sin_addr.s_addr), INADDR_LOOPBACK);
+  cr_assert_neq(rcoll_sockaddr_port(&d.root), 0, "port 0 must be replaced by the bound port");
+}
+
+Test(bootstrap, init_rejects_bad_arguments) {
+  rcoll_settings_t s = settings_with_timeout(2);
+  rcollUniqueId id;
+  rcoll_bootstrap_t *b = NULL;
+  memset(&id, 0, sizeof(id));
+  cr_assert_eq(rcoll_bootstrap_init(&s, &id, 0, 1, &b), rcollInvalidArgument, "garbage id");
+  id = start_root(&s, 1);
+  cr_assert_eq(rcoll_bootstrap_init(&s, &id, 3, 3, &b), rcollInvalidArgument);
+  cr_assert_eq(rcoll_bootstrap_init(&s, &id, 0, 0, &b), rcollInvalidArgument);
+  cr_assert_null(b);
+  rcoll_bootstrap_close(NULL);
+  cr_assert_str_eq(rcoll_bootstrap_host(NULL, 0), "?");
+}
+
+/* ------------------------------------------------------------------ */
+/* Whole jobs                                                           */
+
+typedef struct job job_t;
+typedef struct {
+  job_t *job;
+  int rank;
+  int close_early; /* joins, then leaves without taking part */
+  rcollResult_t rc_init, rc_op;
+  char err[RCOLL_ERROR_TEXT_MAX];
+  int bad_blocks;
+  int saw_early_barrier;
+  char host_of_0[64];
+  int64_t elapsed_ms;
+} rank_t;
+
+struct job {
+  rcoll_settings_t s;
+  rcollUniqueId id;
+  int nranks;
+  size_t bytes;
+  int do_barrier;
+  atomic_int entered;
+  rank_t ranks[MAX_RANKS];
+};
+
+/* Two allgathers of different sizes, so that the ring's byte streams must
+ * stay in step across calls, then an optional barrier. */
+static rcollResult_t rank_ops(rank_t *r, rcoll_bootstrap_t *b) {
+  job_t *j = r->job;
+  size_t sizes[2] = {1, j->bytes};
+  for (int round = 0; round < 2; round++) {
+    size_t bytes = sizes[round];
+    unsigned char *data = calloc((size_t)j->nranks, bytes);
+    for (size_t x = 0; x < bytes; x++)
+      data[(size_t)r->rank * bytes + x] = pattern(r->rank, x, round);
+    rcollResult_t rc = rcoll_bootstrap_allgather(b, data, bytes);
+    for (int k = 0; rc == rcollSuccess && k < j->nranks; k++)
+      for (size_t x = 0; x < bytes; x++)
+        r->bad_blocks += data[(size_t)k * bytes + x] != pattern(k, x, round);
+    free(data);
+    if (rc != rcollSuccess)
+      return rc;
+  }
+  if (!j->do_barrier)
+    return rcollSuccess;
+  /* Rank 0 arrives late: nobody may leave the barrier before it entered. */
+  if (r->rank == 0)
+    usleep(200 * 1000);
+  atomic_fetch_add(&j->entered, 1);
+  rcollResult_t rc = rcoll_bootstrap_barrier(b);
+  r->saw_early_barrier = atomic_load(&j->entered) != j->nranks;
+  return rc;
+}
+
+static void *rank_main(void *arg) {
+  rank_t *r = arg;
+  rcoll_bootstrap_t *b = NULL;
+  int64_t t0 = rcoll_now_ms();
+  r->rc_init = rcoll_bootstrap_init(&r->job->s, &r->job->id, r->rank, r->job->nranks, &b);
+  r->rc_op = rcollSuccess;
+  if (r->rc_init == rcollSuccess) {
+    snprintf(r->host_of_0, sizeof(r->host_of_0), "%s", rcoll_bootstrap_host(b, 0));
+    if (!r->close_early)
+      r->rc_op = rank_ops(r, b);
+  }
+  snprintf(r->err, sizeof(r->err), "%s", rcoll_error_text());
+  r->elapsed_ms = rcoll_now_ms() - t0;
+  rcoll_bootstrap_close(b);
+  return NULL;
+}
+
+static void job_setup(job_t *j, int nranks, int timeout_s) {
+  memset(j, 0, sizeof(*j));
+  j->s = settings_with_timeout(timeout_s);
+  j->nranks = nranks;
+  j->bytes = 100000;
+  for (int i = 0; i < MAX_RANKS; i++) {
+    j->ranks[i].job = j;
+    j->ranks[i].rank = i;
+  }
+}
+
+/* Runs ranks [first, last) as threads and waits for them. */
+static void job_run(job_t *j, int first, int last) {
+  pthread_t t[MAX_RANKS];
+  for (int i = first; i < last; i++)
+    pthread_create(&t[i], NULL, rank_main, &j->ranks[i]);
+  for (int i = first; i < last; i++)
+    pthread_join(t[i], NULL);
+}
+
+static void expect_job_ok(job_t *j) {
+  char want_host[64], name[48] = "?";
+  gethostname(name, sizeof(name) - 1);
+  snprintf(want_host, sizeof(want_host), "%s:%d", name, (int)getpid());
+  for (int i = 0; i < j->nranks; i++) {
+    rank_t *r = &j->ranks[i];
+    cr_assert_eq(r->rc_init, rcollSuccess, "rank %d init: %s", i, r->err);
+    cr_assert_eq(r->rc_op, rcollSuccess, "rank %d ops: %s", i, r->err);
+    cr_assert_eq(r->bad_blocks, 0, "rank %d got %d wrong bytes", i, r->bad_blocks);
+    cr_assert_eq(r->saw_early_barrier, 0, "rank %d left the barrier before rank 0 entered", i);
+    cr_assert_str_eq(r->host_of_0, want_host, "rank %d", i);
+  }
+}
+
+static void run_full_job(int nranks) {
+  job_t j;
+  job_setup(&j, nranks, 20);
+  j.do_barrier = 1;
+  j.id = start_root(&j.s, 0x5eed0000ull + (uint64_t)nranks);
+  job_run(&j, 0, nranks);
+  expect_job_ok(&j);
+}
+
+Test(bootstrap, job_of_one_rank, .timeout = 30) { run_full_job(1); }
+Test(bootstrap, job_of_three_ranks, .timeout = 30) { run_full_job(3); }
+Test(bootstrap, job_of_five_ranks, .timeout = 30) { run_full_job(5); }
+Test(bootstrap, job_of_two_ranks, .timeout = 30) { run_full_job(2); }
+
+/* A copy of id with another secret, as a second job might hold. */
+static rcollUniqueId with_secret(const rcollUniqueId *id, uint64_t secret) {
+  rcollUniqueId other = *id;
+  uint64_t le = htole64(secret);
+  memcpy(other.internal + offsetof(rcoll_bootstrap_id_t, secret), &le, sizeof(le));
+  return other;
+}
+
+Test(bootstrap, wrong_secret_is_rejected_and_the_job_completes, .timeout = 30) {
+  job_t j;
+  rcoll_bootstrap_t *b = NULL;
+  job_setup(&j, 3, 20);
+  j.id = start_root(&j.s, 777);
+  /* The stranger comes first, claiming rank 1 before the real rank 1. */
+  rcollUniqueId bad = with_secret(&j.id, 778);
+  cr_assert_eq(rcoll_bootstrap_init(&j.s, &bad, 1, 3, &b), rcollInvalidUsage);
+  cr_assert(strstr(rcoll_error_text(), "secret"), "%s", rcoll_error_text());
+  cr_assert_null(b);
+  job_run(&j, 0, 3);
+  expect_job_ok(&j);
+}
+
+Test(bootstrap, duplicate_rank_and_nranks_mismatch_are_rejected, .timeout = 30) {
+  job_t j;
+  rcoll_bootstrap_t *b = NULL;
+  pthread_t t;
+  job_setup(&j, 2, 20);
+  j.id = start_root(&j.s, 99);
+  pthread_create(&t, NULL, rank_main, &j.ranks[0]);
+  usleep(300 * 1000); /* let the real rank 0 reach the root first */
+  cr_assert_eq(rcoll_bootstrap_init(&j.s, &j.id, 0, 2, &b), rcollInvalidUsage);
+  cr_assert(strstr(rcoll_error_text(), "twice"), "%s", rcoll_error_text());
+  cr_assert_eq(rcoll_bootstrap_init(&j.s, &j.id, 1, 3, &b), rcollInvalidUsage);
+  cr_assert(strstr(rcoll_error_text(), "nranks"), "%s", rcoll_error_text());
+  cr_assert_null(b);
+  job_run(&j, 1, 2);
+  pthread_join(t, NULL);
+  expect_job_ok(&j);
+}
+
+Test(bootstrap, missing_rank_times_out_naming_it, .timeout = 30) {
+  job_t j;
+  job_setup(&j, 3, 2);
+  j.id = start_root(&j.s, 5);
+  job_run(&j, 0, 2); /* rank 2 never comes */
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(j.ranks[i].rc_init, rcollTimeout, "rank %d: %s", i, j.ranks[i].err);
+    cr_assert(strstr(j.ranks[i].err, "ranks 2 of 3"), "rank %d: %s", i, j.ranks[i].err);
+    cr_assert_lt(j.ranks[i].elapsed_ms, 4000, "rank %d waited %lld ms", i,
+                 (long long)j.ranks[i].elapsed_ms);
+  }
+}
+
+Test(bootstrap, peer_leaving_is_named_in_the_error, .timeout = 30) {
+  job_t j;
+  job_setup(&j, 3, 2);
+  j.id = start_root(&j.s, 6);
+  j.ranks[2].close_early = 1;
+  job_run(&j, 0, 3);
+  for (int i = 0; i < 3; i++)
+    cr_assert_eq(j.ranks[i].rc_init, rcollSuccess, "rank %d: %s", i, j.ranks[i].err);
+  /* Rank 0 receives from rank 2, which has gone. */
+  cr_assert_eq(j.ranks[0].rc_op, rcollRemoteError, "%s", j.ranks[0].err);
+  char want[128];
+  snprintf(want, sizeof(want), "rank 2 (%s) closed the connection during allgather",
+           j.ranks[0].host_of_0);
+  cr_assert(strstr(j.ranks[0].err, want), "%s", j.ranks[0].err);
+  cr_assert_neq(j.ranks[1].rc_op, rcollSuccess, "rank 1 cannot complete without rank 2");
+}
+
+/* ------------------------------------------------------------------ */
+/* Strangers on the ring                                                */
+
+/* The test plays the root itself, so that it learns the ranks' listening
+ * addresses and can knock on rank 1's door before its real left neighbour. */
+static rcollUniqueId fake_root_id(const rcoll_sockaddr_t *at, uint64_t secret) {
+  rcoll_bootstrap_id_t e;
+  rcollUniqueId id;
+  memset(&e, 0, sizeof(e));
+  e.magic = htole64(RCOLL_BOOTSTRAP_ID_MAGIC);
+  e.secret = htole64(secret);
+  e.root = *at;
+  rcoll_bootstrap_addr_swap(&e.root);
+  memset(&id, 0, sizeof(id));
+  memcpy(id.internal, &e, sizeof(e));
+  return id;
+}
+
+static int knock(const rcoll_sockaddr_t *at, uint64_t secret, int rank) {
+  rcoll_bootstrap_intro_t in = {.secret = secret, .rank = rank};
+  int fd = rcoll_socket_connect(at, rcoll_now_ms() + 2000);
+  cr_assert_geq(fd, 0, "%s", rcoll_error_text());
+  rcoll_bootstrap_intro_swap(&in);
+  cr_assert_eq(rcoll_socket_send_all(fd, &in, sizeof(in), rcoll_now_ms() + 2000), rcollSuccess);
+  return fd;
+}
+
+static void *run_job(void *arg) {
+  job_t *j = arg;
+  job_run(j, 0, j->nranks);
+  return NULL;
+}
+
+Test(bootstrap, ring_drops_strangers_and_wrong_neighbours, .timeout = 30) {
+  const uint64_t secret = 4242;
+  job_t j;
+  rcoll_sockaddr_t at;
+  rcoll_bootstrap_hello_t wire[3], h;
+  int fds[3], strangers[2];
+  pthread_t t;
+  job_setup(&j, 3, 10);
+  cr_assert_eq(rcoll_sockaddr_parse("127.0.0.1:0", -1, &at), rcollSuccess);
+  int lfd = rcoll_socket_listen(&at, 8);
+  cr_assert_geq(lfd, 0);
+  j.id = fake_root_id(&at, secret);
+  pthread_create(&t, NULL, run_job, &j);
+  for (int n = 0; n < 3; n++) {
+    int fd = rcoll_socket_accept(lfd, rcoll_now_ms() + 5000);
+    cr_assert_geq(fd, 0, "%s", rcoll_error_text());
+    cr_assert_eq(rcoll_socket_recv_all(fd, &h, sizeof(h), rcoll_now_ms() + 5000), rcollSuccess);
+    rcoll_bootstrap_hello_t raw = h;
+    rcoll_bootstrap_hello_swap(&h);
+    cr_assert(h.rank >= 0 && h.rank < 3 && h.secret == secret && h.nranks == 3);
+    wire[h.rank] = raw;
+    fds[h.rank] = fd;
+  }
+  /* Rank 1's left neighbour is rank 0: a wrong secret, then rank 2, knock first. */
+  rcoll_sockaddr_t rank1 = wire[1].listen_addr;
+  rcoll_bootstrap_addr_swap(&rank1);
+  strangers[0] = knock(&rank1, secret + 1, 0);
+  strangers[1] = knock(&rank1, secret, 2);
+  for (int r = 0; r < 3; r++) {
+    rcoll_bootstrap_reply_t ok;
+    memset(&ok, 0, sizeof(ok));
+    cr_assert_eq(rcoll_socket_send_all(fds[r], &ok, sizeof(ok), rcoll_now_ms() + 2000),
+                 rcollSuccess);
+    cr_assert_eq(rcoll_socket_send_all(fds[r], wire, sizeof(wire), rcoll_now_ms() + 2000),
+                 rcollSuccess);
+  }
+  pthread_join(t, NULL);
+  expect_job_ok(&j);
+  /* Both strangers were hung up on, not kept. */
+  for (int i = 0; i < 2; i++) {
+    char c;
+    cr_assert_eq(rcoll_socket_recv_all(strangers[i], &c, 1, rcoll_now_ms() + 2000),
+                 rcollRemoteError, "stranger %d: %s", i, rcoll_error_text());
+    close(strangers[i]);
+  }
+  for (int r = 0; r < 3; r++)
+    close(fds[r]);
+  close(lfd);
+}
