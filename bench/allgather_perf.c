@@ -1,0 +1,34 @@
+/* all-gather benchmark: every rank ends with every rank's block, in rank
+ * order. As nccl-tests, size is the bytes received and count is per rank. */
+#include "common.h"
+
+static void counts(size_t count, int nranks, bench_counts_t *c) {
+  size_t per_rank = count / (size_t)nranks;
+  *c = (bench_counts_t){.send_count = per_rank, .recv_count = per_rank * (size_t)nranks,
+                        .param_count = per_rank, .send_inplace_off = per_rank};
+}
+
+static double busbw_factor(int nranks) {
+  return (double)(nranks - 1) / nranks;
+}
+
+static rcollResult_t run(bench_call_t *call) {
+  call->failed = "rcollAllGather";
+  return rcollAllGather(call->send, call->recv, call->counts.param_count, call->type, call->comm,
+                        NULL);
+}
+
+static bench_src_t source(const bench_call_t *call, size_t j) {
+  size_t per_rank = call->counts.param_count;
+  return (bench_src_t){.kind = BENCH_SRC_COPY, .rank = (int)(j / per_rank),
+                       .index = j % per_rank};
+}
+
+static const bench_coll_t allgather = {
+  .name = "all_gather", .uses_op = 0, .uses_root = 0, .counts = counts,
+  .busbw_factor = busbw_factor, .run = run, .source = source,
+};
+
+int main(int argc, char **argv) {
+  return bench_main(argc, argv, &allgather);
+}

@@ -1,0 +1,155 @@
+/* Internal interfaces between the bench/common*.c files. */
+#ifndef RCOLL_BENCH_COMMON_IMPL_H
+#define RCOLL_BENCH_COMMON_IMPL_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "common.h"
+
+/* Exit statuses: wrong results as nccl-tests (1); usage or API failure (2). */
+#define BENCH_EXIT_WRONG 1
+#define BENCH_EXIT_ERROR 2
+
+/* ---------------------------------------------------------------- options */
+
+#define BENCH_MAX_TYPES 10
+#define BENCH_MAX_OPS 5
+
+/* How the per-rank times are combined (-a), as nccl-tests. */
+enum bench_average { BENCH_AVG_RANK0 = 0, BENCH_AVG_MEAN, BENCH_AVG_MIN, BENCH_AVG_MAX };
+
+typedef struct bench_opts {
+  int nthreads;
+  size_t min_bytes, max_bytes;
+  size_t step_bytes;
+  size_t step_factor; /* > 1: multiplicative sweep; otherwise additive */
+  int iters, warmup;
+  int check;          /* number of checked runs per size and half */
+  int average;        /* enum bench_average */
+  int root;
+  int ntypes;
+  rcollDataType_t types[BENCH_MAX_TYPES];
+  int nops;
+  rcollRedOp_t ops[BENCH_MAX_OPS];
+  const char *json_path;
+} bench_opts_t;
+
+/* Returns 0 to run, 1 when -h printed the usage, -1 on a bad flag (printed). */
+int bench_parse_args(int argc, char **argv, const bench_coll_t *coll, bench_opts_t *o);
+/* "64", "1K", "4M", "1.5G" (binary multiples); -1 on malformed text. */
+int bench_parse_size(const char *text, size_t *out);
+/* The next swept size after `size`. */
+size_t bench_next_size(const bench_opts_t *o, size_t size);
+
+/* nccl-tests' names: "float", "half", ... and "sum", "prod", ... */
+const char *bench_type_name(rcollDataType_t t);
+const char *bench_op_name(rcollRedOp_t op);
+size_t bench_type_size(rcollDataType_t t);
+
+/* ------------------------------------------------------- values and check */
+
+/* One element: floating types as a double holding an exactly representable
+ * value, integer types as their bits zero-extended to 64. */
+typedef struct bench_val {
+  double f;
+  uint64_t u;
+} bench_val_t;
+
+int bench_type_is_float(rcollDataType_t t);
+uint16_t bench_fp_encode(double d, int mbits, int ebits);
+double bench_fp_decode(uint64_t bits, int mbits, int ebits);
+bench_val_t bench_load(const void *buf, size_t i, rcollDataType_t t);
+void bench_store(void *buf, size_t i, rcollDataType_t t, bench_val_t v);
+
+/* The input element `index` of `rank` for a test of (type, op, seed). */
+bench_val_t bench_input(rcollDataType_t t, rcollRedOp_t op, int nranks, int rank, size_t index,
+                        uint64_t seed);
+void bench_fill_input(void *buf, size_t count, rcollDataType_t t, rcollRedOp_t op, int nranks,
+                      int rank, uint64_t seed);
+
+/* Guard bytes on both sides of every buffer catch writes out of bounds. */
+#define BENCH_GUARD_BYTES 4096
+void bench_guard_set(unsigned char *p, size_t n);
+size_t bench_guard_count_bad(const unsigned char *p, size_t n);
+
+/* Counts elements of call->recv (call->counts.recv_count of them) that differ
+ * from the expected result, computed here from bench_input(). */
+int64_t bench_count_wrong(const bench_coll_t *coll, const bench_call_t *call, uint64_t seed);
+/* Counts elements of an out-of-place send buffer the call modified. */
+int64_t bench_count_modified_input(const bench_call_t *call, uint64_t seed);
+
+/* ----------------------------------------------------------------- world */
+
+enum bench_launch { BENCH_LAUNCH_THREADS = 0, BENCH_LAUNCH_MPI, BENCH_LAUNCH_ENV };
+enum bench_reduce { BENCH_RED_RANK0 = 0, BENCH_RED_MEAN, BENCH_RED_MIN, BENCH_RED_MAX,
+                    BENCH_RED_SUM };
+
+#define BENCH_LINE_MAX 256
+
+/* The ranks of one run: nprocs processes of nthreads threads each. Local
+ * threads meet in `sync`; local thread 0 then talks to the other processes
+ * (through MPI, or through the communicator itself in environment mode). */
+typedef struct bench_world {
+  int launch;
+  int nprocs, proc;
+  int nthreads;
+  int nranks;
+  rcollUniqueId id;
+  rcollComm_t env_comm; /* environment mode: the one rank of this process */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int arrived;
+  unsigned generation;
+  double acc, result;
+  char (*lines)[BENCH_LINE_MAX]; /* one per local thread, for the rank list */
+} bench_world_t;
+
+/* Decides the launch mode from MPI and the environment. Returns 0 or -1. */
+int bench_world_init(bench_world_t *w, int *argc, char ***argv, int nthreads);
+/* Creates this thread's communicator; returns its global rank or -1. */
+int bench_world_comm_init(bench_world_t *w, int thread, rcollComm_t *comm);
+void bench_world_finalize(bench_world_t *w);
+/* Ends the whole run after an error (every process, under MPI). */
+void bench_world_abort(bench_world_t *w, int status) __attribute__((noreturn));
+
+/* Collective over every rank (all threads of all processes). */
+double bench_world_reduce(bench_world_t *w, int thread, double v, int how);
+void bench_world_barrier(bench_world_t *w, int thread);
+/* Gathers each rank's line; on global rank 0, out receives all of them in
+ * rank order (nranks lines of BENCH_LINE_MAX). */
+void bench_world_gather_lines(bench_world_t *w, int thread, const char *line, char *out);
+
+/* Prints "rank R: <fn> failed: ..." and ends the run. */
+void bench_fail(bench_world_t *w, int rank, rcollComm_t comm, const char *fn, rcollResult_t r)
+    __attribute__((noreturn));
+
+/* ---------------------------------------------------------------- report */
+
+typedef struct bench_half {
+  double time_us, algbw, busbw;
+  int64_t wrong; /* -1: not checked */
+} bench_half_t;
+
+typedef struct bench_row {
+  size_t size, count;
+  const char *type, *redop;
+  int root;
+  bench_half_t half[2]; /* out-of-place, in-place */
+} bench_row_t;
+
+typedef struct bench_report {
+  FILE *json;
+  int json_rows;
+  double bw_sum;
+  int bw_count;
+} bench_report_t;
+
+void bench_report_header(bench_report_t *r, const bench_opts_t *o, const bench_world_t *w,
+                         const bench_coll_t *coll, const char *rank_lines, int argc,
+                         char **argv);
+void bench_report_row(bench_report_t *r, const bench_coll_t *coll, const bench_row_t *row);
+void bench_report_footer(bench_report_t *r, int64_t out_of_bounds);
+
+#endif

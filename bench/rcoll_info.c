@@ -1,0 +1,73 @@
+/* rcoll_info: lists every setting with its effective value, where that value
+ * came from, and its help text (the counterpart of `fi_info -e`).
+ *
+ *   bench/rcoll_info             all settings
+ *   bench/rcoll_info NET TIMEOUT only those (with or without the RCOLL_ prefix)
+ *
+ * Exits non-zero when a setting in the environment does not parse, so that a
+ * job script can validate its environment before launching ranks. It links
+ * the static library because the settings table is internal. */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config.h"
+#include "error.h"
+#include "rcoll.h"
+
+static int wanted(const char *name, int argc, char **argv) {
+  if (argc <= 1)
+    return 1;
+  for (int i = 1; i < argc; i++) {
+    const char *arg = argv[i];
+    if (strncasecmp(arg, "RCOLL_", 6) == 0)
+      arg += 6;
+    if (strcasecmp(arg, name) == 0)
+      return 1;
+  }
+  return 0;
+}
+
+static void print_setting(const rcoll_setting_info_t *s) {
+  printf("RCOLL_%s=%s\n", s->name, s->value);
+  printf("    source: %s; default: \"%s\"", s->source, s->def);
+  if (s->nccl)
+    printf("; NCCL name: %s", s->nccl);
+  printf("\n    %s\n", s->help);
+}
+
+static int usage(const char *prog) {
+  printf("usage: %s [-h] [NAME...]\n"
+         "Lists rcoll's settings: effective value, its source (default, RCOLL_<NAME> or the\n"
+         "NCCL_<NAME> fallback) and help. NAMEs restrict the list.\n", prog);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  for (int i = 1; i < argc; i++)
+    if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
+      return usage(argv[0]);
+  int version = 0;
+  rcollGetVersion(&version);
+  int n = rcoll_settings_count(), shown = 0;
+  printf("# rcoll %d.%d.%d: %d settings, read from the environment when a communicator is "
+         "created\n", version / 10000, version / 100 % 100, version % 100, n);
+  for (int i = 0; i < n; i++) {
+    rcoll_setting_info_t s;
+    rcoll_settings_describe(i, &s);
+    if (!wanted(s.name, argc, argv))
+      continue;
+    print_setting(&s);
+    shown++;
+  }
+  if (shown == 0 && argc > 1) {
+    fprintf(stderr, "%s: no setting matches the names given\n", argv[0]);
+    return 2;
+  }
+  rcoll_settings_t parsed;
+  if (rcoll_settings_load(&parsed) != 0) {
+    fprintf(stderr, "%s: invalid setting in the environment: %s\n", argv[0], rcoll_error_text());
+    return 1;
+  }
+  return 0;
+}
