@@ -98,10 +98,8 @@ TEST_PROG_SRCS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
 TEST_PROGS := $(TEST_PROG_SRCS:tests/%.c=$(TESTBIN)/%)
 CHECK_SCRIPTS := $(sort $(wildcard tests/check_*.sh))
 # Criterion runs one test at a time by default: the machines have 2 cores and
-# many tests start several ranks of their own. TEST_TIMEOUT caps a single test
-# that sets no timeout itself.
+# many tests start several ranks of their own.
 TEST_JOBS ?= 1
-TEST_TIMEOUT ?= 300
 
 all: $(LIB_SO) $(LIB_A) $(BENCH_BINS) $(INFO_BIN) $(EXAMPLE_BINS)
 
@@ -227,7 +225,7 @@ ASAN_MAKE = $(SUBMAKE) BUILD=build-asan LIBOUT=build-asan/lib TESTBIN=build-asan
 # Sanitizers stop the test at the first report, so that a finding fails it.
 SAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
            ASAN_OPTIONS=abort_on_error=1:detect_leaks=1
-RUN_CHECKS := TEST_JOBS=$(TEST_JOBS) TEST_TIMEOUT=$(TEST_TIMEOUT) scripts/run-checks.sh
+RUN_CHECKS := TEST_JOBS=$(TEST_JOBS) scripts/run-checks.sh
 
 check-run:
 	@rm -rf $(RESULTS); mkdir -p $(RESULTS)
