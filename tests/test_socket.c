@@ -1,0 +1,524 @@
+/* The socket transport, driven through its ops table as the engine drives it:
+ * a sender thread and a receiver thread in one process over loopback (IPv4,
+ * and IPv6 where ::1 exists). Payloads carry a pattern that depends on the
+ * message number and offset, so a lost, reordered or truncated piece shows. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../transports/socket/socket.h"
+#include "../transports/socket/socket_priv.h"
+#include "error.h"
+
+#define SECRET 0x5eC2e7ull
+#define INLINE 4096
+#define MIB (1024 * 1024)
+
+static const rcoll_transport_ops_t *ops = &socket_ops;
+
+typedef struct pair {
+  rcoll_settings_t set;
+  void *sctx, *rctx, *listen, *send, *recv;
+  char handle[RCOLL_NET_HANDLE_BYTES];
+} pair_t;
+
+static int64_t now_ms(void) { return rcoll_now_ms(); }
+
+static unsigned char pattern(int msg, size_t i) { return (unsigned char)(i * 131 + (i >> 12) + msg * 29 + 1); }
+
+static void fill(char *b, size_t n, int msg) {
+  for (size_t i = 0; i < n; i++)
+    b[i] = (char)pattern(msg, i);
+}
+
+/* Index of the first wrong byte, or -1. */
+static long check(const char *b, size_t n, int msg) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)b[i] != pattern(msg, i))
+      return (long)i;
+  return -1;
+}
+
+static int have_ipv6(void) {
+  int fd = socket(AF_INET6, SOCK_STREAM, 0);
+  struct sockaddr_in6 a = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  if (fd >= 0)
+    close(fd);
+  return ok;
+}
+
+static void settings(rcoll_settings_t *s, const char *family, int nt, int ns, int inl, int timeout) {
+  memset(s, 0, sizeof *s);
+  snprintf(s->socket_ifname, sizeof s->socket_ifname, "lo");
+  snprintf(s->socket_family, sizeof s->socket_family, "%s", family);
+  s->socket_nthreads = nt;
+  s->nsocks_perthread = ns;
+  s->socket_inline = inl;
+  s->timeout = timeout;
+}
+
+static void *ctx_new(const rcoll_settings_t *s, uint64_t secret) {
+  rcoll_net_config_t cfg = {.settings = s, .secret = secret, .rank = 0};
+  void *ctx = NULL;
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollSuccess, "init: %s", rcoll_error_text());
+  return ctx;
+}
+
+/* Polls connect and accept together, as the engine does, until both finish. */
+static void pair_open(pair_t *p, const char *family, int nt, int ns, int inl, int timeout) {
+  memset(p, 0, sizeof *p);
+  settings(&p->set, family, nt, ns, inl, timeout);
+  p->sctx = ctx_new(&p->set, SECRET);
+  p->rctx = ctx_new(&p->set, SECRET);
+  cr_assert_eq(ops->listen(p->rctx, 0, p->handle, &p->listen), rcollSuccess);
+  int64_t end = now_ms() + 5000;
+  while ((p->send == NULL || p->recv == NULL) && now_ms() < end) {
+    if (p->send == NULL)
+      cr_assert_eq(ops->connect(p->sctx, 0, p->handle, &p->send), rcollSuccess, "%s", rcoll_error_text());
+    if (p->recv == NULL)
+      cr_assert_eq(ops->accept(p->listen, &p->recv), rcollSuccess, "%s", rcoll_error_text());
+  }
+  cr_assert(p->send && p->recv, "connection not made within 5 s (%s %dx%d)", family, nt, ns);
+}
+
+static void pair_close(pair_t *p) {
+  if (p->send)
+    ops->close_send(p->send);
+  if (p->recv)
+    ops->close_recv(p->recv);
+  ops->close_listen(p->listen);
+  ops->finalize(p->sctx);
+  ops->finalize(p->rctx);
+}
+
+/* Tests until done, an error, or the deadline (then rcollInProgress). */
+static rcollResult_t wait_req(void *req, size_t *size, int64_t ms) {
+  int64_t end = now_ms() + ms;
+  int done = 0;
+  for (unsigned spin = 0; now_ms() < end; spin++) {
+    rcollResult_t r = ops->test(req, &done, size);
+    if (r != rcollSuccess || done)
+      return r;
+    if (spin > 64)
+      sched_yield();
+  }
+  return rcollInProgress;
+}
+
+/* One side of a stream of messages: posts as many as the transport takes,
+ * and when it answers with a NULL request completes the oldest first. */
+typedef struct stream {
+  void *comm;
+  int is_send, n;
+  char **bufs;
+  size_t *sizes; /* send sizes, or posted receive sizes */
+  size_t *got;   /* sizes test reported */
+  rcollResult_t result;
+  char err[RCOLL_ERROR_TEXT_MAX];
+  int nulls; /* times the transport was out of requests */
+} stream_t;
+
+static rcollResult_t stream_post(stream_t *s, int i, void **req) {
+  if (s->is_send)
+    return ops->isend(s->comm, s->bufs[i], s->sizes[i], i, NULL, req);
+  int tag = i;
+  return ops->irecv(s->comm, 1, (void **)&s->bufs[i], &s->sizes[i], &tag, NULL, req);
+}
+
+static void *stream_run(void *arg) {
+  stream_t *s = arg;
+  void *reqs[256];
+  int posted = 0, completed = 0;
+  s->result = rcollSuccess;
+  while (completed < s->n) {
+    void *req = NULL;
+    if (posted < s->n && posted - completed < 256) {
+      s->result = stream_post(s, posted, &req);
+      if (s->result != rcollSuccess)
+        break;
+      if (req != NULL) {
+        reqs[posted++ % 256] = req;
+        continue;
+      }
+      s->nulls++;
+    }
+    s->result = wait_req(reqs[completed % 256], &s->got[completed], 20000);
+    if (s->result != rcollSuccess)
+      break;
+    completed++;
+  }
+  snprintf(s->err, sizeof s->err, "%s", rcoll_error_text());
+  return NULL;
+}
+
+static stream_t *stream_new(void *comm, int is_send, int n) {
+  stream_t *s = calloc(1, sizeof *s);
+  s->comm = comm;
+  s->is_send = is_send;
+  s->n = n;
+  s->bufs = calloc((size_t)n, sizeof *s->bufs);
+  s->sizes = calloc((size_t)n, sizeof *s->sizes);
+  s->got = calloc((size_t)n, sizeof *s->got);
+  return s;
+}
+
+static void stream_free(stream_t *s) {
+  for (int i = 0; i < s->n; i++)
+    free(s->bufs[i]);
+  free(s->bufs);
+  free(s->sizes);
+  free(s->got);
+  free(s);
+}
+
+/* Sends sizes[i] bytes as message i while the receiver posts recv_extra[i]
+ * more than that, then checks reported sizes, contents and canaries. */
+static void exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
+  stream_t *tx = stream_new(p->send, 1, n), *rx = stream_new(p->recv, 0, n);
+  for (int i = 0; i < n; i++) {
+    tx->sizes[i] = sizes[i];
+    tx->bufs[i] = malloc(sizes[i] + 1);
+    fill(tx->bufs[i], sizes[i], i);
+    rx->sizes[i] = sizes[i] + extra;
+    rx->bufs[i] = malloc(rx->sizes[i] + 1);
+    memset(rx->bufs[i], 0xEE, rx->sizes[i] + 1);
+  }
+  pthread_t t;
+  pthread_create(&t, NULL, stream_run, tx);
+  stream_run(rx);
+  pthread_join(t, NULL);
+  cr_assert_eq(tx->result, rcollSuccess, "send failed: %s", tx->err);
+  cr_assert_eq(rx->result, rcollSuccess, "recv failed: %s", rx->err);
+  for (int i = 0; i < n; i++) {
+    cr_assert_eq(tx->got[i], sizes[i], "send %d reported %zu, sent %zu", i, tx->got[i], sizes[i]);
+    cr_assert_eq(rx->got[i], sizes[i], "recv %d reported %zu, sent %zu", i, rx->got[i], sizes[i]);
+    long bad = check(rx->bufs[i], sizes[i], i);
+    cr_assert_eq(bad, -1, "message %d (%zu bytes): wrong byte at %ld", i, sizes[i], bad);
+    cr_assert_eq((unsigned char)rx->bufs[i][sizes[i]], 0xEE, "message %d wrote past its size", i);
+  }
+  stream_free(tx);
+  stream_free(rx);
+}
+
+static const struct { int nt, ns; } configs[] = {{1, 1}, {2, 1}, {4, 2}};
+
+Test(socket, sizes_across_configs_and_families, .timeout = 120) {
+  const size_t sizes[] = {0, 1, 4095, INLINE, INLINE + 1, MIB + 13, 64 * MIB};
+  const char *fams[] = {"AF_INET", "AF_INET6"};
+  for (int f = 0; f < 1 + have_ipv6(); f++)
+    for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+      pair_t p;
+      pair_open(&p, fams[f], configs[c].nt, configs[c].ns, INLINE, 30);
+      exchange(&p, 7, sizes, 0);
+      exchange(&p, 7, sizes, 3 * 65536 + 7); /* receives posted larger than the send */
+      pair_close(&p);
+    }
+}
+
+Test(socket, ipv6_loopback_is_used_when_asked) {
+  if (!have_ipv6())
+    cr_skip_test("no ::1 on this machine");
+  pair_t p;
+  pair_open(&p, "AF_INET6", 1, 1, INLINE, 30);
+  socket_handle_t h;
+  memcpy(&h, p.handle, sizeof h);
+  cr_assert_eq(h.addr.sa.sa_family, AF_INET6);
+  cr_assert(IN6_IS_ADDR_LOOPBACK(&h.addr.sin6.sin6_addr));
+  cr_assert_neq(rcoll_sockaddr_port(&h.addr), 0);
+  pair_close(&p);
+}
+
+/* More messages than request slots, of mixed sizes, in flight at once: both
+ * sides meet NULL requests and order must hold. */
+Test(socket, many_in_flight_keep_order, .timeout = 60) {
+  enum { N = 300 };
+  size_t sizes[N];
+  for (int i = 0; i < N; i++)
+    sizes[i] = (i % 7 == 0) ? (size_t)(200000 + i * 977) : (size_t)((i * 37) % (INLINE + 100));
+  for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+    pair_t p;
+    pair_open(&p, "AF_INET", configs[c].nt, configs[c].ns, INLINE, 30);
+    exchange(&p, N, sizes, 11);
+    pair_close(&p);
+  }
+}
+
+Test(socket, out_of_slots_gives_null_request) {
+  pair_t p;
+  char buf[8];
+  size_t sz = sizeof buf;
+  int tag = 0;
+  void *bp = buf, *req = NULL, *first = NULL;
+  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  int posted = 0;
+  for (; posted < 100; posted++) {
+    cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
+    if (req == NULL)
+      break;
+    if (first == NULL)
+      first = req;
+  }
+  cr_assert_eq(posted, SOCKET_NREQS, "pool gave %d requests", posted);
+  /* Completing the oldest frees a slot. */
+  void *sreq;
+  cr_assert_eq(ops->isend(p.send, "abcdefgh", 8, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(wait_req(sreq, NULL, 5000), rcollSuccess);
+  cr_assert_eq(wait_req(first, NULL, 5000), rcollSuccess);
+  cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0);
+  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
+  cr_assert_not_null(req);
+  pair_close(&p);
+}
+
+static void expect_larger_error(size_t sent, size_t posted) {
+  pair_t p;
+  char *sb = calloc(1, sent), *rb = calloc(1, posted);
+  void *sreq, *rreq, *rbp = rb;
+  int tag = 0;
+  pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
+  cr_assert_eq(ops->isend(p.send, sb, sent, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
+  rcollResult_t r = wait_req(rreq, NULL, 5000);
+  cr_assert_eq(r, rcollInvalidUsage, "got %d: %s", r, rcoll_error_text());
+  char want[128];
+  snprintf(want, sizeof want, "message of %zu bytes", sent);
+  cr_assert(strstr(rcoll_error_text(), want) && strstr(rcoll_error_text(), "larger than posted receive"),
+            "text: %s", rcoll_error_text());
+  /* The connection is dead now: later operations fail at once. */
+  cr_assert_neq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
+  pair_close(&p);
+  free(sb);
+  free(rb);
+}
+
+Test(socket, message_larger_than_posted_receive_fails) {
+  expect_larger_error(1000, 999);
+  expect_larger_error(MIB, MIB / 2);
+}
+
+/* The sender queues 64 MiB (more than the socket buffers hold), then closes
+ * mid-transfer; the receiver must fail with a remote error, not hang. */
+Test(socket, peer_close_mid_transfer_fails_receiver, .timeout = 30) {
+  pair_t p;
+  size_t n = 64 * MIB;
+  char *sb = malloc(n), *rb = malloc(n);
+  void *sreq, *rreq, *rbp = rb;
+  int tag = 0;
+  fill(sb, n, 0);
+  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
+  usleep(100 * 1000); /* the helper fills the socket buffers and blocks */
+  int64_t t0 = now_ms();
+  ops->close_send(p.send);
+  p.send = NULL;
+  cr_assert_lt(now_ms() - t0, 1000, "close_send took %lld ms", (long long)(now_ms() - t0));
+  cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  t0 = now_ms();
+  rcollResult_t r = wait_req(rreq, NULL, 10000);
+  cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
+  cr_assert_lt(now_ms() - t0, 5000);
+  cr_assert(strstr(rcoll_error_text(), "closed by peer"), "text: %s", rcoll_error_text());
+  cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
+  pair_close(&p);
+  free(sb);
+  free(rb);
+}
+
+/* The receiver goes away without reading: the sender's request fails. */
+Test(socket, peer_close_fails_sender, .timeout = 30) {
+  pair_t p;
+  size_t n = 64 * MIB;
+  char *sb = calloc(1, n);
+  void *sreq;
+  pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
+  cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
+  usleep(50 * 1000);
+  int64_t t0 = now_ms();
+  ops->close_recv(p.recv);
+  p.recv = NULL;
+  cr_assert_lt(now_ms() - t0, 1000);
+  rcollResult_t r = wait_req(sreq, NULL, 10000);
+  cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
+  void *req2;
+  cr_assert_eq(ops->isend(p.send, sb, 10, 0, NULL, &req2), rcollRemoteError, "later ops must fail fast");
+  pair_close(&p);
+  free(sb);
+}
+
+/* A raw peer speaking the wire format: announces a message, sends part of it
+ * and stalls, so the receiver must time out. */
+static int raw_connect(const socket_handle_t *h) {
+  int fd = socket(h->addr.sa.sa_family, SOCK_STREAM, 0);
+  cr_assert_eq(connect(fd, &h->addr.sa, rcoll_sockaddr_len(&h->addr)), 0);
+  return fd;
+}
+
+static void raw_hello(int fd, uint64_t secret, uint64_t id, int index) {
+  socket_hello_t hello = {.magic = SOCKET_MAGIC, .secret = secret, .conn_id = id, .inline_max = INLINE,
+                          .index = (uint16_t)index, .nsocks_total = 2, .nthreads = 1, .nsocks_per = 1};
+  cr_assert_eq(send(fd, &hello, sizeof hello, 0), (ssize_t)sizeof hello);
+}
+
+static void *accept_for(void *listen, int ms) {
+  void *comm = NULL;
+  for (int64_t end = now_ms() + ms; comm == NULL && now_ms() < end; usleep(1000))
+    cr_assert_eq(ops->accept(listen, &comm), rcollSuccess);
+  return comm;
+}
+
+Test(socket, stalled_sender_times_out, .timeout = 30) {
+  rcoll_settings_t s;
+  char handle[RCOLL_NET_HANDLE_BYTES];
+  void *listen;
+  settings(&s, "AF_INET", 1, 1, INLINE, 1);
+  void *ctx = ctx_new(&s, SECRET);
+  cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
+  socket_handle_t h;
+  memcpy(&h, handle, sizeof h);
+  int ctrl = raw_connect(&h), data = raw_connect(&h);
+  raw_hello(data, SECRET, 42, 1);
+  raw_hello(ctrl, SECRET, 42, 0);
+  void *recv = accept_for(listen, 3000);
+  cr_assert_not_null(recv);
+  size_t n = MIB;
+  char *rb = malloc(n);
+  void *rbp = rb, *rreq;
+  int tag = 0;
+  socket_msg_hdr_t hdr = {.size = n, .tag = 0, .seq = 0};
+  cr_assert_eq(send(ctrl, &hdr, sizeof hdr, 0), (ssize_t)sizeof hdr);
+  cr_assert_eq(send(data, rb, 100000, 0), 100000);
+  cr_assert_eq(ops->irecv(recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  int64_t t0 = now_ms();
+  rcollResult_t r = wait_req(rreq, NULL, 10000);
+  int64_t dt = now_ms() - t0;
+  cr_assert_eq(r, rcollTimeout, "got %d: %s", r, rcoll_error_text());
+  cr_assert(dt >= 900 && dt < 3000, "timed out after %lld ms, configured 1 s", (long long)dt);
+  ops->close_recv(recv);
+  close(ctrl);
+  close(data);
+  ops->close_listen(listen);
+  ops->finalize(ctx);
+  free(rb);
+}
+
+/* A connection with the wrong secret and a stray one with a bad magic are
+ * dropped while the right one is accepted, and only that one. */
+Test(socket, wrong_secret_is_dropped, .timeout = 30) {
+  pair_t p;
+  memset(&p, 0, sizeof p);
+  settings(&p.set, "AF_INET", 2, 1, INLINE, 30);
+  p.rctx = ctx_new(&p.set, SECRET);
+  p.sctx = ctx_new(&p.set, SECRET);
+  void *bad_ctx = ctx_new(&p.set, SECRET + 1), *bad = NULL;
+  cr_assert_eq(ops->listen(p.rctx, 0, p.handle, &p.listen), rcollSuccess);
+  socket_handle_t h;
+  memcpy(&h, p.handle, sizeof h);
+  int stray = raw_connect(&h); /* half a connection: a control socket alone */
+  raw_hello(stray, SECRET, 7, 0);
+  int stray2 = raw_connect(&h);
+  cr_assert_eq(send(stray2, "GET / HTTP/1.0\r\n\r\n......................................", 48, 0), 48);
+  int64_t end = now_ms() + 5000;
+  while ((bad == NULL || p.send == NULL) && now_ms() < end) {
+    if (bad == NULL)
+      cr_assert_eq(ops->connect(bad_ctx, 0, p.handle, &bad), rcollSuccess);
+    if (p.send == NULL)
+      cr_assert_eq(ops->connect(p.sctx, 0, p.handle, &p.send), rcollSuccess);
+  }
+  cr_assert(bad && p.send);
+  p.recv = accept_for(p.listen, 3000);
+  cr_assert_not_null(p.recv);
+  cr_assert_null(accept_for(p.listen, 300), "a second connection was accepted");
+  /* The stray with a bad magic was closed by the listener. */
+  char c;
+  cr_assert_eq(recv(stray2, &c, 1, 0), 0);
+  const size_t sizes[] = {5, 300000};
+  exchange(&p, 2, sizes, 0);
+  /* The dropped connection learns it when its data is refused. */
+  char *big = calloc(1, 32 * MIB);
+  void *req;
+  cr_assert_eq(ops->isend(bad, big, 32 * MIB, 0, NULL, &req), rcollSuccess);
+  cr_assert_eq(wait_req(req, NULL, 10000), rcollRemoteError);
+  ops->close_send(bad);
+  ops->finalize(bad_ctx);
+  close(stray);
+  close(stray2);
+  pair_close(&p);
+  free(big);
+}
+
+Test(socket, properties_registration_and_flush) {
+  pair_t p;
+  rcoll_net_props_t props;
+  int ndev = 0;
+  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  cr_assert_eq(ops->size, sizeof(rcoll_transport_ops_t));
+  cr_assert_str_eq(ops->name, "socket");
+  cr_assert_eq(ops->devices(p.sctx, &ndev), rcollSuccess);
+  cr_assert_eq(ndev, 1);
+  cr_assert_eq(ops->get_properties(p.sctx, 0, &props), rcollSuccess);
+  cr_assert_str_eq(props.name, "lo");
+  cr_assert_eq(props.ptr_support, RCOLL_PTR_HOST);
+  cr_assert_eq(props.max_recvs, 1);
+  cr_assert_eq(props.reg_is_global, 1);
+  cr_assert_gt(props.speed_mbps, 0);
+  cr_assert_neq(ops->get_properties(p.sctx, 1, &props), rcollSuccess);
+  char buf[64];
+  void *mh = NULL, *req = NULL, *bp = buf;
+  size_t sz = sizeof buf;
+  int tags[2] = {0, 0}, done = 0;
+  cr_assert_eq(ops->reg_mr(p.recv, buf, sizeof buf, RCOLL_MEM_HOST, &mh), rcollSuccess);
+  cr_assert_not_null(mh);
+  cr_assert_eq(ops->dereg_mr(p.recv, mh), rcollSuccess);
+  cr_assert_eq(ops->reg_mr(p.recv, buf, sizeof buf, RCOLL_MEM_CUDA, &mh), rcollInvalidUsage);
+  cr_assert(strstr(rcoll_error_text(), "cannot register device memory"));
+  cr_assert_eq(ops->iflush(p.recv, 1, &bp, &sz, &mh, &req), rcollSuccess);
+  cr_assert_not_null(req, "a NULL flush request would read as 'out of slots'");
+  cr_assert_eq(ops->test(req, &done, NULL), rcollSuccess);
+  cr_assert_eq(done, 1);
+  void *bufs[2] = {buf, buf};
+  size_t sizes[2] = {8, 8};
+  cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
+  pair_close(&p);
+}
+
+Test(socket, bad_settings_are_rejected) {
+  rcoll_settings_t s;
+  rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
+  void *ctx = NULL;
+  settings(&s, "AF_INET", 0, 1, INLINE, 30);
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  settings(&s, "AF_INET", 16, 8, INLINE, 30);
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "NSOCKS_PERTHREAD"));
+  settings(&s, "AF_INET", 2, 1, -1, 30);
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert_null(ctx);
+}
+
+/* Closing a connection whose helpers are blocked (sender with a full socket,
+ * receiver waiting for data) returns promptly. */
+Test(socket, close_never_hangs, .timeout = 30) {
+  pair_t p;
+  size_t n = 64 * MIB;
+  char *sb = calloc(1, n), *rb = malloc(n);
+  void *sreq, *rreq, *rbp = rb;
+  int tag = 0;
+  pair_open(&p, "AF_INET", 4, 2, INLINE, 30);
+  cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  int done = 0;
+  ops->test(rreq, &done, NULL);
+  int64_t t0 = now_ms();
+  ops->close_recv(p.recv);
+  ops->close_send(p.send);
+  p.send = p.recv = NULL;
+  cr_assert_lt(now_ms() - t0, 1000, "closing took %lld ms", (long long)(now_ms() - t0));
+  pair_close(&p);
+  free(sb);
+  free(rb);
+}

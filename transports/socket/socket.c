@@ -1,0 +1,168 @@
+/* The socket transport's context, device properties, memory registration and
+ * its ops table. Connection setup is in socket_accept.c and socket_connect.c,
+ * requests in socket_io.c, helper threads in socket_helper.c. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "log.h"
+#include "socket.h"
+#include "socket_priv.h"
+
+#define SOCKET_DEFAULT_SPEED_MBPS 10000
+#define SOCKET_LATENCY_US 20.0f /* loopback round trip measured ~2x this; a NIC adds more */
+
+/* reg_mr of host memory has nothing to register; callers still want a
+ * non-NULL handle to pass back. */
+static const char socket_mr_token;
+
+const char *socket_addr_str(const rcoll_sockaddr_t *a, char buf[SOCKET_ADDR_STR]) {
+  return rcoll_sockaddr_str(a, buf, SOCKET_ADDR_STR);
+}
+
+void socket_log_conn(const char *verb, int fd, const char *peer, const socket_hello_t *h) {
+  rcoll_sockaddr_t local;
+  socklen_t len = sizeof local;
+  char lbuf[SOCKET_ADDR_STR] = "?";
+  if (!rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_NET))
+    return;
+  if (getsockname(fd, &local.sa, &len) == 0)
+    socket_addr_str(&local, lbuf);
+  RCOLL_INFO(RCOLL_SUB_NET, "socket: %s %s <-> %s, %u threads x %u sockets, inline <= %llu bytes", verb,
+             lbuf, peer, h->nthreads, h->nsocks_per, (unsigned long long)h->inline_max);
+}
+
+static rcollResult_t socket_check_settings(const rcoll_settings_t *s) {
+  if (s->socket_nthreads < 1 || s->socket_nthreads > SOCKET_MAX_THREADS)
+    return rcoll_error(rcollInvalidArgument, "socket: RCOLL_SOCKET_NTHREADS=%lld is out of range 1..%d",
+                       (long long)s->socket_nthreads, SOCKET_MAX_THREADS);
+  if (s->nsocks_perthread < 1 || s->socket_nthreads * s->nsocks_perthread > SOCKET_MAX_DATA)
+    return rcoll_error(rcollInvalidArgument,
+                       "socket: RCOLL_NSOCKS_PERTHREAD=%lld gives %lld data sockets; allowed 1..%d in all",
+                       (long long)s->nsocks_perthread, (long long)(s->socket_nthreads * s->nsocks_perthread),
+                       SOCKET_MAX_DATA);
+  if (s->socket_inline < 0 || s->socket_inline > INT_MAX)
+    return rcoll_error(rcollInvalidArgument, "socket: RCOLL_SOCKET_INLINE=%lld is out of range 0..%d",
+                       (long long)s->socket_inline, INT_MAX);
+  if (s->timeout < 1)
+    return rcoll_error(rcollInvalidArgument, "socket: RCOLL_TIMEOUT=%lld must be at least 1 second",
+                       (long long)s->timeout);
+  return rcollSuccess;
+}
+
+static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
+  char abuf[SOCKET_ADDR_STR];
+  const rcoll_settings_t *s = cfg->settings;
+  RCOLL_CHECK(socket_check_settings(s));
+  socket_ctx_t *ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL)
+    return rcoll_error(rcollSystemError, "socket: out of memory for a context");
+  rcollResult_t r = rcoll_socket_pick_addr(s->socket_ifname, s->socket_family, &ctx->addr, ctx->ifname);
+  if (r != rcollSuccess) {
+    free(ctx);
+    return r;
+  }
+  if (ctx->addr.sa.sa_family == AF_INET6)
+    ctx->addr.sin6.sin6_port = 0;
+  else
+    ctx->addr.sin.sin_port = 0;
+  ctx->secret = cfg->secret;
+  ctx->rank = cfg->rank;
+  ctx->nthreads = (int)s->socket_nthreads;
+  ctx->nsocks_per = (int)s->nsocks_perthread;
+  ctx->inline_max = (size_t)s->socket_inline;
+  ctx->timeout_ms = s->timeout * 1000;
+  pthread_mutex_init(&ctx->lock, NULL);
+  RCOLL_INFO(RCOLL_SUB_NET, "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes",
+             ctx->rank, ctx->ifname, socket_addr_str(&ctx->addr, abuf), ctx->nthreads, ctx->nsocks_per,
+             ctx->inline_max);
+  *out = ctx;
+  return rcollSuccess;
+}
+
+static rcollResult_t socket_finalize(void *vctx) {
+  socket_ctx_t *ctx = vctx;
+  if (ctx == NULL)
+    return rcollSuccess;
+  socket_connects_free(ctx);
+  pthread_mutex_destroy(&ctx->lock);
+  free(ctx);
+  return rcollSuccess;
+}
+
+static rcollResult_t socket_devices(void *ctx, int *ndev) {
+  (void)ctx;
+  *ndev = 1;
+  return rcollSuccess;
+}
+
+/* Link speed from sysfs; virtual and loopback links report none (or -1). */
+static int socket_link_speed(const char *ifname) {
+  char path[128];
+  int mbps = -1;
+  snprintf(path, sizeof path, "/sys/class/net/%s/speed", ifname);
+  FILE *f = fopen(path, "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d", &mbps) != 1)
+      mbps = -1;
+    fclose(f);
+  }
+  return mbps > 0 ? mbps : SOCKET_DEFAULT_SPEED_MBPS;
+}
+
+static rcollResult_t socket_get_properties(void *vctx, int dev, rcoll_net_props_t *props) {
+  socket_ctx_t *ctx = vctx;
+  char path[128];
+  if (dev != 0)
+    return rcoll_error(rcollInvalidArgument, "socket: device %d does not exist (1 device)", dev);
+  memset(props, 0, sizeof *props);
+  snprintf(props->name, sizeof props->name, "%s", ctx->ifname);
+  snprintf(path, sizeof path, "/sys/class/net/%s/device", ctx->ifname);
+  if (realpath(path, props->pci_path) == NULL)
+    props->pci_path[0] = '\0';
+  props->ptr_support = RCOLL_PTR_HOST;
+  props->speed_mbps = socket_link_speed(ctx->ifname);
+  props->latency_us = SOCKET_LATENCY_US;
+  props->max_recvs = 1;
+  props->reg_is_global = 1;
+  return rcollSuccess;
+}
+
+static rcollResult_t socket_reg_mr(void *comm, void *data, size_t size, int mem_type, void **mhandle) {
+  (void)comm, (void)data, (void)size;
+  if (mem_type == RCOLL_MEM_CUDA)
+    return rcoll_error(rcollInvalidUsage, "socket transport cannot register device memory; stage through host");
+  if (mem_type != RCOLL_MEM_HOST)
+    return rcoll_error(rcollInvalidArgument, "socket: reg_mr with unknown memory type %d", mem_type);
+  *mhandle = (void *)&socket_mr_token;
+  return rcollSuccess;
+}
+
+static rcollResult_t socket_dereg_mr(void *comm, void *mhandle) {
+  (void)comm, (void)mhandle;
+  return rcollSuccess;
+}
+
+const rcoll_transport_ops_t socket_ops = {
+    .size = sizeof(rcoll_transport_ops_t),
+    .version = RCOLL_NET_OPS_VERSION,
+    .name = "socket",
+    .init = socket_init,
+    .finalize = socket_finalize,
+    .devices = socket_devices,
+    .get_properties = socket_get_properties,
+    .listen = socket_listen,
+    .connect = socket_connect,
+    .accept = socket_accept,
+    .reg_mr = socket_reg_mr,
+    .dereg_mr = socket_dereg_mr,
+    .isend = socket_isend,
+    .irecv = socket_irecv,
+    .iflush = socket_iflush,
+    .test = socket_test,
+    .close_send = socket_close_comm,
+    .close_recv = socket_close_comm,
+    .close_listen = socket_close_listen,
+};

@@ -1,0 +1,248 @@
+/* The accepting side: listen, and the non-blocking accept state machine.
+ * Every socket of a connection opens with a hello naming the connection (a
+ * random id), the socket's index and the communicator's secret. The listen
+ * comm keeps half-read hellos and half-gathered connections between calls,
+ * and drops sockets that present a wrong secret or never finish. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "socket_priv.h"
+
+_Static_assert(sizeof(socket_handle_t) <= RCOLL_NET_HANDLE_BYTES, "socket handle too large");
+_Static_assert(sizeof(socket_hello_t) == 48, "hello layout is part of the wire format");
+_Static_assert(sizeof(socket_msg_hdr_t) == 16, "header layout is part of the wire format");
+
+/* ---- listen ---- */
+
+typedef struct socket_pacc { /* accepted socket whose hello is being read */
+  int fd;
+  rcoll_sockaddr_t addr;
+  size_t got;
+  socket_hello_t hello;
+  int64_t since_ms;
+} socket_pacc_t;
+
+typedef struct socket_group { /* sockets of one connection gathered so far */
+  socket_hello_t first;
+  int have;
+  int fds[SOCKET_MAX_SOCKS];
+  rcoll_sockaddr_t addr;
+  int64_t since_ms;
+} socket_group_t;
+
+#define SOCKET_MAX_PENDING 1024
+
+typedef struct socket_listener {
+  int fd;
+  rcoll_sockaddr_t addr;
+  uint64_t secret;
+  int64_t timeout_ms;
+  socket_pacc_t pend[SOCKET_MAX_PENDING];
+  int npend;
+  socket_group_t *groups;
+  int ngroups, gcap;
+} socket_listener_t;
+
+rcollResult_t socket_listen(void *vctx, int dev, void *handle, void **listen_comm) {
+  socket_ctx_t *ctx = vctx;
+  char abuf[SOCKET_ADDR_STR];
+  if (dev != 0)
+    return rcoll_error(rcollInvalidArgument, "socket: listen on device %d, only device 0 exists", dev);
+  socket_listener_t *l = calloc(1, sizeof *l);
+  if (l == NULL)
+    return rcoll_error(rcollSystemError, "socket: out of memory for a listener");
+  l->addr = ctx->addr;
+  l->secret = ctx->secret;
+  l->timeout_ms = ctx->timeout_ms;
+  l->fd = rcoll_socket_listen(&l->addr, 256);
+  if (l->fd < 0) {
+    free(l);
+    return rcollSystemError; /* sockutil recorded why */
+  }
+  /* Accepted sockets inherit the buffer sizes, and the window scale they
+   * imply is fixed by the handshake, so they are set on the listener. */
+  rcoll_socket_set_bufsize(l->fd, SOCKET_BUF_BYTES);
+  socket_handle_t h = {.magic = SOCKET_MAGIC, .secret = ctx->secret, .addr = l->addr};
+  memset(handle, 0, RCOLL_NET_HANDLE_BYTES);
+  memcpy(handle, &h, sizeof h);
+  RCOLL_INFO(RCOLL_SUB_NET, "socket: listening on %s (%s)", socket_addr_str(&l->addr, abuf), ctx->ifname);
+  *listen_comm = l;
+  return rcollSuccess;
+}
+
+static void socket_group_close(socket_group_t *g) {
+  for (int i = 0; i < SOCKET_MAX_SOCKS; i++)
+    if (g->fds[i] >= 0)
+      close(g->fds[i]);
+}
+
+rcollResult_t socket_close_listen(void *listen_comm) {
+  socket_listener_t *l = listen_comm;
+  if (l == NULL)
+    return rcollSuccess;
+  close(l->fd);
+  for (int i = 0; i < l->npend; i++)
+    close(l->pend[i].fd);
+  for (int i = 0; i < l->ngroups; i++)
+    socket_group_close(&l->groups[i]);
+  free(l->groups);
+  free(l);
+  return rcollSuccess;
+}
+
+/* ---- accept ---- */
+
+static void socket_pend_drop(socket_listener_t *l, int i, const char *why) {
+  char abuf[SOCKET_ADDR_STR];
+  RCOLL_WARN("socket: dropping connection from %s on %s: %s", socket_addr_str(&l->pend[i].addr, abuf),
+             socket_addr_str(&l->addr, (char[SOCKET_ADDR_STR]){0}), why);
+  close(l->pend[i].fd);
+  l->pend[i] = l->pend[--l->npend];
+}
+
+static rcollResult_t socket_accept_new(socket_listener_t *l) {
+  for (;;) {
+    socket_pacc_t p = {.since_ms = rcoll_now_ms()};
+    socklen_t len = sizeof p.addr;
+    p.fd = accept4(l->fd, &p.addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (p.fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return rcollSuccess;
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+        continue;
+      return rcoll_error(rcollSystemError, "socket: accept failed: %s", strerror(errno));
+    }
+    if (l->npend == SOCKET_MAX_PENDING) {
+      RCOLL_WARN("socket: %d connections without a hello pending; refusing more", l->npend);
+      close(p.fd);
+      continue;
+    }
+    rcoll_socket_set_nodelay(p.fd);
+    l->pend[l->npend++] = p;
+  }
+}
+
+static const char *socket_hello_check(const socket_listener_t *l, const socket_hello_t *h) {
+  if (h->magic != SOCKET_MAGIC)
+    return "not an rcoll socket connection (bad magic)";
+  if (h->secret != l->secret)
+    return "wrong secret (a connection from another job?)";
+  if (h->nthreads < 1 || h->nthreads > SOCKET_MAX_THREADS || h->nsocks_per < 1 ||
+      h->nthreads * h->nsocks_per > SOCKET_MAX_DATA || h->nsocks_total != 1 + h->nthreads * h->nsocks_per ||
+      h->index >= h->nsocks_total)
+    return "malformed hello";
+  return NULL;
+}
+
+static socket_group_t *socket_group_find(socket_listener_t *l, const socket_pacc_t *p) {
+  for (int i = 0; i < l->ngroups; i++)
+    if (l->groups[i].first.conn_id == p->hello.conn_id)
+      return &l->groups[i];
+  if (l->ngroups == l->gcap) {
+    int cap = l->gcap ? 2 * l->gcap : 8;
+    socket_group_t *g = realloc(l->groups, (size_t)cap * sizeof *g);
+    if (g == NULL)
+      return NULL;
+    l->groups = g;
+    l->gcap = cap;
+  }
+  socket_group_t *g = &l->groups[l->ngroups++];
+  memset(g, 0, sizeof *g);
+  memset(g->fds, -1, sizeof g->fds);
+  g->first = p->hello;
+  g->since_ms = p->since_ms;
+  return g;
+}
+
+/* Files a socket whose hello is valid under its connection. Returns the
+ * reason when it must be dropped instead. */
+static const char *socket_group_add(socket_listener_t *l, const socket_pacc_t *p) {
+  socket_group_t *g = socket_group_find(l, p);
+  if (g == NULL)
+    return "out of memory";
+  const socket_hello_t *h = &p->hello, *f = &g->first;
+  if (h->nsocks_total != f->nsocks_total || h->nthreads != f->nthreads || h->inline_max != f->inline_max)
+    return "hello disagrees with the other sockets of its connection";
+  if (g->fds[h->index] >= 0)
+    return "duplicate socket index";
+  g->fds[h->index] = p->fd;
+  if (h->index == 0)
+    g->addr = p->addr;
+  g->have++;
+  return NULL;
+}
+
+/* Reads whatever part of each pending hello has arrived. */
+static void socket_read_hellos(socket_listener_t *l, int64_t now) {
+  for (int i = 0; i < l->npend;) {
+    socket_pacc_t *p = &l->pend[i];
+    ssize_t k = recv(p->fd, (char *)&p->hello + p->got, sizeof p->hello - p->got, MSG_DONTWAIT);
+    if (k > 0)
+      p->got += (size_t)k;
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      socket_pend_drop(l, i, "closed before its hello");
+      continue;
+    }
+    if (p->got < sizeof p->hello) {
+      if (now - p->since_ms > l->timeout_ms)
+        socket_pend_drop(l, i, "no hello within the timeout");
+      else
+        i++;
+      continue;
+    }
+    const char *why = socket_hello_check(l, &p->hello);
+    if (why == NULL)
+      why = socket_group_add(l, p);
+    if (why != NULL) {
+      socket_pend_drop(l, i, why);
+      continue;
+    }
+    l->pend[i] = l->pend[--l->npend]; /* the group owns the fd now */
+  }
+}
+
+static void socket_group_remove(socket_listener_t *l, int i) { l->groups[i] = l->groups[--l->ngroups]; }
+
+/* Returns a complete group's recv comm, dropping groups that went stale. */
+static rcollResult_t socket_groups_harvest(socket_listener_t *l, int64_t now, void **recv_comm) {
+  char abuf[SOCKET_ADDR_STR];
+  for (int i = 0; i < l->ngroups; i++) {
+    socket_group_t *g = &l->groups[i];
+    if (g->have < g->first.nsocks_total) {
+      if (now - g->since_ms > l->timeout_ms) {
+        RCOLL_WARN("socket: dropping connection %016llx: %d of %d sockets arrived within the timeout",
+                   (unsigned long long)g->first.conn_id, g->have, g->first.nsocks_total);
+        socket_group_close(g);
+        socket_group_remove(l, i--);
+      }
+      continue;
+    }
+    socket_conn_t *c;
+    socket_addr_str(&g->addr, abuf);
+    rcollResult_t rc = socket_conn_create(0, g->fds, &g->first, l->timeout_ms, abuf, &c);
+    if (rc != rcollSuccess) {
+      socket_group_close(g);
+      socket_group_remove(l, i);
+      return rc;
+    }
+    socket_log_conn("accepted", g->fds[0], abuf, &g->first);
+    socket_group_remove(l, i);
+    *recv_comm = c;
+    return rcollSuccess;
+  }
+  return rcollSuccess;
+}
+
+rcollResult_t socket_accept(void *listen_comm, void **recv_comm) {
+  socket_listener_t *l = listen_comm;
+  *recv_comm = NULL;
+  RCOLL_CHECK(socket_accept_new(l));
+  int64_t now = rcoll_now_ms();
+  socket_read_hellos(l, now);
+  return socket_groups_harvest(l, now, recv_comm);
+}

@@ -1,0 +1,361 @@
+/* Requests on a socket connection: isend / irecv / test / iflush / close.
+ *
+ * The control socket is driven only by the calling thread, with non-blocking
+ * calls made inside isend, irecv and test: an inline message costs one
+ * sendmsg on the sender and usually one recv on the receiver, with no lock,
+ * no allocation and no thread handoff. Large payloads are handed to the
+ * helper threads (socket_helper.c) as soon as their size is known: at isend
+ * on the sender, when the header arrives on the receiver. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "socket_priv.h"
+
+/* iflush has nothing to do on host memory; it returns this token, which test
+ * reports done at once. A NULL request would read as "out of slots". */
+static const char socket_flush_token;
+
+void socket_conn_fail(socket_conn_t *c, rcollResult_t r, const char *fmt, ...) {
+  va_list ap;
+  if (atomic_flag_test_and_set(&c->err_claimed))
+    return;
+  va_start(ap, fmt);
+  vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
+  va_end(ap);
+  atomic_store(&c->err, (int)r);
+  /* Wake every helper and tell the peer at once, rather than letting each
+   * party find out through its own timeout. */
+  shutdown(c->ctrl_fd, SHUT_RDWR);
+  for (int s = 0; s < c->ndata; s++)
+    shutdown(c->data[s].fd, SHUT_RDWR);
+}
+
+static rcollResult_t socket_conn_error(socket_conn_t *c) {
+  return rcoll_error_quiet((rcollResult_t)atomic_load(&c->err), "%s", c->errmsg);
+}
+
+static socket_req_t *socket_req_alloc(socket_conn_t *c, int kind) {
+  if (c->nfree == 0)
+    return NULL;
+  socket_req_t *r = &c->reqs[c->free_idx[--c->nfree]];
+  r->kind = kind;
+  r->ctrl_done = 0;
+  r->ctrl_off = 0;
+  r->size = 0;
+  atomic_store_explicit(&r->pieces_left, 0, memory_order_relaxed);
+  atomic_store_explicit(&r->failed, 0, memory_order_relaxed);
+  c->ring[c->ring_tail++ % SOCKET_NREQS] = r;
+  return r;
+}
+
+static void socket_req_free(socket_conn_t *c, socket_req_t *r) {
+  r->kind = SOCKET_REQ_FREE;
+  c->free_idx[c->nfree++] = (int)(r - c->reqs);
+}
+
+static size_t socket_div_up(size_t a, size_t b) { return (a + b - 1) / b; }
+
+/* Cuts a large message into contiguous pieces, one per data socket, none
+ * smaller than SOCKET_MIN_PIECE; both ends derive the same cut from the size.
+ * The first socket rotates so that mid-size messages spread over all. */
+static void socket_dispatch(socket_conn_t *c, socket_req_t *r) {
+  size_t np = r->size / SOCKET_MIN_PIECE;
+  if (np < 1)
+    np = 1;
+  if (np > (size_t)c->ndata)
+    np = (size_t)c->ndata;
+  size_t per = socket_div_up(socket_div_up(r->size, np), SOCKET_PIECE_ALIGN) * SOCKET_PIECE_ALIGN;
+  np = socket_div_up(r->size, per);
+  atomic_store_explicit(&r->pieces_left, (int)np, memory_order_relaxed);
+  for (size_t i = 0; i < np; i++) {
+    size_t off = i * per;
+    size_t len = r->size - off < per ? r->size - off : per;
+    socket_helper_push(c, (int)((c->next_sock + i) % (size_t)c->ndata), r, r->buf + off, len);
+  }
+  c->next_sock = (unsigned)((c->next_sock + np) % (size_t)c->ndata);
+}
+
+static size_t socket_inline_bytes(const socket_conn_t *c, const socket_req_t *r) {
+  return r->size <= c->inline_max ? r->size : 0;
+}
+
+/* Sends headers (and inline payloads) of queued sends, in order, until the
+ * socket is full. Returns -1 once the connection has failed. */
+static int socket_ctrl_send(socket_conn_t *c) {
+  while (c->ring_head != c->ring_tail) {
+    socket_req_t *r = c->ring[c->ring_head % SOCKET_NREQS];
+    size_t hl = sizeof r->hdr, total = hl + socket_inline_bytes(c, r);
+    struct iovec iov[2];
+    int n = 0;
+    if (r->ctrl_off < hl)
+      iov[n++] = (struct iovec){(char *)&r->hdr + r->ctrl_off, hl - r->ctrl_off};
+    size_t poff = r->ctrl_off > hl ? r->ctrl_off - hl : 0;
+    if (total > hl)
+      iov[n++] = (struct iovec){r->buf + poff, total - hl - poff};
+    struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t k = sendmsg(c->ctrl_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k < 0) {
+      if (errno == EINTR)
+        continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return 0;
+      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s failed while sending %zu bytes: %s",
+                       c->peer, r->size, strerror(errno));
+      return -1;
+    }
+    r->ctrl_off += (size_t)k;
+    if (r->ctrl_off < total)
+      return 0;
+    r->ctrl_done = 1;
+    c->ring_head++;
+  }
+  return 0;
+}
+
+/* Reads ahead on the control socket until `need` bytes are staged: 1 when
+ * they are, 0 when the socket is empty, -1 once the connection failed. */
+static int socket_stage_fill(socket_conn_t *c, size_t need, const char *what) {
+  while (c->stage_end - c->stage_beg < need) {
+    if (c->stage_beg > 0) {
+      memmove(c->stage, c->stage + c->stage_beg, c->stage_end - c->stage_beg);
+      c->stage_end -= c->stage_beg;
+      c->stage_beg = 0;
+    }
+    ssize_t k = recv(c->ctrl_fd, c->stage + c->stage_end, sizeof c->stage - c->stage_end, MSG_DONTWAIT);
+    if (k > 0) {
+      c->stage_end += (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    if (k == 0)
+      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s closed by peer while %s", c->peer,
+                       what);
+    else
+      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s failed while %s: %s", c->peer,
+                       what, strerror(errno));
+    return -1;
+  }
+  return 1;
+}
+
+/* A header arrived for the oldest posted receive: check it, then hand a
+ * large payload to the helpers. */
+static int socket_hdr_accept(socket_conn_t *c, socket_req_t *r) {
+  if (r->hdr.seq != c->seq) {
+    socket_conn_fail(c, rcollInternalError, "socket: stream from %s out of sync (message %u, expected %u)",
+                     c->peer, r->hdr.seq, c->seq);
+    return -1;
+  }
+  c->seq++;
+  if (r->hdr.size > r->posted) {
+    socket_conn_fail(c, rcollInvalidUsage,
+                     "socket: message of %llu bytes from %s larger than posted receive of %zu",
+                     (unsigned long long)r->hdr.size, c->peer, r->posted);
+    return -1;
+  }
+  r->size = (size_t)r->hdr.size;
+  if (r->size > c->inline_max)
+    socket_dispatch(c, r);
+  return 1;
+}
+
+/* Inline payload: first what was read ahead, then straight into the user
+ * buffer with the exact length, so nothing of the next message is taken. */
+static int socket_inline_recv(socket_conn_t *c, socket_req_t *r) {
+  size_t hl = sizeof r->hdr, total = hl + socket_inline_bytes(c, r);
+  size_t staged = c->stage_end - c->stage_beg;
+  if (staged > 0 && r->ctrl_off < total) {
+    size_t k = total - r->ctrl_off < staged ? total - r->ctrl_off : staged;
+    memcpy(r->buf + (r->ctrl_off - hl), c->stage + c->stage_beg, k);
+    c->stage_beg += k;
+    r->ctrl_off += k;
+  }
+  while (r->ctrl_off < total) {
+    ssize_t k = recv(c->ctrl_fd, r->buf + (r->ctrl_off - hl), total - r->ctrl_off, MSG_DONTWAIT);
+    if (k > 0) {
+      r->ctrl_off += (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+      return 0;
+    socket_conn_fail(c, rcollRemoteError, "socket: connection to %s %s while receiving %zu bytes%s%s",
+                     c->peer, k == 0 ? "closed by peer" : "failed", r->size, k == 0 ? "" : ": ",
+                     k == 0 ? "" : strerror(errno));
+    return -1;
+  }
+  return 1;
+}
+
+/* Matches headers to posted receives in order until the socket is empty. */
+static int socket_ctrl_recv(socket_conn_t *c) {
+  while (c->ring_head != c->ring_tail) {
+    socket_req_t *r = c->ring[c->ring_head % SOCKET_NREQS];
+    int rc;
+    if (r->ctrl_off == 0) {
+      rc = socket_stage_fill(c, sizeof r->hdr, "waiting for a message header");
+      if (rc <= 0)
+        return rc;
+      memcpy(&r->hdr, c->stage + c->stage_beg, sizeof r->hdr);
+      c->stage_beg += sizeof r->hdr;
+      r->ctrl_off = sizeof r->hdr;
+      if (socket_hdr_accept(c, r) < 0)
+        return -1;
+    }
+    rc = socket_inline_recv(c, r);
+    if (rc <= 0)
+      return rc;
+    r->ctrl_done = 1;
+    c->ring_head++;
+  }
+  return 0;
+}
+
+static void socket_ctrl_progress(socket_conn_t *c) {
+  if (c->ring_head == c->ring_tail || atomic_load_explicit(&c->err, memory_order_relaxed))
+    return;
+  if (c->is_send)
+    socket_ctrl_send(c);
+  else
+    socket_ctrl_recv(c);
+}
+
+rcollResult_t socket_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
+  socket_conn_t *c = comm;
+  (void)mh;
+  *request = NULL;
+  if (atomic_load_explicit(&c->err, memory_order_acquire))
+    return socket_conn_error(c);
+  socket_req_t *r = socket_req_alloc(c, SOCKET_REQ_SEND);
+  if (r == NULL)
+    return rcollSuccess;
+  r->buf = (char *)data;
+  r->posted = r->size = size;
+  r->hdr = (socket_msg_hdr_t){.size = size, .tag = tag, .seq = c->seq++};
+  if (size > c->inline_max)
+    socket_dispatch(c, r);
+  socket_ctrl_progress(c);
+  *request = r;
+  return rcollSuccess;
+}
+
+/* Tags are not checked: messages match in order, and with one buffer per
+ * receive there is nothing for a tag to choose between. */
+rcollResult_t socket_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
+                           void **mh, void **request) {
+  socket_conn_t *c = comm;
+  (void)tags;
+  (void)mh;
+  *request = NULL;
+  if (n != 1)
+    return rcoll_error(rcollInvalidArgument, "socket: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
+  if (atomic_load_explicit(&c->err, memory_order_acquire))
+    return socket_conn_error(c);
+  socket_req_t *r = socket_req_alloc(c, SOCKET_REQ_RECV);
+  if (r == NULL)
+    return rcollSuccess;
+  r->buf = data[0];
+  r->posted = sizes[0];
+  socket_ctrl_progress(c);
+  *request = r;
+  return rcollSuccess;
+}
+
+rcollResult_t socket_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh, void **request) {
+  (void)comm, (void)n, (void)data, (void)sizes, (void)mh;
+  *request = (void *)&socket_flush_token;
+  return rcollSuccess;
+}
+
+/* A request is reported (done or failed) only when no helper holds a piece
+ * of it any more, so the caller may reuse its buffer as soon as test returns. */
+rcollResult_t socket_test(void *request, int *done, size_t *sizes) {
+  *done = 0;
+  if (request == &socket_flush_token) {
+    *done = 1;
+    return rcollSuccess;
+  }
+  socket_req_t *r = request;
+  socket_conn_t *c = r->conn;
+  if (r->kind == SOCKET_REQ_FREE)
+    return rcoll_error(rcollInvalidUsage, "socket: test on a request that already completed");
+  socket_ctrl_progress(c);
+  if (atomic_load_explicit(&r->pieces_left, memory_order_acquire) != 0)
+    return rcollSuccess;
+  if (r->ctrl_done && !atomic_load_explicit(&r->failed, memory_order_relaxed)) {
+    *done = 1;
+    if (sizes)
+      sizes[0] = r->size;
+    socket_req_free(c, r);
+    return rcollSuccess;
+  }
+  if (atomic_load_explicit(&c->err, memory_order_acquire))
+    return socket_conn_error(c);
+  return rcollSuccess;
+}
+
+rcollResult_t socket_conn_create(int is_send, const int *fds, const socket_hello_t *hello,
+                                 int64_t timeout_ms, const char *peer, socket_conn_t **out) {
+  socket_conn_t *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return rcoll_error(rcollSystemError, "socket: out of memory for a connection");
+  c->is_send = is_send;
+  c->ctrl_fd = fds[0];
+  c->nthreads = hello->nthreads;
+  c->ndata = hello->nthreads * hello->nsocks_per;
+  c->inline_max = (size_t)hello->inline_max;
+  c->timeout_ms = timeout_ms;
+  snprintf(c->peer, sizeof c->peer, "%s", peer);
+  atomic_flag_clear(&c->err_claimed);
+  for (int i = 0; i < SOCKET_NREQS; i++) {
+    c->reqs[i].conn = c;
+    c->free_idx[i] = SOCKET_NREQS - 1 - i;
+  }
+  c->nfree = SOCKET_NREQS;
+  c->data = calloc((size_t)c->ndata, sizeof *c->data);
+  c->helpers = calloc((size_t)c->nthreads, sizeof *c->helpers);
+  if (c->data == NULL || c->helpers == NULL) {
+    free(c->data);
+    free(c->helpers);
+    free(c);
+    return rcoll_error(rcollSystemError, "socket: out of memory for a connection");
+  }
+  for (int s = 0; s < c->ndata; s++)
+    c->data[s].fd = fds[1 + s];
+  rcollResult_t rc = socket_helpers_start(c);
+  if (rc != rcollSuccess) {
+    free(c->data);
+    free(c->helpers);
+    free(c);
+    return rc;
+  }
+  *out = c;
+  return rcollSuccess;
+}
+
+void socket_conn_destroy(socket_conn_t *c) {
+  socket_helpers_stop(c);
+  for (int s = 0; s < c->ndata; s++)
+    close(c->data[s].fd);
+  close(c->ctrl_fd);
+  free(c->data);
+  free(c->helpers);
+  free(c);
+}
+
+rcollResult_t socket_close_comm(void *comm) {
+  if (comm != NULL)
+    socket_conn_destroy(comm);
+  return rcollSuccess;
+}

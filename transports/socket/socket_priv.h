@@ -1,0 +1,185 @@
+/* Private types of the socket transport, shared by its files only.
+ *
+ * A connection is one control socket and nthreads x nsocks data sockets. Every
+ * message starts with a header on the control socket; payloads up to the
+ * inline threshold follow it there, larger ones are cut into contiguous pieces
+ * that travel on the data sockets, each moved by the helper thread owning that
+ * socket. Both ends cut a message the same way from its size and rotate the
+ * first data socket identically, so every socket carries its pieces in message
+ * order and no piece needs a header of its own. */
+#ifndef RCOLL_TRANSPORT_SOCKET_PRIV_H
+#define RCOLL_TRANSPORT_SOCKET_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "net.h"
+#include "sockutil.h"
+
+#define SOCKET_MAGIC 0x31746b636f736372ull /* "rcsockt1": also versions the wire format */
+#define SOCKET_NREQS 32                    /* request slots per connection */
+#define SOCKET_MAX_THREADS 16
+#define SOCKET_MAX_DATA 64                 /* data sockets per connection */
+#define SOCKET_MAX_SOCKS (SOCKET_MAX_DATA + 1)
+#define SOCKET_MIN_PIECE (64 * 1024)       /* smaller pieces cost more in wakeups than they gain */
+#define SOCKET_PIECE_ALIGN 4096
+#define SOCKET_STAGE_BYTES 16384           /* control-socket read-ahead buffer */
+#define SOCKET_BUF_BYTES (4 * 1024 * 1024) /* SO_SNDBUF/SO_RCVBUF of data sockets */
+#define SOCKET_POLL_TICK_MS 100            /* how often blocked helpers look for shutdown */
+#define SOCKET_ADDR_STR 64
+
+/* First bytes on every socket of a connection (host byte order: peers of one
+ * job share an architecture; the magic catches anything else). */
+typedef struct socket_hello {
+  uint64_t magic;
+  uint64_t secret;
+  uint64_t conn_id;    /* random, groups the sockets of one connection */
+  uint64_t inline_max; /* the sender's threshold: both ends must cut alike */
+  uint16_t index;      /* 0 is the control socket */
+  uint16_t nsocks_total;
+  uint16_t nthreads;
+  uint16_t nsocks_per;
+  uint32_t pad[2];
+} socket_hello_t;
+
+/* Precedes every message on the control socket. */
+typedef struct socket_msg_hdr {
+  uint64_t size;
+  int32_t tag;
+  uint32_t seq; /* message number modulo 2^32: catches a desynchronized stream */
+} socket_msg_hdr_t;
+
+/* What the listen handle carries to the connecting peer. */
+typedef struct socket_handle {
+  uint64_t magic;
+  uint64_t secret;
+  rcoll_sockaddr_t addr;
+} socket_handle_t;
+
+/* Per-communicator context: the settings snapshot and connects in flight. */
+typedef struct socket_ctx {
+  rcoll_sockaddr_t addr; /* interface address to listen on (port 0) */
+  char ifname[RCOLL_IFNAME_MAX];
+  uint64_t secret;
+  int rank;
+  int nthreads, nsocks_per;
+  size_t inline_max;
+  int64_t timeout_ms;
+  pthread_mutex_t lock; /* guards the pending-connect list */
+  struct socket_pconn *connects;
+} socket_ctx_t;
+
+enum socket_req_kind { SOCKET_REQ_FREE = 0, SOCKET_REQ_SEND, SOCKET_REQ_RECV };
+
+struct socket_conn;
+
+/* One isend or irecv. ctrl_* fields belong to the calling thread; helpers
+ * touch only pieces_left and failed. */
+typedef struct socket_req {
+  struct socket_conn *conn;
+  int kind;
+  int ctrl_done;           /* header (and inline payload) moved */
+  char *buf;
+  size_t posted;           /* send size, or receive capacity */
+  size_t size;             /* bytes of the message (receive: known after the header) */
+  size_t ctrl_off;         /* bytes of header + inline payload moved so far */
+  socket_msg_hdr_t hdr;
+  _Atomic int pieces_left; /* pieces handed to helpers and not finished */
+  _Atomic int failed;      /* a helper abandoned a piece */
+} socket_req_t;
+
+/* A piece of a message for one data socket. */
+typedef struct socket_task {
+  socket_req_t *req;
+  char *buf;
+  size_t len;
+} socket_task_t;
+
+/* A data socket and its FIFO of pieces. The FIFO never holds more than one
+ * piece per live request, so SOCKET_NREQS entries always suffice. */
+typedef struct socket_dsock {
+  int fd;
+  socket_task_t q[SOCKET_NREQS];
+  unsigned head, tail; /* under the owning helper's lock */
+  size_t done;         /* bytes of the head piece moved (helper only) */
+  int64_t last_ms;     /* last progress on the head piece (helper only) */
+} socket_dsock_t;
+
+typedef struct socket_helper {
+  struct socket_conn *conn;
+  pthread_t thread;
+  int started;
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int idle;      /* waiting on cond: a producer must signal */
+  int queued;    /* pieces in all FIFOs of this helper */
+  _Atomic int stop;
+  int nsocks;
+  socket_dsock_t *socks[SOCKET_MAX_DATA];
+} socket_helper_t;
+
+/* One direction of a connection: a send comm or a recv comm. */
+typedef struct socket_conn {
+  int is_send;
+  int ctrl_fd;
+  int ndata, nthreads;
+  size_t inline_max;
+  int64_t timeout_ms;
+  char peer[SOCKET_ADDR_STR];
+  socket_dsock_t *data;    /* ndata entries */
+  socket_helper_t *helpers;
+  unsigned next_sock;      /* first data socket of the next large message */
+  uint32_t seq;            /* header number expected / to send next */
+
+  socket_req_t reqs[SOCKET_NREQS];
+  int free_idx[SOCKET_NREQS];
+  int nfree;
+  /* Requests whose control part is pending, in posting order. */
+  socket_req_t *ring[SOCKET_NREQS];
+  unsigned ring_head, ring_tail;
+
+  /* Receive side: bytes read ahead from the control socket. */
+  size_t stage_beg, stage_end;
+  char stage[SOCKET_STAGE_BYTES];
+
+  /* First failure wins; later operations fail fast with the same text. */
+  _Atomic int err;
+  atomic_flag err_claimed;
+  char errmsg[256];
+} socket_conn_t;
+
+/* socket.c: small shared helpers. */
+const char *socket_addr_str(const rcoll_sockaddr_t *a, char buf[SOCKET_ADDR_STR]);
+void socket_log_conn(const char *verb, int fd, const char *peer, const socket_hello_t *h);
+
+/* socket_accept.c: listen and accept. */
+rcollResult_t socket_listen(void *ctx, int dev, void *handle, void **listen_comm);
+rcollResult_t socket_accept(void *listen_comm, void **recv_comm);
+rcollResult_t socket_close_listen(void *listen_comm);
+
+/* socket_connect.c: connect. */
+rcollResult_t socket_connect(void *ctx, int dev, const void *handle, void **send_comm);
+void socket_connects_free(socket_ctx_t *ctx);
+
+/* socket_io.c: the comm and its requests. */
+rcollResult_t socket_conn_create(int is_send, const int *fds, const socket_hello_t *hello,
+                                 int64_t timeout_ms, const char *peer, socket_conn_t **out);
+void socket_conn_destroy(socket_conn_t *c);
+void socket_conn_fail(socket_conn_t *c, rcollResult_t r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+rcollResult_t socket_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
+rcollResult_t socket_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
+                           void **mh, void **req);
+rcollResult_t socket_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh,
+                            void **req);
+rcollResult_t socket_test(void *request, int *done, size_t *sizes);
+rcollResult_t socket_close_comm(void *comm);
+
+/* socket_helper.c: helper threads moving pieces on data sockets. */
+rcollResult_t socket_helpers_start(socket_conn_t *c);
+void socket_helpers_stop(socket_conn_t *c);
+void socket_helper_push(socket_conn_t *c, int sock, socket_req_t *req, char *buf, size_t len);
+
+#endif
