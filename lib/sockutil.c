@@ -305,6 +305,17 @@ static int rcoll_connect_retriable(int err) {
          err == ECONNRESET || err == EAGAIN || err == EINTR;
 }
 
+/* Retrying a connect to a local port nobody listens on can make TCP connect
+ * the socket to itself (source port == destination port); the caller would
+ * then read back its own bytes. Such a connection counts as refused. */
+static int rcoll_socket_self_connected(int fd) {
+  rcoll_sockaddr_t me, peer;
+  socklen_t ml = sizeof(me), pl = sizeof(peer);
+  if (getsockname(fd, &me.sa, &ml) != 0 || getpeername(fd, &peer.sa, &pl) != 0)
+    return 0;
+  return ml == pl && memcmp(&me, &peer, ml) == 0;
+}
+
 /* One non-blocking connection attempt bounded by the deadline. Returns the fd
  * (still non-blocking) or -1 with errno telling why. */
 static int rcoll_connect_once(const rcoll_sockaddr_t *addr, int64_t deadline_ms) {
@@ -315,7 +326,7 @@ static int rcoll_connect_once(const rcoll_sockaddr_t *addr, int64_t deadline_ms)
   if (fd < 0)
     return -1;
   if (connect(fd, &addr->sa, rcoll_sockaddr_len(addr)) == 0)
-    return fd;
+    goto connected;
   if (errno != EINPROGRESS)
     goto fail;
   p.fd = fd;
@@ -328,9 +339,13 @@ static int rcoll_connect_once(const rcoll_sockaddr_t *addr, int64_t deadline_ms)
     goto fail;
   if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) != 0)
     goto fail;
-  if (err == 0)
-    return fd;
   errno = err;
+  if (err != 0)
+    goto fail;
+connected:
+  if (!rcoll_socket_self_connected(fd))
+    return fd;
+  errno = ECONNREFUSED;
 fail:
   err = errno;
   close(fd);

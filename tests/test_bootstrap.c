@@ -240,6 +240,54 @@ Test(bootstrap, job_of_three_ranks, .timeout = 30) { run_full_job(3); }
 Test(bootstrap, job_of_five_ranks, .timeout = 30) { run_full_job(5); }
 Test(bootstrap, job_of_two_ranks, .timeout = 30) { run_full_job(2); }
 
+/* Runs a 3-rank job whose root listens at `where` (NULL: the settings pick). */
+static void run_job_with_root_at(const char *where, rcoll_bootstrap_id_t *root_seen) {
+  job_t j;
+  rcoll_sockaddr_t at;
+  job_setup(&j, 3, 20);
+  j.do_barrier = 1;
+  if (where)
+    cr_assert_eq(rcoll_sockaddr_parse(where, -1, &at), rcollSuccess);
+  cr_assert_eq(rcoll_bootstrap_root_start(&j.s, where ? &at : NULL, 31337, &j.id), rcollSuccess,
+               "%s", rcoll_error_text());
+  cr_assert_eq(rcoll_bootstrap_id_decode(&j.id, root_seen), rcollSuccess);
+  job_run(&j, 0, 3);
+  expect_job_ok(&j);
+}
+
+Test(bootstrap, job_over_ipv6_loopback, .timeout = 30) {
+  rcoll_bootstrap_id_t d;
+  int probe = socket(AF_INET6, SOCK_STREAM, 0);
+  struct sockaddr_in6 lo6 = {.sin6_family = AF_INET6, .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+  int ok = probe >= 0 && bind(probe, (struct sockaddr *)&lo6, sizeof(lo6)) == 0;
+  if (probe >= 0)
+    close(probe);
+  if (!ok)
+    cr_skip_test("no ::1 on this host");
+  run_job_with_root_at("[::1]:0", &d);
+  cr_assert_eq(d.root.sa.sa_family, AF_INET6);
+}
+
+Test(bootstrap, job_with_root_on_the_picked_interface, .timeout = 30) {
+  rcoll_bootstrap_id_t d;
+  rcoll_sockaddr_t picked;
+  char ifname[RCOLL_IFNAME_MAX];
+  cr_assert_eq(rcoll_socket_pick_addr("", "", &picked, ifname), rcollSuccess);
+  run_job_with_root_at(NULL, &d);
+  cr_assert_eq(d.root.sa.sa_family, picked.sa.sa_family);
+  rcoll_sockaddr_t a = d.root, b = picked;
+  a.sin.sin_port = b.sin.sin_port = 0;
+  cr_assert_eq(memcmp(&a, &b, rcoll_sockaddr_len(&a)), 0, "root not on %s", ifname);
+}
+
+Test(bootstrap, wildcard_root_address_is_replaced_in_the_id, .timeout = 30) {
+  rcoll_bootstrap_id_t d;
+  run_job_with_root_at("0.0.0.0:0", &d);
+  cr_assert_eq(d.root.sa.sa_family, AF_INET);
+  cr_assert_neq(d.root.sin.sin_addr.s_addr, htonl(INADDR_ANY), "ranks cannot connect to 0.0.0.0");
+  cr_assert_neq(rcoll_sockaddr_port(&d.root), 0);
+}
+
 /* A copy of id with another secret, as a second job might hold. */
 static rcollUniqueId with_secret(const rcollUniqueId *id, uint64_t secret) {
   rcollUniqueId other = *id;
