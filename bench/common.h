@@ -54,6 +54,9 @@ typedef struct bench_coll {
   const char *name;   /* "all_reduce", as in the JSON output */
   int uses_op;        /* 0: -o is ignored and the redop column shows "none" */
   int uses_root;      /* 0: -r is ignored and the root column shows -1 */
+  /* 1: in place the result is undefined (send and receive buffers overlap);
+   * the in-place half is timed and its #wrong shows N/A, as nccl-tests. */
+  int in_place_unchecked;
   /* Counts for `count` elements of the swept size (nccl-tests semantics). */
   void (*counts)(size_t count, int nranks, bench_counts_t *c);
   /* busbw = algbw * factor. */

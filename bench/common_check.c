@@ -259,6 +259,32 @@ static double type_tolerance(rcollDataType_t t) {
   }
 }
 
+static int mantissa_bits(rcollDataType_t t) {
+  switch (t) {
+  case rcollBfloat16: return 7;
+  case rcollFloat16: return 10;
+  case rcollFloat32: return 23;
+  default: return 52;
+  }
+}
+
+/* Whether every partial result, in any order of reduction, is exactly
+ * representable: then the result must be exact and any difference, however
+ * small, is an error. min/max only select. Sums add multiples of 1/4 of
+ * magnitude <= 2, so partial sums need log2(8n) significant bits. Partial
+ * products are +-2^k times {1, 1.5, 1.25, 0.75} with |k| <= n, so they are
+ * exact while 2^n stays inside the exponent range. avg rounds once when it
+ * divides, so it keeps the tolerance. */
+static int result_is_exact(rcollDataType_t t, rcollRedOp_t op, int nranks) {
+  switch (op) {
+  case rcollMax:
+  case rcollMin: return 1;
+  case rcollSum: return 8.0 * nranks <= ldexp(1.0, mantissa_bits(t) + 1);
+  case rcollProd: return nranks <= (t == rcollFloat16 ? 14 : t == rcollFloat64 ? 1000 : 120);
+  default: return 0;
+  }
+}
+
 static int float_matches(double got, double want, double scale, double tol) {
   if (got == want)
     return 1;
@@ -269,7 +295,7 @@ int64_t bench_count_wrong(const bench_coll_t *coll, const bench_call_t *call, ui
   const rcollDataType_t t = call->type;
   const int n = call->nranks;
   const int is_float = bench_type_is_float(t);
-  const double tol = type_tolerance(t) * n;
+  const double tol = result_is_exact(t, call->op, n) ? 0.0 : type_tolerance(t) * n;
   uint64_t keys[n];
   for (int r = 0; r < n; r++)
     keys[r] = rank_key(seed, r);
