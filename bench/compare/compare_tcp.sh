@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# Puts rcoll's all-reduce over the socket transport beside Gloo and MPICH over
+# TCP on loopback, 2 ranks, float32 sum, and iperf3 as the ceiling.
+#
+#   bench/compare/compare_tcp.sh                 # 8 1M 16M 128M
+#   bench/compare/compare_tcp.sh 8 64K 4M        # other sizes
+#
+# Environment knobs (defaults in brackets):
+#   SIZES ["8 1M 16M 128M"]   sizes when none are given as arguments
+#   ITERS, WARMUP [by size]   timed and warm-up calls; by default about
+#                             256 MiB of traffic per size, 5..1000 calls
+#   CHECK [0]                 rcoll's -c (result check runs, untimed)
+#   REPEATS [3]               runs per tool and size; the fastest is kept
+#   RUN_TIMEOUT [300]         seconds before one run is killed
+#   NO_BUILD [0]              1: do not run make
+#   OUTDIR [mktemp -d]        where every run's full output is kept
+#   IPERF [1]                 0: skip the iperf3 ceiling
+# The script exits 1 if any run failed or reported wrong results, else 0.
+set -u -o pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+NRANKS=2
+TORCH_PY=/usr/bin/python3         # Debian's python3-torch lives here only
+RCOLL_BENCH="$ROOT/bench/allreduce_perf"
+MPI_BENCH="$ROOT/build/compare/mpi_allreduce"
+GLOO_BENCH="$HERE/gloo_allreduce.py"
+OUTDIR=${OUTDIR:-$(mktemp -d /tmp/rcoll-compare.XXXXXX)}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
+REPEATS=${REPEATS:-3}
+CHECK=${CHECK:-0}
+if [ $# -gt 0 ]; then SIZES="$*"; else SIZES=${SIZES:-"8 1M 16M 128M"}; fi
+STATUS=0
+IPERF_PID=""
+mkdir -p "$OUTDIR"
+
+# Every server this script starts is stopped however it exits.
+cleanup() {
+  if [ -n "$IPERF_PID" ] && kill -0 "$IPERF_PID" 2>/dev/null; then
+    kill "$IPERF_PID" 2>/dev/null
+    wait "$IPERF_PID" 2>/dev/null
+  fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+note() { printf '# %s\n' "$*"; }
+
+# "1M" -> 1048576 (binary multiples, optional trailing B).
+to_bytes() {
+  local t=${1^^}; t=${t%B}
+  local n=${t%[KMG]} mult=1
+  case $t in *K) mult=1024 ;; *M) mult=$((1 << 20)) ;; *G) mult=$((1 << 30)) ;; esac
+  [[ $n =~ ^[0-9]+$ ]] || { echo "bad size '$1'" >&2; exit 2; }
+  echo $((n * mult))
+}
+
+# Calls per size: about 256 MiB through the all-reduce, 5..1000 calls, so the
+# small sizes average out scheduler noise and the large ones stay short.
+iters_for() {
+  local i=$(( (256 << 20) / ($1 > 0 ? $1 : 1) ))
+  [ "$i" -lt 5 ] && i=5
+  [ "$i" -gt 1000 ] && i=1000
+  echo "${ITERS:-$i}"
+}
+warmup_for() { local w=$(( $1 / 10 )); [ "$w" -lt 2 ] && w=2; echo "${WARMUP:-$w}"; }
+
+lo_bytes() { awk '$1 == "lo:" { print $2 }' /proc/net/dev; }
+
+# ------------------------------------------------------------------ build
+build_all() {
+  if [ "${NO_BUILD:-0}" != 1 ]; then
+    note "building rcoll: make -C $ROOT"
+    make -C "$ROOT" >"$OUTDIR/make.log" 2>&1 ||
+      note "make failed (see $OUTDIR/make.log); using whatever binaries exist"
+  fi
+  if command -v mpicc.mpich >/dev/null; then
+    mkdir -p "$(dirname "$MPI_BENCH")"
+    mpicc.mpich -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -o "$MPI_BENCH" \
+      "$HERE/mpi_allreduce.c" -lm >"$OUTDIR/mpicc.log" 2>&1 ||
+      { note "mpicc.mpich failed (see $OUTDIR/mpicc.log)"; rm -f "$MPI_BENCH"; }
+  fi
+}
+
+# Which references can run here; a missing one becomes an n/a column.
+HAVE_RCOLL=0 HAVE_RCOLL_MPI=0 HAVE_GLOO=0 HAVE_MPICH=0
+detect_tools() {
+  if [ -x "$RCOLL_BENCH" ]; then
+    HAVE_RCOLL=1
+    # Built by mpicc, the bench can be launched as processes by mpiexec.
+    if command -v mpiexec.mpich >/dev/null && ldd "$RCOLL_BENCH" | grep -q 'libmpi'; then
+      HAVE_RCOLL_MPI=1
+    fi
+  else
+    note "rcoll: $RCOLL_BENCH is missing (make did not build it)"
+  fi
+  if "$TORCH_PY" -c 'import torch.distributed as d; assert d.is_gloo_available()' 2>/dev/null
+  then HAVE_GLOO=1
+  else note "gloo: $TORCH_PY cannot import torch with gloo (apt-get install -y python3-torch)"
+  fi
+  if [ -x "$MPI_BENCH" ] && command -v mpiexec.mpich >/dev/null; then HAVE_MPICH=1
+  else note "mpich: mpicc.mpich/mpiexec.mpich missing (apt-get install -y mpich)"
+  fi
+}
+
+# ------------------------------------------------------------------ runs
+# Each run_* prints "time_us busbw wrong" for its one size, or nothing.
+# $1 size in bytes, $2 iters, $3 warmup, $4 log file.
+
+# bench/allreduce_perf's nccl-tests table: size count type redop root
+# time algbw busbw #wrong (out-of-place), then the same for in-place.
+# The out-of-place time is the one compared; #wrong counts both halves.
+parse_nccl_table() {
+  awk -v s="$1" '$1 == s && $3 == "float" {
+      w = $9; if ($13 != "N/A" && $13 + 0 > 0) w = $13
+      print $6, $8, w; exit }' "$2"
+}
+# gloo_allreduce.py and mpi_allreduce: bytes count time_us algbw busbw #wrong.
+parse_ref_table() {
+  awk -v s="$1" '$1 == s { print $3, $5, $6; exit }' "$2"
+}
+
+rcoll_args() {
+  echo "-b $1 -e $1 -f 2 -n $2 -w $3 -c $CHECK -d float -o sum"
+}
+run_rcoll_threads() {
+  # shellcheck disable=SC2046
+  RCOLL_NET=socket timeout -k 10 "$RUN_TIMEOUT" \
+    "$RCOLL_BENCH" -t "$NRANKS" $(rcoll_args "$1" "$2" "$3") >"$4" 2>&1
+  local rc=$?; parse_nccl_table "$1" "$4"; return "$rc"
+}
+run_rcoll_procs() {
+  # shellcheck disable=SC2046
+  RCOLL_NET=socket timeout -k 10 "$RUN_TIMEOUT" \
+    mpiexec.mpich -n "$NRANKS" "$RCOLL_BENCH" $(rcoll_args "$1" "$2" "$3") >"$4" 2>&1
+  local rc=$?; parse_nccl_table "$1" "$4"; return "$rc"
+}
+run_gloo() {
+  timeout -k 10 "$RUN_TIMEOUT" "$TORCH_PY" "$GLOO_BENCH" -N "$NRANKS" -n "$2" -w "$3" \
+    --timeout "$RUN_TIMEOUT" "$1" >"$4" 2>&1
+  local rc=$?; parse_ref_table "$1" "$4"; return "$rc"
+}
+# MPICH 4 (ch4:ucx): NOLOCAL stops it from treating the ranks as on-node
+# (its shared-memory path); UCX_TLS keeps UCX itself off posix/sysv/cma.
+run_mpich_tcp() {
+  MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self timeout -k 10 "$RUN_TIMEOUT" \
+    mpiexec.mpich -n "$NRANKS" "$MPI_BENCH" -n "$2" -w "$3" "$1" >"$4" 2>&1
+  local rc=$?; parse_ref_table "$1" "$4"; return "$rc"
+}
+# The default MPICH path (shared memory), to show what NOLOCAL changes.
+run_mpich_shm() {
+  timeout -k 10 "$RUN_TIMEOUT" \
+    mpiexec.mpich -n "$NRANKS" "$MPI_BENCH" -n "$2" -w "$3" "$1" >"$4" 2>&1
+  local rc=$?; parse_ref_table "$1" "$4"; return "$rc"
+}
+
+declare -A BUSBW TIME LOTRAFFIC
+TOOLS=(rcoll_threads rcoll_procs gloo mpich_tcp mpich_shm)
+
+tool_available() {
+  case $1 in
+  rcoll_threads) [ $HAVE_RCOLL = 1 ] ;;
+  rcoll_procs) [ $HAVE_RCOLL_MPI = 1 ] ;;
+  gloo) [ $HAVE_GLOO = 1 ] ;;
+  mpich_*) [ $HAVE_MPICH = 1 ] ;;
+  esac
+}
+
+# Runs one tool at one size REPEATS times and keeps the fastest.
+# Also records how many bytes crossed loopback per call, relative to the size:
+# about 2 for a 2-rank all-reduce that really goes over TCP (each rank sends
+# one buffer's worth), about 0 for one that goes through shared memory.
+measure() {
+  local tool=$1 size=$2 iters warmup rep log before after res best="" bt bw
+  iters=$(iters_for "$size"); warmup=$(warmup_for "$iters")
+  for ((rep = 1; rep <= REPEATS; rep++)); do
+    log="$OUTDIR/${tool}_${size}_${rep}.log"
+    before=$(lo_bytes)
+    res=$("run_$tool" "$size" "$iters" "$warmup" "$log")
+    local rc=$?
+    after=$(lo_bytes)
+    read -r bt _ bw <<<"$res"
+    if [ $rc -ne 0 ] || [ -z "$res" ] || { [ "$bw" != N/A ] && [ "$bw" != 0 ]; }; then
+      note "$tool at $size B: exit $rc, result '${res}' - see $log"
+      tail -n 5 "$log" | sed 's/^/#   | /'
+      STATUS=1
+      [ -z "$res" ] && continue
+    fi
+    if [ -z "$best" ] || awk -v a="$bt" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+      best=$bt
+      LOTRAFFIC[$tool,$size]=$(lo_ratio "$tool" $((after - before)) $((iters + warmup)) "$size")
+    fi
+  done
+  [ -n "$best" ] || return 0
+  TIME[$tool,$size]=$best
+  # busbw from time_us by one formula for every tool, with 3 decimals (the
+  # tables agree with each tool's own busbw column up to its rounding).
+  BUSBW[$tool,$size]=$(awk -v s="$size" -v t="$best" -v n=$NRANKS \
+    'BEGIN { printf "%.3f", s / (t * 1e3) * 2 * (n - 1) / n }')
+}
+
+# Loopback bytes per call / size. bench/allreduce_perf runs every call twice
+# (out of place, then in place). Below 64 KiB headers and acknowledgements
+# dominate, so no ratio is given there.
+lo_ratio() {
+  local calls=$3
+  case $1 in rcoll_*) calls=$((calls * 2)) ;; esac
+  awk -v d="$2" -v n="$calls" -v s="$4" \
+    'BEGIN { if (s >= 65536) printf "%.2f", d / n / s; else print "-" }'
+}
+
+# ------------------------------------------------------------------ iperf3
+IPERF_GBS=""
+run_iperf() {
+  [ "${IPERF:-1}" = 1 ] || return 0
+  command -v iperf3 >/dev/null || { note "iperf3 missing (apt-get install -y iperf3)"; return 0; }
+  local port pidfile="$OUTDIR/iperf3.pid"
+  port=$("$TORCH_PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' 2>/dev/null || echo 5201)
+  iperf3 -s -1 -D -B 127.0.0.1 -p "$port" -I "$pidfile" >"$OUTDIR/iperf3_server.log" 2>&1
+  for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$pidfile" ] && break; sleep 0.2; done
+  IPERF_PID=$(tr -d '\0 \n' <"$pidfile" 2>/dev/null)
+  timeout -k 5 30 iperf3 -c 127.0.0.1 -p "$port" -P 2 -t 3 >"$OUTDIR/iperf3.log" 2>&1 ||
+    note "iperf3 client failed (see $OUTDIR/iperf3.log)"
+  # The receiver's [SUM] line: "... sec  X GBytes  Y Gbits/sec  receiver".
+  IPERF_GBS=$(awk '/SUM/ && /receiver/ {
+      r = $6; u = $7; if (u ~ /^Mbits/) r /= 1000; printf "%.2f", r / 8 }' "$OUTDIR/iperf3.log")
+  cleanup
+  IPERF_PID=""
+}
+
+# ------------------------------------------------------------------ report
+val() { echo "${BUSBW[$1,$2]:-n/a}"; }
+# busbw of tool $1 over busbw of tool $2 at size $3, taken from the times so
+# that it is exact even where busbw rounds to 0.000 (8 B).
+ratio() {
+  awk -v a="${TIME[$1,$3]:-}" -v b="${TIME[$2,$3]:-}" \
+    'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", b / a; else print "n/a" }'
+}
+
+print_tables() {
+  # rcoll as 2 processes is the like-for-like comparison with Gloo and MPICH,
+  # which run as 2 processes; threads mode stands in when MPI is missing.
+  local main=rcoll_procs s b
+  [ $HAVE_RCOLL_MPI = 1 ] || main=rcoll_threads
+  echo
+  echo "## all-reduce float32 sum, $NRANKS ranks, loopback TCP; busbw in GB/s (rcoll = $main)"
+  printf '%10s | %10s | %10s | %10s | %10s | %10s | %10s | %10s\n' size "rcoll" "rcoll -t2" \
+    gloo mpich-tcp "rcoll/gloo" "rcoll/mpich" "mpich-shm"
+  for s in $SIZES; do
+    b=$(to_bytes "$s")
+    printf '%10s | %10s | %10s | %10s | %10s | %10s | %10s | %10s\n' "$b" \
+      "$(val $main "$b")" "$(val rcoll_threads "$b")" "$(val gloo "$b")" "$(val mpich_tcp "$b")" \
+      "$(ratio $main gloo "$b")" "$(ratio $main mpich_tcp "$b")" "$(val mpich_shm "$b")"
+  done
+  echo
+  echo "## time per call (us), and loopback bytes per call / size (about 2 = over TCP)"
+  printf '%10s' size
+  for t in "${TOOLS[@]}"; do printf ' | %13s %5s' "$t" "lo"; done
+  echo
+  for s in $SIZES; do
+    b=$(to_bytes "$s"); printf '%10s' "$b"
+    for t in "${TOOLS[@]}"; do
+      printf ' | %13s %5s' "${TIME[$t,$b]:-n/a}" "${LOTRAFFIC[$t,$b]:--}"
+    done
+    echo
+  done
+  b=$(to_bytes "${SIZES%% *}")
+  echo
+  echo "## latency at $b B (time_us): rcoll ${TIME[$main,$b]:-n/a} |" \
+    "rcoll -t2 ${TIME[rcoll_threads,$b]:-n/a} | gloo ${TIME[gloo,$b]:-n/a} |" \
+    "mpich-tcp ${TIME[mpich_tcp,$b]:-n/a} | mpich-shm ${TIME[mpich_shm,$b]:-n/a}"
+  if [ -n "$IPERF_GBS" ]; then
+    echo "## iperf3 loopback, 2 streams, 3 s: $IPERF_GBS GB/s together," \
+      "$(awk -v g="$IPERF_GBS" 'BEGIN { printf "%.2f", g / 2 }') GB/s per stream" \
+      "(a 2-rank all-reduce's busbw is what one rank sends per second: compare per stream)"
+  fi
+}
+
+# Other programs' loopback traffic lands in the lo column too; say how much.
+background_lo() {
+  local a b
+  a=$(lo_bytes); sleep 1; b=$(lo_bytes)
+  note "background loopback traffic: $(( (b - a) >> 20 )) MiB/s" \
+    "(the lo column is only meaningful when this is near 0)"
+}
+
+main() {
+  note "compare_tcp: $(date -u +%FT%TZ) on $(uname -n), $(nproc) cores," \
+    "load average $(cut -d' ' -f1-3 /proc/loadavg)"
+  background_lo
+  note "sizes: $SIZES; repeats: $REPEATS; logs: $OUTDIR"
+  build_all
+  detect_tools
+  note "commands (S = size, I/W = iters/warmup per size):"
+  note "  RCOLL_NET=socket $RCOLL_BENCH -t 2 $(rcoll_args S I W)"
+  note "  RCOLL_NET=socket mpiexec.mpich -n 2 $RCOLL_BENCH $(rcoll_args S I W)"
+  note "  $TORCH_PY $GLOO_BENCH -N 2 -n I -w W S"
+  note "  MPIR_CVAR_NOLOCAL=1 UCX_TLS=tcp,self mpiexec.mpich -n 2 $MPI_BENCH -n I -w W S"
+  note "  mpiexec.mpich -n 2 $MPI_BENCH -n I -w W S   (mpich-shm)"
+  local s b t
+  for s in $SIZES; do
+    b=$(to_bytes "$s")
+    note "size $b: iters $(iters_for "$b"), warmup $(warmup_for "$(iters_for "$b")")"
+    # Tools take turns at each size so that a change in background load
+    # spreads over all of them rather than landing on one.
+    for t in "${TOOLS[@]}"; do
+      tool_available "$t" && measure "$t" "$b"
+    done
+  done
+  run_iperf
+  print_tables
+  note "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
+  background_lo
+  exit $STATUS
+}
+
+main
