@@ -26,6 +26,15 @@ VERSION := $(shell awk '$$1 ~ /define/ && $$2 ~ /^RCOLL_(MAJOR|MINOR|PATCH)$$/ {
                         END {print v}' include/rcoll.h)
 SONAME := librcoll.so.$(firstword $(subst ., ,$(VERSION)))
 
+# `make V=1` prints every command; by default one short line per step.
+ifeq ($(V),1)
+Q :=
+msg =
+else
+Q := @
+msg = @printf '  %-5s %s\n' '$(1)' '$(2)';
+endif
+
 # Where things go. check-asan re-invokes make with all three pointing into
 # build-asan/, so the sanitized tree never mixes with the normal one.
 BUILD ?= build
@@ -63,6 +72,8 @@ LIB_OBJS += $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -O3 -g -std=c++17 $(NVCC_GENCODE)
+# nvcc's host stubs are C++ (static-init guards, exception personality).
+LIB_LDLIBS += $(if $(CU_SRCS),-lstdc++)
 endif
 
 LIB_SO := $(LIBOUT)/librcoll.so
@@ -108,25 +119,25 @@ $(BUILD)/lib/reduce.o: CFLAGS += -O3 -funroll-loops
 
 $(BUILD)/%.o: %.c config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(LIB_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call msg,CC,$@)$(CC) $(LIB_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/%.cu.o: %.cu config.mk
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Ilib $(CONFIG_DEFS) \
+	$(call msg,NVCC,$@)$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Ilib $(CONFIG_DEFS) \
 	  -DRCOLL_BUILDING_LIBRARY -MMD -MP -c $< -o $@
 
 # The real file carries the full version; the soname link is what programs
 # load at run time, the plain .so what the linker finds with -lrcoll.
 $(LIB_SO): $(LIB_OBJS) $(BUILD)/lib-objects.list
 	@mkdir -p $(dir $@)
-	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@.$(VERSION) $(LIB_OBJS) \
+	$(call msg,LD,$@)$(CC) -shared -Wl,-soname,$(SONAME) -Wl,--no-undefined -o $@.$(VERSION) $(LIB_OBJS) \
 	  $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
-	ln -sf librcoll.so.$(VERSION) $(LIBOUT)/$(SONAME)
-	ln -sf librcoll.so.$(VERSION) $@
+	$(Q)ln -sf librcoll.so.$(VERSION) $(LIBOUT)/$(SONAME)
+	$(Q)ln -sf librcoll.so.$(VERSION) $@
 
 $(LIB_A): $(LIB_OBJS) $(BUILD)/lib-objects.list
 	@mkdir -p $(dir $@)
-	rm -f $@; ar rcs $@ $(LIB_OBJS)
+	$(call msg,AR,$@)rm -f $@; ar rcs $@ $(LIB_OBJS)
 
 # Rewritten only when the set of library sources changes, so that deleting or
 # renaming a file relinks the libraries without its stale object.
@@ -137,7 +148,7 @@ FORCE:
 
 $(BUILD)/bench/%.o: bench/%.c config.mk
 	@mkdir -p $(dir $@)
-	$(BENCH_CC) $(CFLAGS_BASE) $(BENCH_DEFS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call msg,CC,$@)$(BENCH_CC) $(CFLAGS_BASE) $(BENCH_DEFS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 # rcoll_info prints internal settings tables, so it links the static library
 # and needs neither MPI nor the shared one.
@@ -145,33 +156,33 @@ $(BUILD)/bench/rcoll_info.o: BENCH_CC := $(CC)
 $(BUILD)/bench/rcoll_info.o: BENCH_DEFS :=
 
 bench/%_perf: $(BUILD)/bench/%_perf.o $(BENCH_COMMON_OBJS) $(LIB_SO)
-	$(BENCH_CC) -o $@ $(filter %.o,$^) -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../lib' \
+	$(call msg,LD,$@)$(BENCH_CC) -o $@ $(filter %.o,$^) -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../lib' \
 	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
 
 bench/rcoll_info: $(BUILD)/bench/rcoll_info.o $(LIB_A)
-	$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
+	$(call msg,LD,$@)$(CC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
 	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
 
 $(BUILD)/examples/%.o: examples/%.c config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/tests/%.o: tests/%.c config.mk
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(DEP_CFLAGS) $(CRITERION_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(DEP_CFLAGS) $(CRITERION_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 $(TESTBIN)/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_OBJS) $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $(filter %.o,$^) $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) \
+	$(call msg,LD,$@)$(CC) -o $@ $(filter %.o,$^) $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) \
 	  $(or $(CRITERION_LIBS),-lcriterion) $(LIB_LDLIBS) $(LDLIBS)
 
 $(TESTBIN)/%: $(BUILD)/tests/%.o $(LIB_A)
 	@mkdir -p $(dir $@)
-	$(CC) -o $@ $< $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+	$(call msg,LD,$@)$(CC) -o $@ $< $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 tests: $(TEST_BINS) $(TEST_PROGS)
 
