@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "log.h"
 
@@ -21,7 +22,11 @@ RCOLL_API const char *rcollGetErrorString(rcollResult_t result) {
 }
 
 static rcollResult_t record(rcollResult_t result, int log, const char *fmt, va_list ap) {
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  /* Format apart first: callers often decorate the previous error, passing
+   * rcoll_error_text() itself as an argument. */
+  char text[RCOLL_ERROR_TEXT_MAX];
+  vsnprintf(text, sizeof text, fmt, ap);
+  memcpy(last_error, text, sizeof text);
   if (log)
     RCOLL_WARN("%s", last_error);
   return result;
