@@ -1,0 +1,220 @@
+/* One conformance case seen from one rank: lay out the buffers (with guard
+ * bytes on both sides), fill the inputs, make the call, and check every
+ * received element against conformance_ref.h. Split into prepare / call /
+ * check so that one thread can drive all ranks of rcollCommInitAll in a group.
+ *
+ * In-place follows NCCL: all-gather sendbuff = recvbuff + rank*count,
+ * reduce-scatter recvbuff = sendbuff + rank*recvcount, the others
+ * sendbuff == recvbuff. */
+#ifndef CONFORMANCE_CASE_H
+#define CONFORMANCE_CASE_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "conformance_ref.h"
+
+enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, SENDRECV, ALLTOALL, NCOLLS };
+static const char *const coll_names[NCOLLS] = {"allreduce", "allgather", "reduce_scatter",
+                                               "broadcast", "reduce", "sendrecv", "alltoall"};
+
+typedef struct ccase {
+  int coll;
+  size_t count; /* NCCL's count argument (per-rank count for gather/scatter) */
+  rcollDataType_t type;
+  rcollRedOp_t op;
+  int root;
+  int inplace;
+  uint64_t seed;
+} ccase_t;
+
+static int coll_has_root(int coll) { return coll == BROADCAST || coll == REDUCE; }
+static int coll_has_op(int coll) {
+  return coll == ALLREDUCE || coll == REDUCE_SCATTER || coll == REDUCE;
+}
+static int coll_has_inplace(int coll) { return coll != SENDRECV && coll != ALLTOALL; }
+
+#define GUARD_BYTES 64
+#define GUARD_BYTE 0xa5
+#define JUNK_BYTE 0xee
+
+/* A buffer with GUARD_BYTES of GUARD_BYTE before and after its data. */
+typedef struct region {
+  unsigned char *mem;
+  size_t bytes;
+} region_t;
+
+typedef struct rank_bufs {
+  region_t a, b;     /* out-of-place: a = send, b = recv; in-place: a only */
+  void *send, *recv; /* what the call gets (NULL where the rank does not use it) */
+} rank_bufs_t;
+
+static void *region_alloc(region_t *g, size_t bytes) {
+  g->bytes = bytes;
+  g->mem = malloc(bytes + 2 * GUARD_BYTES);
+  if (g->mem == NULL)
+    return NULL;
+  memset(g->mem, GUARD_BYTE, GUARD_BYTES);
+  memset(g->mem + GUARD_BYTES, JUNK_BYTE, bytes);
+  memset(g->mem + GUARD_BYTES + bytes, GUARD_BYTE, GUARD_BYTES);
+  return g->mem + GUARD_BYTES;
+}
+
+/* Offset of the first changed guard byte (negative: before the data), or 0. */
+static long region_guard_damage(const region_t *g) {
+  if (g->mem == NULL)
+    return 0;
+  for (size_t i = 0; i < GUARD_BYTES; i++) {
+    if (g->mem[i] != GUARD_BYTE)
+      return -(long)(GUARD_BYTES - i);
+    if (g->mem[GUARD_BYTES + g->bytes + i] != GUARD_BYTE)
+      return (long)i + 1;
+  }
+  return 0;
+}
+
+static void rank_bufs_free(rank_bufs_t *b) {
+  free(b->a.mem);
+  free(b->b.mem);
+  memset(b, 0, sizeof *b);
+}
+
+/* Elements of send data and of the receive window for this rank. */
+static size_t case_send_elems(const ccase_t *c, int n) {
+  int whole = c->coll == REDUCE_SCATTER || c->coll == ALLTOALL;
+  return whole ? (size_t)n * c->count : c->count;
+}
+static size_t case_recv_elems(const ccase_t *c, int n) {
+  int whole = c->coll == ALLGATHER || c->coll == ALLTOALL;
+  return whole ? (size_t)n * c->count : c->count;
+}
+
+static void fill_inputs(void *buf, const ccase_t *c, int rank, size_t elems) {
+  for (size_t j = 0; j < elems; j++)
+    ref_store(buf, c->type, j, ref_input(c->type, c->op, c->seed, rank, j));
+}
+
+/* Allocates and fills this rank's buffers; returns 0, or -1 when out of memory. */
+static int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b) {
+  size_t tsz = ref_type_size(c->type), s = case_send_elems(c, n), r = case_recv_elems(c, n);
+  int is_root = rank == c->root;
+  memset(b, 0, sizeof *b);
+  if (c->inplace) {
+    size_t elems = s > r ? s : r;
+    char *base = region_alloc(&b->a, elems * tsz);
+    if (base == NULL)
+      return -1;
+    b->send = b->recv = base;
+    if (c->coll == ALLGATHER)
+      b->send = base + (size_t)rank * c->count * tsz;
+    if (c->coll == REDUCE_SCATTER)
+      b->recv = base + (size_t)rank * c->count * tsz;
+    if (c->coll != BROADCAST || is_root)
+      fill_inputs(b->send, c, rank, s);
+    return 0;
+  }
+  int send_used = c->coll != BROADCAST || is_root;
+  int recv_used = c->coll != REDUCE || is_root;
+  /* Ranks that NCCL says ignore a buffer pass NULL, to prove it is ignored. */
+  if (send_used && (b->send = region_alloc(&b->a, s * tsz)) == NULL)
+    return -1;
+  if (recv_used && (b->recv = region_alloc(&b->b, r * tsz)) == NULL)
+    return -1;
+  if (send_used)
+    fill_inputs(b->send, c, rank, s);
+  return 0;
+}
+
+static rcollResult_t case_p2p(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm) {
+  size_t tsz = ref_type_size(c->type);
+  rcollResult_t r = rcollGroupStart();
+  if (c->coll == SENDRECV) { /* the ring: send right, receive from the left */
+    if (r == rcollSuccess)
+      r = rcollSend(b->send, c->count, c->type, (rank + 1) % n, comm, NULL);
+    if (r == rcollSuccess)
+      r = rcollRecv(b->recv, c->count, c->type, (rank + n - 1) % n, comm, NULL);
+  }
+  for (int p = 0; c->coll == ALLTOALL && p < n && r == rcollSuccess; p++) {
+    r = rcollSend((char *)b->send + (size_t)p * c->count * tsz, c->count, c->type, p, comm, NULL);
+    if (r == rcollSuccess)
+      r = rcollRecv((char *)b->recv + (size_t)p * c->count * tsz, c->count, c->type, p, comm, NULL);
+  }
+  rcollResult_t e = rcollGroupEnd();
+  return r != rcollSuccess ? r : e;
+}
+
+static rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm) {
+  switch (c->coll) {
+  case ALLREDUCE: return rcollAllReduce(b->send, b->recv, c->count, c->type, c->op, comm, NULL);
+  case ALLGATHER: return rcollAllGather(b->send, b->recv, c->count, c->type, comm, NULL);
+  case REDUCE_SCATTER:
+    return rcollReduceScatter(b->send, b->recv, c->count, c->type, c->op, comm, NULL);
+  case BROADCAST: return rcollBroadcast(b->send, b->recv, c->count, c->type, c->root, comm, NULL);
+  case REDUCE: return rcollReduce(b->send, b->recv, c->count, c->type, c->op, c->root, comm, NULL);
+  default: return case_p2p(c, rank, n, b, comm);
+  }
+}
+
+/* Expected raw value of element i of this rank's receive window. */
+static uint64_t case_expect(const ccase_t *c, int rank, int n, size_t i) {
+  size_t q = c->count ? i / c->count : 0, k = c->count ? i % c->count : 0;
+  switch (c->coll) {
+  case ALLREDUCE: case REDUCE: return ref_reduce(c->type, c->op, n, c->seed, i);
+  case ALLGATHER: return ref_input(c->type, c->op, c->seed, (int)q, k);
+  case REDUCE_SCATTER: return ref_reduce(c->type, c->op, n, c->seed, (size_t)rank * c->count + i);
+  case BROADCAST: return ref_input(c->type, c->op, c->seed, c->root, i);
+  case SENDRECV: return ref_input(c->type, c->op, c->seed, (rank + n - 1) % n, i);
+  default: return ref_input(c->type, c->op, c->seed, (int)q, (size_t)rank * c->count + k);
+  }
+}
+
+/* What went wrong, for the report line. */
+typedef struct case_fault {
+  char what[160];
+} case_fault_t;
+
+/* Compares buf[0..elems) with want(i); returns the number of bad elements and
+ * describes the first. */
+static size_t check_window(const ccase_t *c, int rank, int n, const void *buf, size_t elems,
+                           int is_send, case_fault_t *f) {
+  size_t bad = 0, first = 0;
+  uint64_t got0 = 0, want0 = 0;
+  for (size_t i = 0; i < elems; i++) {
+    uint64_t want = is_send ? ref_input(c->type, c->op, c->seed, rank, i) : case_expect(c, rank, n, i);
+    uint64_t got = ref_load(buf, c->type, i);
+    if (got != want && bad++ == 0) {
+      first = i;
+      got0 = got;
+      want0 = want;
+    }
+  }
+  if (bad)
+    snprintf(f->what, sizeof f->what, "%s index %zu got 0x%llx expected 0x%llx (%zu of %zu bad)",
+             is_send ? "sendbuff changed:" : "first bad", first, (unsigned long long)got0,
+             (unsigned long long)want0, bad, elems);
+  return bad;
+}
+
+/* Returns 0 when this rank's results are right; otherwise fills *f. */
+static int case_check(const ccase_t *c, int rank, int n, const rank_bufs_t *b, case_fault_t *f) {
+  int check_recv = c->coll != REDUCE || rank == c->root;
+  if (check_recv && check_window(c, rank, n, b->recv, case_recv_elems(c, n), 0, f))
+    return -1;
+  /* Out of place, the send buffer is const: it must come back unchanged. */
+  if (!c->inplace && b->send != NULL &&
+      check_window(c, rank, n, b->send, case_send_elems(c, n), 1, f))
+    return -1;
+  const region_t *regions[2] = {&b->a, &b->b};
+  for (int i = 0; i < 2; i++) {
+    long off = region_guard_damage(regions[i]);
+    if (off != 0) {
+      snprintf(f->what, sizeof f->what, "guard byte %ld %s the %s buffer was overwritten",
+               off < 0 ? -off : off, off < 0 ? "before" : "after",
+               c->inplace ? "in-place" : i == 0 ? "send" : "receive");
+      return -1;
+    }
+  }
+  return 0;
+}
+
+#endif /* CONFORMANCE_CASE_H */
