@@ -1,7 +1,17 @@
 /* The TCP socket transport: one control socket plus nthreads x nsocks data
  * sockets per connection. Small messages travel inline on the control socket,
  * moved by the calling thread; large ones are split over the data sockets and
- * moved by helper threads. The library sees it only through this ops table. */
+ * moved by helper threads. The library sees it only through this ops table.
+ *
+ * Behaviour the contract in net.h leaves open:
+ * - irecv takes one buffer (max_recvs = 1); tags are carried but not matched.
+ * - iflush never returns a NULL request (that would read as "out of slots"):
+ *   it returns a token that test reports done at once.
+ * - reg_mr of host memory returns a dummy handle; device memory is refused.
+ * - connect presents the context's secret, or the handle's when the context
+ *   was opened with secret 0.
+ * - Only a receive whose header has arrived times out (RCOLL_TIMEOUT without
+ *   progress); a sender may wait for a receiver that has not posted yet. */
 #ifndef RCOLL_TRANSPORT_SOCKET_H
 #define RCOLL_TRANSPORT_SOCKET_H
 

@@ -36,6 +36,9 @@ typedef struct socket_group { /* sockets of one connection gathered so far */
 } socket_group_t;
 
 #define SOCKET_MAX_PENDING 1024
+/* Every peer opens 1 + nthreads x nsocks sockets at once; SYNs beyond the
+ * backlog are retried by the kernel after a second. */
+#define SOCKET_BACKLOG 1024
 
 typedef struct socket_listener {
   int fd;
@@ -59,7 +62,7 @@ rcollResult_t socket_listen(void *vctx, int dev, void *handle, void **listen_com
   l->addr = ctx->addr;
   l->secret = ctx->secret;
   l->timeout_ms = ctx->timeout_ms;
-  l->fd = rcoll_socket_listen(&l->addr, 256);
+  l->fd = rcoll_socket_listen(&l->addr, SOCKET_BACKLOG);
   if (l->fd < 0) {
     free(l);
     return rcollSystemError; /* sockutil recorded why */

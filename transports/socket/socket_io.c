@@ -290,7 +290,9 @@ rcollResult_t socket_test(void *request, int *done, size_t *sizes) {
   socket_conn_t *c = r->conn;
   if (r->kind == SOCKET_REQ_FREE)
     return rcoll_error(rcollInvalidUsage, "socket: test on a request that already completed");
-  socket_ctrl_progress(c);
+  /* A request whose control part is done waits on helpers only: no syscall. */
+  if (!r->ctrl_done)
+    socket_ctrl_progress(c);
   if (atomic_load_explicit(&r->pieces_left, memory_order_acquire) != 0)
     return rcollSuccess;
   if (r->ctrl_done && !atomic_load_explicit(&r->failed, memory_order_relaxed)) {
