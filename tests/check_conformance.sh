@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Conformance sweep (tests/conformance.c): every collective, type, op, root,
+# count and in-place variant on 1..8 real ranks, checked element by element.
+#
+#   1. ranks as threads: the sweep and the all-types-and-ops pass
+#   2. ranks as processes joining through a unique id passed in a pipe
+#   3. ranks as processes joining through RCOLL_COMM_ID + rcollCommInitFromEnv
+#   4. small chunks and two slots (RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2), so a
+#      ~100k-element call is cut into many chunks that reuse every slot
+#   5. rcollCommInitAll with one thread driving every rank in a group
+#
+# RCOLL_TIMEOUT bounds every wait inside the library, and `timeout` bounds
+# each run, so a hang fails the check instead of stalling `make check`.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+
+BIN_DIR=${TEST_BIN_DIR:-tests/bin}
+PROG=$BIN_DIR/conformance
+mkdir -p "$BIN_DIR"
+if [[ ! -x $PROG || tests/conformance.c -nt $PROG || tests/conformance_case.h -nt $PROG ||
+      tests/conformance_ref.h -nt $PROG || lib/librcoll.a -nt $PROG ]]; then
+  [[ -f lib/librcoll.a ]] || { echo "lib/librcoll.a is missing: run make first" >&2; exit 1; }
+  ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib \
+    tests/conformance.c lib/librcoll.a -pthread -lm -o "$PROG" || exit 1
+fi
+
+export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
+failed=0
+
+run() { # label, time limit in seconds, then the command
+  local label=$1 limit=$2 out rc
+  shift 2
+  echo "-- conformance: $label"
+  out=$(timeout -k 5 "$limit" "$@" 2>&1)
+  rc=$?
+  echo "$out" | grep -E '^(FAIL|conformance:)' | head -n 40
+  if [[ $rc -ne 0 ]]; then
+    [[ $rc -eq 124 || $rc -eq 137 ]] && echo "   (timed out after ${limit}s)"
+    echo "   $label: FAILED (exit status $rc)"
+    failed=1
+  fi
+}
+
+run "threads, ranks 1,2,3,4,5,8" 240 "$PROG" -t 1,2,3,4,5,8 -s sweep,types
+run "processes, unique id through a pipe" 240 "$PROG" -p 1,2,3,4,5,8 -s sweep
+run "processes, RCOLL_COMM_ID + rcollCommInitFromEnv" 120 "$PROG" -p 1,2,3,5 -e -s sweep \
+  -c 0,1,7,65537
+run "small chunks and slots (4096 B, 2 slots)" 120 \
+  env RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$PROG" -t 2,3,4,5,8 -s sweep -c 100003,99999
+# These calls are small; a short timeout keeps a stuck group from costing minutes.
+run "rcollCommInitAll, one thread drives all ranks in a group" 120 \
+  env RCOLL_TIMEOUT=10 "$PROG" -t 1,2,3,4 -s initall
+
+exit $failed
