@@ -50,6 +50,7 @@ struct rcollComm {
   int64_t timeout_ms;
   size_t chunk_bytes;
   int nslots;
+  int64_t spin_us; /* engine spin before sleeping (comm.c: comm_spin_policy) */
 
   rcoll_bootstrap_t *bootstrap;
   const rcoll_transport_ops_t *net;

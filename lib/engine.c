@@ -176,16 +176,46 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
   return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);
 }
 
-/* Waits without burning a core: spin, then yield, then nap. */
-static void engine_backoff(int64_t idle_us, int64_t spin_us) {
+/* Collects the distinct connections that posted steps wait on. */
+static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int max) {
+  int n = 0;
+  for (int i = 0; i < nplans; i++) {
+    rcoll_plan_t *p = plans[i];
+    if (p->comm->net != plans[0]->comm->net)
+      continue; /* one transport's wait per sleep; others are covered by the timeout cap */
+    int seen = 0;
+    for (int k = p->head; k < p->nsteps && seen < ENGINE_WINDOW && n < max; k++) {
+      rcoll_step_t *st = &p->steps[k];
+      if (st->state != RCOLL_STEP_POSTED)
+        continue;
+      seen++;
+      rcoll_peer_t *pe = &p->comm->peers[st->peer];
+      void *c = st->kind == RCOLL_STEP_SEND ? pe->send_comm : pe->recv_comm;
+      int dup = 0;
+      for (int j = 0; j < n && !dup; j++)
+        dup = comms[j] == c;
+      if (!dup)
+        comms[n++] = c;
+    }
+  }
+  return n;
+}
+
+/* Waits without burning a core: spin for spin_us (a reply usually comes
+ * within microseconds when the peer runs), then sleep in the transport until
+ * a connection may progress. The sleep is capped so that abort and the
+ * timeout are noticed promptly. */
+static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64_t spin_us) {
   if (idle_us < spin_us)
     return;
-  if (idle_us < spin_us + 2000) {
+  void *comms[64];
+  int n = engine_wait_set(plans, nplans, comms, 64);
+  int64_t cap = nplans > 1 && plans[nplans - 1]->comm->net != plans[0]->comm->net ? 200 : 10000;
+  if (n == 0) {
     sched_yield();
     return;
   }
-  struct timespec ts = {0, idle_us < 100000 ? 50000 : 500000};
-  nanosleep(&ts, NULL);
+  plans[0]->comm->net->wait(comms, n, cap);
 }
 
 static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t r) {
@@ -200,7 +230,7 @@ static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t
 static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
   int64_t last_progress = rcoll_now_us();
   int64_t timeout_us = plans[0]->comm->timeout_ms * 1000;
-  int64_t spin_us = plans[0]->comm->settings.spin_us;
+  int64_t spin_us = plans[0]->comm->spin_us;
   for (;;) {
     int moved = 0, busy = 0;
     rcollResult_t err = rcollSuccess;
@@ -227,7 +257,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       for (int i = 0; i < nplans; i++)
         if (plans[i]->head < plans[i]->nsteps)
           return stalled_error(plans[i], (now - last_progress) / 1000);
-    engine_backoff(now - last_progress, spin_us);
+    engine_idle(plans, nplans, now - last_progress, spin_us);
   }
 }
 

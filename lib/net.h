@@ -82,6 +82,13 @@ typedef struct rcoll_transport_ops {
   /* sizes (may be NULL) gets the received size of each buffer of an irecv. */
   rcollResult_t (*test)(void *request, int *done, size_t *sizes);
 
+  /* Blocks up to timeout_us until one of these send/recv comms may be able to
+   * progress (data or room on a socket, a helper finished a piece, the peer
+   * failed). May return early and spuriously; the engine calls it only after
+   * a pass in which nothing moved, so that waiting ranks sleep in the kernel
+   * instead of spinning (more ranks than cores is the normal case). */
+  rcollResult_t (*wait)(void *const *comms, int n, int64_t timeout_us);
+
   rcollResult_t (*close_send)(void *send_comm);
   rcollResult_t (*close_recv)(void *recv_comm);
   rcollResult_t (*close_listen)(void *listen_comm);

@@ -162,6 +162,7 @@ const rcoll_transport_ops_t socket_ops = {
     .irecv = socket_irecv,
     .iflush = socket_iflush,
     .test = socket_test,
+    .wait = socket_wait,
     .close_send = socket_close_comm,
     .close_recv = socket_close_comm,
     .close_listen = socket_close_listen,

@@ -40,7 +40,8 @@ static void socket_helper_pop(socket_helper_t *h, socket_dsock_t *s, int ok) {
   s->last_ms = 0;
   if (!ok)
     atomic_store(&req->failed, 1);
-  atomic_fetch_sub_explicit(&req->pieces_left, 1, memory_order_release);
+  if (atomic_fetch_sub_explicit(&req->pieces_left, 1, memory_order_release) == 1)
+    socket_wake(h->conn);
 }
 
 /* After a failure no piece may touch user memory again: drop them all. */

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@ void socket_conn_fail(socket_conn_t *c, rcollResult_t r, const char *fmt, ...) {
   vsnprintf(c->errmsg, sizeof c->errmsg, fmt, ap);
   va_end(ap);
   atomic_store(&c->err, (int)r);
+  socket_wake(c);
   /* Wake every helper and tell the peer at once, rather than letting each
    * party find out through its own timeout. */
   shutdown(c->ctrl_fd, SHUT_RDWR);
@@ -325,9 +327,15 @@ rcollResult_t socket_conn_create(int is_send, const int *fds, const socket_hello
     c->free_idx[i] = SOCKET_NREQS - 1 - i;
   }
   c->nfree = SOCKET_NREQS;
+  c->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->event_fd < 0) {
+    free(c);
+    return rcoll_error(rcollSystemError, "socket: eventfd failed: %s", strerror(errno));
+  }
   c->data = calloc((size_t)c->ndata, sizeof *c->data);
   c->helpers = calloc((size_t)c->nthreads, sizeof *c->helpers);
   if (c->data == NULL || c->helpers == NULL) {
+    close(c->event_fd);
     free(c->data);
     free(c->helpers);
     free(c);
@@ -337,6 +345,7 @@ rcollResult_t socket_conn_create(int is_send, const int *fds, const socket_hello
     c->data[s].fd = fds[1 + s];
   rcollResult_t rc = socket_helpers_start(c);
   if (rc != rcollSuccess) {
+    close(c->event_fd);
     free(c->data);
     free(c->helpers);
     free(c);
@@ -351,6 +360,7 @@ void socket_conn_destroy(socket_conn_t *c) {
   for (int s = 0; s < c->ndata; s++)
     close(c->data[s].fd);
   close(c->ctrl_fd);
+  close(c->event_fd);
   free(c->data);
   free(c->helpers);
   free(c);

@@ -144,6 +144,13 @@ typedef struct socket_conn {
   size_t stage_beg, stage_end;
   char stage[SOCKET_STAGE_BYTES];
 
+  /* Wake-ups for rcoll's engine (socket_wait.c): helpers count finished
+   * requests and poke event_fd when the calling thread sleeps in wait. */
+  int event_fd;
+  _Atomic unsigned completions;
+  unsigned completions_seen; /* calling thread only */
+  _Atomic int waiting;
+
   /* First failure wins; later operations fail fast with the same text. */
   _Atomic int err;
   atomic_flag err_claimed;
@@ -176,6 +183,10 @@ rcollResult_t socket_iflush(void *comm, int n, void **data, const size_t *sizes,
                             void **req);
 rcollResult_t socket_test(void *request, int *done, size_t *sizes);
 rcollResult_t socket_close_comm(void *comm);
+
+/* socket_wait.c: blocking until a connection may progress. */
+rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us);
+void socket_wake(socket_conn_t *c);
 
 /* socket_helper.c: helper threads moving pieces on data sockets. */
 rcollResult_t socket_helpers_start(socket_conn_t *c);
