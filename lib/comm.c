@@ -53,11 +53,9 @@ static rcollResult_t comm_alloc(struct rcollComm *c) {
   c->maxpending = 2 * c->nranks + 8;
   c->pending = calloc((size_t)c->maxpending, sizeof *c->pending);
   c->scratch_reader = calloc((size_t)c->nscratch, sizeof(int));
-  c->scratch = aligned_alloc(4096, (size_t)c->nscratch * c->chunk_bytes);
-  if (!c->peers || !c->handles || !c->need || !c->pending || !c->scratch_reader || !c->scratch)
+  if (!c->peers || !c->handles || !c->need || !c->pending || !c->scratch_reader)
     return rcoll_error(rcollSystemError, "rank %d: out of memory creating the communicator",
                        c->rank);
-  memset(c->scratch, 0, (size_t)c->nscratch * c->chunk_bytes); /* touch pages now */
   return rcollSuccess;
 }
 

@@ -29,7 +29,7 @@
     "Data sockets per helper thread (threads x sockets <= 64)")                                  \
   X(INT, socket_inline, "SOCKET_INLINE", NULL, "65536",                                          \
     "Messages up to this many bytes travel on the control socket, moved by the calling thread")  \
-  X(INT, chunk_size, "CHUNK_SIZE", NULL, "524288",                                               \
+  X(INT, chunk_size, "CHUNK_SIZE", NULL, "4194304",                                               \
     "Pipeline chunk in bytes: collectives move and reduce data in pieces of this size")          \
   X(INT, nslots, "NSLOTS", NULL, "4",                                                            \
     "Staging slots per receiving connection (chunks in flight per peer, 2..16)")                 \

@@ -42,7 +42,9 @@ static rcollResult_t send_hello(struct rcollComm *c, void *send_comm) {
   return rcollSuccess;
 }
 
-/* Staging for receive-reduce steps, touched now so no call pays for page faults. */
+/* Staging for receive-reduce steps, made when a plan first reduces data from
+ * this peer (point-to-point peers never need it) and touched now so that no
+ * later call pays for page faults. */
 static rcollResult_t peer_staging(struct rcollComm *c, rcoll_peer_t *pe) {
   size_t bytes = (size_t)c->nslots * c->chunk_bytes;
   pe->staging = aligned_alloc(4096, bytes);
@@ -98,7 +100,6 @@ static rcollResult_t try_accept(struct rcollComm *c) {
       c->net->close_recv(pa->recv_comm);
     } else {
       c->peers[r].recv_comm = pa->recv_comm;
-      RCOLL_CHECK(peer_staging(c, &c->peers[r]));
       RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d <- rank %d (%s): accepted via %s",
                  c->rank, (int)r, rcoll_bootstrap_host(c->bootstrap, (int)r), c->net->name);
     }
@@ -141,9 +142,18 @@ static rcollResult_t conn_timeout(struct rcollComm *c) {
   return rcoll_error(rcollTimeout, "rank %d: connection set-up timed out", c->rank);
 }
 
+static rcollResult_t conn_staging(struct rcollComm *c, const rcoll_plan_t *p) {
+  for (int i = 0; i < p->nsteps; i++) {
+    const rcoll_step_t *st = &p->steps[i];
+    if (st->kind == RCOLL_STEP_RECV_REDUCE && c->peers[st->peer].staging == NULL)
+      RCOLL_CHECK(peer_staging(c, &c->peers[st->peer]));
+  }
+  return rcollSuccess;
+}
+
 rcollResult_t rcoll_conn_ensure(struct rcollComm *c, const rcoll_plan_t *p) {
   if (conn_missing(c, p) == 0)
-    return rcollSuccess;
+    return conn_staging(c, p);
   int64_t deadline = rcoll_now_ms() + c->timeout_ms;
   for (;;) {
     int missing = 0;
@@ -163,7 +173,7 @@ rcollResult_t rcoll_conn_ensure(struct rcollComm *c, const rcoll_plan_t *p) {
     }
     RCOLL_CHECK(try_accept(c));
     if (missing == 0 && conn_missing(c, p) == 0)
-      return rcollSuccess;
+      return conn_staging(c, p);
     if (c->aborted)
       return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted", c->rank);
     if (rcoll_now_ms() > deadline)

@@ -127,8 +127,25 @@ void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes) {
   return p->tmp;
 }
 
+/* The scratch ring is made when a plan first needs it (reduce-scatter and
+ * reduce only) and touched at once, so later calls pay no page faults. */
+static int plan_scratch_alloc(rcoll_plan_t *p) {
+  struct rcollComm *c = p->comm;
+  size_t bytes = (size_t)c->nscratch * c->chunk_bytes;
+  c->scratch = aligned_alloc(4096, bytes);
+  if (c->scratch == NULL) {
+    p->failed = 1;
+    return -1;
+  }
+  memset(c->scratch, 0, bytes);
+  return 0;
+}
+
 void *rcoll_plan_scratch_get(rcoll_plan_t *p, int *dep) {
   struct rcollComm *c = p->comm;
+  *dep = RCOLL_NO_DEP;
+  if (c->scratch == NULL && plan_scratch_alloc(p) != 0)
+    return NULL;
   int i = c->scratch_next;
   c->scratch_next = (i + 1) % c->nscratch;
   *dep = c->scratch_reader[i];
@@ -137,6 +154,8 @@ void *rcoll_plan_scratch_get(rcoll_plan_t *p, int *dep) {
 
 void rcoll_plan_scratch_set_reader(rcoll_plan_t *p, const void *piece, int step) {
   struct rcollComm *c = p->comm;
+  if (piece == NULL || c->scratch == NULL)
+    return; /* allocation failed: the plan is marked failed and will not run */
   size_t i = (size_t)((const char *)piece - c->scratch) / c->chunk_bytes;
   c->scratch_reader[i] = step;
 }
