@@ -3,7 +3,12 @@
  * partial sum of block r-t-1 to the right and receives the partial sum of
  * block r-t-2 from the left, adding its own contribution. Partial sums have
  * no home in the user's buffers (recvbuff holds one block), so they live in
- * the communicator's scratch ring until they have been sent on. */
+ * the communicator's scratch ring until they have been sent on.
+ *
+ * A partial sum made at step t is read by the send of step t+1, so chunks
+ * are planned in windows of half the scratch ring: a window's pieces for
+ * steps t and t+1 fit in the ring at once, and every reuse of a piece waits
+ * for a send that is already planned. */
 #include "algo.h"
 #include "reduce.h"
 
@@ -12,8 +17,35 @@ typedef struct partial {
   char *piece; /* scratch piece holding it */
 } partial_t;
 
-void rcoll_reduce_scatter_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+/* Step t for chunks [j0, j1): send the partial sums of block r-t-1 (our own
+ * input at t == 0), receive block r-t-2 and add our input to it. */
+static void plan_step(rcoll_plan_t *p, const rcoll_coll_args_t *a, int t, size_t j0, size_t j1,
+                      partial_t *prev) {
   int n = a->nranks, r = a->rank;
+  int right = (r + 1) % n, left = (r + n - 1) % n;
+  size_t tsz = rcoll_type_size(a->dtype), block = a->count * tsz, chunk = p->chunk_bytes;
+  const char *sb = a->sendbuff;
+  char *rb = a->recvbuff;
+  size_t sblk = (size_t)((r - t - 1 + 2 * n) % n), rblk = (size_t)((r - t - 2 + 2 * n) % n);
+  int last = (t == n - 2); /* rblk == r: the result goes to recvbuff */
+  for (size_t j = j0; j < j1; j++) {
+    size_t off = j * chunk, len = block - off < chunk ? block - off : chunk;
+    if (t == 0) {
+      rcoll_plan_send(p, right, sb + sblk * block + off, len, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    } else {
+      int s = rcoll_plan_send(p, right, prev[j].piece, len, prev[j].step, RCOLL_NO_DEP);
+      rcoll_plan_scratch_set_reader(p, prev[j].piece, s);
+    }
+    int reuse = RCOLL_NO_DEP;
+    char *dst = last ? rb + off : rcoll_plan_scratch_get(p, &reuse);
+    prev[j].piece = dst;
+    prev[j].step = rcoll_plan_recv_reduce(p, left, dst, sb + rblk * block + off, len / tsz, a->dtype,
+                                          a->op, last ? RCOLL_STEP_FINISH : 0, reuse, RCOLL_NO_DEP);
+  }
+}
+
+void rcoll_reduce_scatter_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+  int n = a->nranks;
   size_t tsz = rcoll_type_size(a->dtype), block = a->count * tsz;
   char *rb = a->recvbuff;
   const char *sb = a->sendbuff;
@@ -21,28 +53,14 @@ void rcoll_reduce_scatter_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
     rcoll_plan_copy(p, rb, sb, block, RCOLL_NO_DEP, RCOLL_NO_DEP);
     return;
   }
-  int right = (r + 1) % n, left = (r + n - 1) % n;
-  size_t chunk = p->chunk_bytes, nchunks = rcoll_chunk_count(block, chunk);
+  size_t nchunks = rcoll_chunk_count(block, p->chunk_bytes);
   partial_t *prev = rcoll_plan_tmp(p, nchunks * sizeof *prev);
   if (prev == NULL)
     return;
-  for (int t = 0; t < n - 1; t++) {
-    size_t sblk = (size_t)((r - t - 1 + 2 * n) % n), rblk = (size_t)((r - t - 2 + 2 * n) % n);
-    int last = (t == n - 2); /* rblk == r: the result goes to recvbuff */
-    for (size_t j = 0; j < nchunks; j++) {
-      size_t off = j * chunk, len = block - off < chunk ? block - off : chunk;
-      if (t == 0) {
-        rcoll_plan_send(p, right, sb + sblk * block + off, len, RCOLL_NO_DEP, RCOLL_NO_DEP);
-      } else {
-        int s = rcoll_plan_send(p, right, prev[j].piece, len, prev[j].step, RCOLL_NO_DEP);
-        rcoll_plan_scratch_set_reader(p, prev[j].piece, s);
-      }
-      int reuse = RCOLL_NO_DEP;
-      char *dst = last ? rb + off : rcoll_plan_scratch_get(p, &reuse);
-      prev[j].piece = dst;
-      prev[j].step = rcoll_plan_recv_reduce(p, left, dst, sb + rblk * block + off, len / tsz,
-                                            a->dtype, a->op, last ? RCOLL_STEP_FINISH : 0, reuse,
-                                            RCOLL_NO_DEP);
-    }
+  size_t window = (size_t)p->scratch_pieces / 2;
+  for (size_t j0 = 0; j0 < nchunks; j0 += window) {
+    size_t j1 = j0 + window < nchunks ? j0 + window : nchunks;
+    for (int t = 0; t < n - 1; t++)
+      plan_step(p, a, t, j0, j1, prev);
   }
 }

@@ -92,9 +92,9 @@ void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r);
 /* "rank 3 (host:pid)" for error messages. */
 const char *rcoll_comm_peer_name(const struct rcollComm *comm, int peer, char *buf, size_t len);
 
-/* Makes the connections a plan needs (connect and accept polled together);
+/* Makes the connections the plans need (connect and accept polled together);
  * errors name the peer that did not answer within the timeout. */
-rcollResult_t rcoll_conn_ensure(struct rcollComm *comm, const rcoll_plan_t *p);
+rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans);
 void rcoll_conn_close_all(struct rcollComm *comm);
 
 /* Runs plans of one or more communicators to completion (the calling thread

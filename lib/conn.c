@@ -151,33 +151,55 @@ static rcollResult_t conn_staging(struct rcollComm *c, const rcoll_plan_t *p) {
   return rcollSuccess;
 }
 
-rcollResult_t rcoll_conn_ensure(struct rcollComm *c, const rcoll_plan_t *p) {
-  if (conn_missing(c, p) == 0)
-    return conn_staging(c, p);
-  int64_t deadline = rcoll_now_ms() + c->timeout_ms;
-  for (;;) {
-    int missing = 0;
-    for (int peer = 0; peer < c->nranks; peer++) {
-      rcoll_peer_t *pe = &c->peers[peer];
-      if ((c->need[peer] & NEED_SEND) && pe->send_comm == NULL) {
-        rcollResult_t r = try_connect(c, peer);
-        if (r != rcollSuccess) {
-          char name[128];
-          rcoll_comm_peer_name(c, peer, name, sizeof name);
-          return rcoll_error(r, "rank %d: connecting to %s failed: %s", c->rank, name,
-                             rcoll_error_text());
-        }
-        missing += pe->send_comm == NULL;
-      }
-      missing += (c->need[peer] & NEED_RECV) && pe->recv_comm == NULL;
+/* One non-blocking round for one communicator: connects, accepts, files
+ * hellos. *done is set once every connection the plan needs exists. */
+static rcollResult_t conn_round(struct rcollComm *c, const rcoll_plan_t *p, int *done) {
+  for (int peer = 0; peer < c->nranks; peer++) {
+    if (!(c->need[peer] & NEED_SEND) || c->peers[peer].send_comm != NULL)
+      continue;
+    rcollResult_t r = try_connect(c, peer);
+    if (r != rcollSuccess) {
+      char name[128];
+      rcoll_comm_peer_name(c, peer, name, sizeof name);
+      return rcoll_error(r, "rank %d: connecting to %s failed: %s", c->rank, name,
+                         rcoll_error_text());
     }
-    RCOLL_CHECK(try_accept(c));
-    if (missing == 0 && conn_missing(c, p) == 0)
-      return conn_staging(c, p);
-    if (c->aborted)
-      return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted", c->rank);
+  }
+  RCOLL_CHECK(try_accept(c));
+  *done = conn_missing(c, p) == 0;
+  return *done ? conn_staging(c, p) : rcollSuccess;
+}
+
+/* Plans of several communicators may be driven by one thread (a group over
+ * the communicators of rcollCommInitAll): their connections are made in one
+ * loop, or a rank would wait to accept from a peer whose connect comes later
+ * in the same thread. */
+rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
+  int missing = 0;
+  for (int i = 0; i < nplans; i++)
+    missing += conn_missing(plans[i]->comm, plans[i]) > 0;
+  if (missing == 0) {
+    for (int i = 0; i < nplans; i++)
+      RCOLL_CHECK(conn_staging(plans[i]->comm, plans[i]));
+    return rcollSuccess;
+  }
+  int64_t deadline = rcoll_now_ms() + plans[0]->comm->timeout_ms;
+  for (;;) {
+    int all = 1;
+    for (int i = 0; i < nplans; i++) {
+      struct rcollComm *c = plans[i]->comm;
+      int done = 0;
+      RCOLL_CHECK(conn_round(c, plans[i], &done));
+      all &= done;
+      if (c->aborted)
+        return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted", c->rank);
+    }
+    if (all)
+      return rcollSuccess;
     if (rcoll_now_ms() > deadline)
-      return conn_timeout(c);
+      for (int i = 0; i < nplans; i++)
+        if (conn_missing(plans[i]->comm, plans[i]) > 0)
+          return conn_timeout(plans[i]->comm);
     sched_yield();
   }
 }

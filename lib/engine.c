@@ -269,9 +269,7 @@ rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans) {
                                      plans[i]->comm->rank));
     plans[i]->comm->active++;
   }
-  rcollResult_t r = rcollSuccess;
-  for (int i = 0; i < nplans && r == rcollSuccess; i++)
-    r = rcoll_conn_ensure(plans[i]->comm, plans[i]);
+  rcollResult_t r = rcoll_conn_ensure(plans, nplans);
   if (r == rcollSuccess)
     r = engine_loop(plans, nplans);
   if (r != rcollSuccess)

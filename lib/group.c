@@ -1,6 +1,7 @@
 /* Group calls (group.h). The state is per thread, as in NCCL. */
 #include "group.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "log.h"
@@ -10,6 +11,22 @@ static _Thread_local rcollResult_t group_error;
 static _Thread_local struct rcollComm **group_comms;
 static _Thread_local rcoll_plan_t **group_plans;
 static _Thread_local int group_n, group_cap;
+
+/* The lists grow once per thread and are kept across groups; a key
+ * destructor frees them when the thread exits. */
+static pthread_key_t group_key;
+static pthread_once_t group_key_once = PTHREAD_ONCE_INIT;
+
+static void group_thread_exit(void *unused) {
+  (void)unused;
+  free(group_comms);
+  free(group_plans);
+  group_comms = NULL;
+  group_plans = NULL;
+  group_cap = group_n = 0;
+}
+
+static void group_key_create(void) { pthread_key_create(&group_key, group_thread_exit); }
 
 int rcoll_group_active(void) { return group_depth > 0; }
 
@@ -22,6 +39,8 @@ rcollResult_t rcoll_group_add(struct rcollComm *comm) {
   if (comm->in_group)
     return rcollSuccess;
   if (group_n == group_cap) {
+    pthread_once(&group_key_once, group_key_create);
+    pthread_setspecific(group_key, &group_cap); /* any non-NULL value arms the destructor */
     int cap = group_cap ? 2 * group_cap : 16;
     struct rcollComm **c = realloc(group_comms, (size_t)cap * sizeof *c);
     if (c != NULL)

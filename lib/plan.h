@@ -58,6 +58,7 @@ typedef struct rcoll_plan {
   int head;     /* first step not yet done (engine) */
   int failed;   /* an allocation failed while planning */
   size_t chunk_bytes; /* pipeline chunk chosen for this plan */
+  int scratch_pieces; /* pieces in the communicator's scratch ring */
   const char *algo;   /* name of the last algorithm planned, for logs */
   void *tmp;          /* planner scratch (rcoll_plan_tmp), kept across calls */
   size_t tmp_bytes;
