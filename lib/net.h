@@ -31,6 +31,11 @@
 #define RCOLL_NET_OPS_VERSION 1
 #define RCOLL_NET_MAX_RECVS 8
 
+/* What a transport can reach (rcoll_transport_ops_t.caps). */
+enum rcoll_net_caps {
+  RCOLL_NET_CAP_LOCAL_ONLY = 1, /* only peers on the same host (shared memory) */
+};
+
 enum rcoll_mem_type { RCOLL_MEM_HOST = 0, RCOLL_MEM_CUDA = 1 };
 enum rcoll_ptr_support { RCOLL_PTR_HOST = 1, RCOLL_PTR_CUDA = 2, RCOLL_PTR_DMABUF = 4 };
 
@@ -55,8 +60,11 @@ typedef struct rcoll_transport_ops {
   size_t size; /* sizeof(struct rcoll_transport_ops): first, for ABI growth */
   int version; /* RCOLL_NET_OPS_VERSION */
   const char *name;
+  unsigned caps; /* RCOLL_NET_CAP_* */
 
-  /* Per-communicator context. */
+  /* Per-communicator context. An error from init means "not usable here"
+   * (no device, no /dev/shm): the communicator then goes without it unless
+   * the user asked for it by name. */
   rcollResult_t (*init)(const rcoll_net_config_t *cfg, void **ctx);
   rcollResult_t (*finalize)(void *ctx);
   rcollResult_t (*devices)(void *ctx, int *ndev);
