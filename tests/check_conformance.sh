@@ -8,6 +8,8 @@
 #   4. small chunks and two slots (RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2), so a
 #      ~100k-element call is cut into many chunks that reuse every slot
 #   5. rcollCommInitAll with one thread driving every rank in a group
+#   6. connection storms: fresh 8-rank communicators whose first call is an
+#      all-to-all, so all 56 connections are made at the same moment
 #
 # RCOLL_TIMEOUT bounds every wait inside the library, and `timeout` bounds
 # each run, so a hang fails the check instead of stalling `make check`.
@@ -50,5 +52,9 @@ run "small chunks and slots (4096 B, 2 slots)" 120 \
 # These calls are small; a short timeout keeps a stuck group from costing minutes.
 run "rcollCommInitAll, one thread drives all ranks in a group" 120 \
   env RCOLL_TIMEOUT=10 "$PROG" -t 1,2,3,4 -s initall
+run "connection storm, 8 ranks as threads, 60 fresh communicators" 180 \
+  env RCOLL_TIMEOUT=10 "$PROG" -t 8 -s storm -r 60
+run "connection storm, 8 ranks as processes, 20 fresh communicators" 180 \
+  env RCOLL_TIMEOUT=10 "$PROG" -p 8 -s storm -r 20
 
 exit $failed

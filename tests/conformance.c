@@ -11,6 +11,9 @@
  *                                   {0, 1, 7, nranks-1, large}
  *   -s sweep,types,initall          the passes to run (default: all three;
  *                                   initall runs in thread mode only)
+ *   -s storm -r 40                  40 fresh communicators whose first call is
+ *                                   an all-to-all, so every pair of ranks
+ *                                   connects at the same moment
  *
  * The sweep covers every collective, in place and out of place, every root,
  * with type and op rotated so that any 50 consecutive cases use all 10 x 5
@@ -48,15 +51,16 @@ typedef struct results {
   _Atomic unsigned char failed[MAX_CASES];
 } results_t;
 
-enum { PASS_SWEEP = 1, PASS_TYPES = 2, PASS_INITALL = 4 };
+enum { PASS_SWEEP = 1, PASS_TYPES = 2, PASS_INITALL = 4, PASS_STORM = 8 };
 
 typedef struct options {
   size_t counts[MAX_COUNTS];
   int ncounts; /* 0: the default counts */
   int passes;  /* PASS_* bits */
+  int repeat;  /* fresh communicators per rank count (storm pass) */
 } options_t;
 
-static options_t opt = {.passes = PASS_SWEEP | PASS_TYPES | PASS_INITALL};
+static options_t opt = {.passes = PASS_SWEEP | PASS_TYPES | PASS_INITALL, .repeat = 1};
 static results_t *results;
 static long total_passed, total_failed;
 
@@ -118,7 +122,11 @@ static size_t build_cases(int n, ccase_t *cases) {
     memcpy(counts, opt.counts, ncounts * sizeof counts[0]);
   else
     ncounts = default_counts(n, counts);
-  size_t k = opt.passes & PASS_SWEEP ? build_sweep(n, counts, ncounts, cases, 0) : 0;
+  size_t k = 0;
+  if (opt.passes & PASS_STORM) /* first use of every connection, all at once */
+    add_rotated(cases, &k, ALLTOALL, 7, 0, 0);
+  if (opt.passes & PASS_SWEEP)
+    k = build_sweep(n, counts, ncounts, cases, k);
   return opt.passes & PASS_TYPES ? build_types_pass(n, cases, k) : k;
 }
 
@@ -424,9 +432,9 @@ static int parse_list(const char *text, size_t *out, int max) {
 }
 
 static int parse_passes(const char *text) {
-  static const char *const names[3] = {"sweep", "types", "initall"};
+  static const char *const names[4] = {"sweep", "types", "initall", "storm"};
   int passes = 0;
-  for (int i = 0; i < 3; i++) {
+  for (int i = 0; i < 4; i++) {
     if (strstr(text, names[i]) != NULL)
       passes |= 1 << i;
   }
@@ -434,7 +442,8 @@ static int parse_passes(const char *text) {
 }
 
 static int usage(const char *argv0) {
-  fprintf(stderr, "usage: %s (-t RANKS | -p RANKS [-e]) [-c COUNTS] [-s sweep,types,initall]\n"
+  fprintf(stderr, "usage: %s (-t RANKS | -p RANKS [-e]) [-c COUNTS] [-s sweep,types,initall,storm]"
+                  " [-r REPEAT]\n"
                   "  RANKS, COUNTS: comma lists, e.g. -t 1,2,3,4,5,8 -c 0,1,7,1048577\n",
           argv0);
   return 2;
@@ -443,7 +452,7 @@ static int usage(const char *argv0) {
 int main(int argc, char **argv) {
   size_t ranks[MAX_COUNTS];
   int nranks_list = 0, processes = 0, use_env = 0, c;
-  while ((c = getopt(argc, argv, "t:p:ec:s:")) != -1) {
+  while ((c = getopt(argc, argv, "t:p:ec:s:r:")) != -1) {
     switch (c) {
     case 't': case 'p':
       processes = c == 'p';
@@ -452,10 +461,11 @@ int main(int argc, char **argv) {
     case 'e': use_env = 1; break;
     case 'c': opt.ncounts = parse_list(optarg, opt.counts, MAX_COUNTS); break;
     case 's': opt.passes = parse_passes(optarg); break;
+    case 'r': opt.repeat = atoi(optarg); break;
     default: return usage(argv[0]);
     }
   }
-  if (nranks_list <= 0 || opt.ncounts < 0 || opt.passes == 0)
+  if (nranks_list <= 0 || opt.ncounts < 0 || opt.passes == 0 || opt.repeat < 1)
     return usage(argv[0]);
   for (int i = 0; i < nranks_list; i++)
     if (ranks[i] < 1 || ranks[i] > MAX_RANKS)
@@ -466,10 +476,12 @@ int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   for (int i = 0; i < nranks_list; i++) {
     int n = (int)ranks[i];
-    if (processes && (opt.passes & (PASS_SWEEP | PASS_TYPES)))
-      run_processes(n, use_env);
-    if (!processes && (opt.passes & (PASS_SWEEP | PASS_TYPES)))
-      run_threads(n);
+    for (int k = 0; k < opt.repeat && (opt.passes & (PASS_SWEEP | PASS_TYPES | PASS_STORM)); k++) {
+      if (processes)
+        run_processes(n, use_env);
+      else
+        run_threads(n);
+    }
     if (!processes && (opt.passes & PASS_INITALL))
       run_init_all(n);
   }
