@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@ static int log_level = RCOLL_LOG_WARN;
 static unsigned log_subsys = RCOLL_SUB_ALL;
 static char log_host[64];
 static _Thread_local int log_rank = -1;
+static void (*_Atomic log_sink)(int level, const char *msg);
 
 static const struct {
   const char *name;
@@ -82,6 +84,8 @@ int rcoll_log_enabled(int level, unsigned subsys) {
 
 void rcoll_log_set_rank(int rank) { log_rank = rank; }
 
+void rcoll_log_set_sink(void (*sink)(int level, const char *msg)) { atomic_store(&log_sink, sink); }
+
 void rcoll_log(int level, unsigned subsys, const char *file, int line, const char *fmt, ...) {
   (void)subsys;
   static const char *names[] = {"NONE", "WARN", "INFO", "TRACE"};
@@ -90,6 +94,11 @@ void rcoll_log(int level, unsigned subsys, const char *file, int line, const cha
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  void (*sink)(int, const char *) = atomic_load(&log_sink);
+  if (sink != NULL) {
+    sink(level, msg);
+    return;
+  }
   const char *base = strrchr(file, '/');
   base = base ? base + 1 : file;
   char rank[24] = "";

@@ -24,6 +24,10 @@ void rcoll_log(int level, unsigned subsys, const char *file, int line, const cha
     __attribute__((format(printf, 5, 6)));
 /* Rank shown in the prefix of this thread's log lines (-1: none). */
 void rcoll_log_set_rank(int rank);
+/* Hands every line that passes the level filter to `sink` instead of
+ * writing it to stderr (NULL restores stderr). For hosts with their own
+ * logger, such as NCCL loading the net plugin; the line carries no prefix. */
+void rcoll_log_set_sink(void (*sink)(int level, const char *msg));
 
 /* Test hook: parse level and subsystem strings as the environment would. */
 int rcoll_log_parse_level(const char *s);
