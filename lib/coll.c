@@ -100,7 +100,7 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   comm->plan.algo = d->algo;
   RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,
              rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
-             a->root, d->algo, comm->net->name, comm->plan.chunk_bytes);
+             a->root, d->algo, comm->net_summary, comm->plan.chunk_bytes);
   if (rcoll_group_active())
     return rcoll_group_add(comm);
   rcoll_plan_t *plans[1] = {&comm->plan};

@@ -48,43 +48,24 @@ static void comm_sizes(struct rcollComm *c) {
 
 static rcollResult_t comm_alloc(struct rcollComm *c) {
   c->peers = calloc((size_t)c->nranks, sizeof *c->peers);
-  c->handles = calloc((size_t)c->nranks, sizeof *c->handles);
+  c->infos = calloc((size_t)c->nranks, sizeof *c->infos);
   c->need = calloc((size_t)c->nranks, 1);
   c->maxpending = 2 * c->nranks + 8;
   c->pending = calloc((size_t)c->maxpending, sizeof *c->pending);
   c->scratch_reader = calloc((size_t)c->nscratch, sizeof(int));
-  if (!c->peers || !c->handles || !c->need || !c->pending || !c->scratch_reader)
+  if (!c->peers || !c->infos || !c->need || !c->pending || !c->scratch_reader)
     return rcoll_error(rcollSystemError, "rank %d: out of memory creating the communicator",
                        c->rank);
   return rcollSuccess;
 }
 
-/* Opens the transport, listens, and exchanges listen handles with all ranks. */
-static rcollResult_t comm_net_open(struct rcollComm *c, const char *net_name, uint64_t secret) {
-  const char *want = (net_name && *net_name) ? net_name : c->settings.net;
-  c->net = rcoll_net_find(want);
-  if (c->net == NULL) {
-    char avail[256] = "";
-    for (int i = 0; i < rcoll_net_count(); i++)
-      snprintf(avail + strlen(avail), sizeof avail - strlen(avail), "%s%s", i ? ", " : "",
-               rcoll_net_at(i)->name);
-    return rcoll_error(rcollInvalidArgument, "RCOLL_NET=%s: no such transport (available: %s)",
-                       want, avail);
-  }
-  rcoll_net_config_t cfg = {.settings = &c->settings, .secret = secret, .rank = c->rank};
-  RCOLL_CHECK(c->net->init(&cfg, &c->net_ctx));
-  RCOLL_CHECK(c->net->listen(c->net_ctx, 0, c->handles[c->rank], &c->listen_comm));
-  return rcoll_bootstrap_allgather(c->bootstrap, c->handles, RCOLL_NET_HANDLE_BYTES);
-}
-
 static void comm_free(struct rcollComm *c) {
   rcoll_conn_close_all(c);
-  if (c->net != NULL && c->net_ctx != NULL)
-    c->net->finalize(c->net_ctx);
+  rcoll_comm_close_nets(c);
   rcoll_bootstrap_close(c->bootstrap);
   rcoll_plan_free(&c->plan);
   free(c->peers);
-  free(c->handles);
+  free(c->infos);
   free(c->need);
   free(c->pending);
   free(c->scratch_reader);
@@ -93,25 +74,13 @@ static void comm_free(struct rcollComm *c) {
   free(c);
 }
 
-/* Ranks on this host, from the "host:pid" names the bootstrap gathered. */
-static int comm_local_ranks(const struct rcollComm *c) {
-  const char *me = rcoll_bootstrap_host(c->bootstrap, c->rank);
-  size_t len = strcspn(me, ":");
-  int n = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const char *h = rcoll_bootstrap_host(c->bootstrap, r);
-    n += strncmp(h, me, len) == 0 && (h[len] == ':' || h[len] == '\0');
-  }
-  return n;
-}
-
 /* Spinning only helps when every rank has a core: with more ranks than
  * cores a spinning rank keeps the one it waits for off the CPU (measured: 4
  * ranks on 2 cores, 8-byte all-reduce 210 us with a 50 us spin, 114 us
  * without). An explicit RCOLL_SPIN_US is always obeyed. */
 static void comm_spin_policy(struct rcollComm *c) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int local = comm_local_ranks(c);
+  int local = c->topo.local_nranks;
   c->spin_us = c->settings.spin_us;
   if (getenv("RCOLL_SPIN_US") == NULL && cpus > 0 && local > cpus)
     c->spin_us = 0;
@@ -137,18 +106,19 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
   }
   if (r == rcollSuccess)
     r = rcoll_bootstrap_init(&c->settings, id, rank, nranks, &c->bootstrap);
-  if (r == rcollSuccess) {
+  if (r == rcollSuccess)
+    r = rcoll_comm_open_nets(c, config ? config->netName : NULL, bid.secret);
+  if (r == rcollSuccess)
     comm_spin_policy(c);
-    r = comm_net_open(c, config ? config->netName : NULL, bid.secret);
-  }
   if (r != rcollSuccess) {
     comm_free(c);
     return r;
   }
   rcoll_plan_reset(&c->plan, c);
-  RCOLL_INFO(RCOLL_SUB_INIT, "comm %p rank %d of %d on %s: transport %s, chunk %zu B, %d slots",
-             (void *)c, rank, nranks, rcoll_bootstrap_host(c->bootstrap, rank), c->net->name,
-             c->chunk_bytes, c->nslots);
+  RCOLL_INFO(RCOLL_SUB_INIT, "comm %p rank %d of %d on %s (node %d of %d, local rank %d of %d): "
+             "transports %s, chunk %zu B, %d slots", (void *)c, rank, nranks,
+             rcoll_bootstrap_host(c->bootstrap, rank), c->topo.node, c->topo.nnodes,
+             c->topo.local_rank, c->topo.local_nranks, c->net_summary, c->chunk_bytes, c->nslots);
   *out = c;
   return rcollSuccess;
 }

@@ -12,13 +12,31 @@
 #include "net.h"
 #include "plan.h"
 #include "rcoll.h"
+#include "topo.h"
 
 #define RCOLL_COMM_MAGIC 0x6d6d6f636c6c6f63ull /* alive */
 #define RCOLL_COMM_DEAD 0x646165646c6c6f63ull  /* destroyed: catches use after destroy */
 #define RCOLL_MAX_SLOTS 16
+#define RCOLL_MAX_NETS 8 /* transports in lib/net.c's table */
+
+/* One transport opened by this communicator. */
+typedef struct rcoll_comm_net {
+  const rcoll_transport_ops_t *ops; /* NULL: not opened */
+  void *ctx;
+  void *listen_comm;
+} rcoll_comm_net_t;
+
+/* What every rank tells the others at creation. */
+typedef struct rcoll_rank_info {
+  char hostid[RCOLL_HOSTID_MAX];
+  uint32_t nets;  /* bit t: transport t of the table is open, handles[t] valid */
+  uint32_t pad;
+  char handles[RCOLL_MAX_NETS][RCOLL_NET_HANDLE_BYTES];
+} rcoll_rank_info_t;
 
 /* An accepted connection waiting for its hello (conn.c). */
 struct rcoll_pending_accept {
+  int net;
   void *recv_comm;
   void *request;
   struct {
@@ -29,6 +47,7 @@ struct rcoll_pending_accept {
 
 /* Both directions of the link to one peer. Connections are made on first use. */
 typedef struct rcoll_peer {
+  int net; /* index of the transport used with this peer (comm.c: comm_pick_nets) */
   void *send_comm;
   void *recv_comm;
   /* Messages planned and posted per direction; the engine posts in plan order. */
@@ -53,10 +72,10 @@ struct rcollComm {
   int64_t spin_us; /* engine spin before sleeping (comm.c: comm_spin_policy) */
 
   rcoll_bootstrap_t *bootstrap;
-  const rcoll_transport_ops_t *net;
-  void *net_ctx;
-  void *listen_comm;
-  char (*handles)[RCOLL_NET_HANDLE_BYTES]; /* every rank's listen handle */
+  rcoll_topo_t topo;
+  rcoll_comm_net_t nets[RCOLL_MAX_NETS]; /* indexed like lib/net.c's table */
+  char net_summary[64];                  /* e.g. "shm+socket", for log lines */
+  rcoll_rank_info_t *infos;              /* every rank's host id and listen handles */
   rcoll_peer_t *peers;
   /* Accepted connections whose hello (the sender's rank) has not arrived. */
   struct rcoll_pending_accept *pending;
@@ -87,6 +106,17 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
                                 const rcollConfig_t *config);
 /* Validates a handle passed by the user; errors name the calling function. */
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn);
+/* The transport used with a peer. */
+static inline const rcoll_transport_ops_t *rcoll_peer_net(const struct rcollComm *c, int peer) {
+  return c->nets[c->peers[peer].net].ops;
+}
+
+/* Opens the transports (RCOLL_NET, or every automatic one that works here),
+ * exchanges handles and host ids, builds the topology and picks one
+ * transport per peer (comm_net.c). */
+rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, uint64_t secret);
+void rcoll_comm_close_nets(struct rcollComm *c);
+
 /* Records a failure as the communicator's sticky async error. */
 void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r);
 /* "rank 3 (host:pid)" for error messages. */

@@ -33,6 +33,10 @@
     "Pipeline chunk in bytes: collectives move and reduce data in pieces of this size")          \
   X(INT, nslots, "NSLOTS", NULL, "4",                                                            \
     "Staging slots per receiving connection (chunks in flight per peer, 2..16)")                 \
+  X(STR, hostid, "HOSTID", "NCCL_HOSTID", "",                                                    \
+    "Host identity for grouping ranks into nodes; empty: host name plus network namespace")      \
+  X(INT, shm_disable, "SHM_DISABLE", "NCCL_SHM_DISABLE", "0",                                    \
+    "1: never use shared memory between ranks of one node")                                      \
   X(STR, algo, "ALGO", "NCCL_ALGO", "", "Force an algorithm (ring, chain); ^ excludes")          \
   X(INT, spin_us, "SPIN_US", NULL, "50",                                                         \
     "Microseconds a wait spins before it yields the core, then sleeps")

@@ -21,19 +21,20 @@ typedef struct conn_hello {
 
 enum { NEED_SEND = 1, NEED_RECV = 2 };
 
-static rcollResult_t send_hello(struct rcollComm *c, void *send_comm) {
+static rcollResult_t send_hello(struct rcollComm *c, const rcoll_transport_ops_t *net,
+                                void *send_comm) {
   static _Thread_local conn_hello_t hello; /* must outlive the send request */
   hello.magic = HELLO_MAGIC;
   hello.rank = c->rank;
   void *req = NULL;
   int64_t deadline = rcoll_now_ms() + c->timeout_ms;
   while (req == NULL) {
-    RCOLL_CHECK(c->net->isend(send_comm, &hello, sizeof hello, 0, NULL, &req));
+    RCOLL_CHECK(net->isend(send_comm, &hello, sizeof hello, 0, NULL, &req));
     if (req == NULL && rcoll_now_ms() > deadline)
       return rcoll_error_quiet(rcollTimeout, "could not post the connection hello");
   }
   for (int done = 0; !done;) {
-    RCOLL_CHECK(c->net->test(req, &done, NULL));
+    RCOLL_CHECK(net->test(req, &done, NULL));
     if (!done && rcoll_now_ms() > deadline)
       return rcoll_error_quiet(rcollTimeout, "connection hello was not delivered");
     if (!done)
@@ -45,64 +46,87 @@ static rcollResult_t send_hello(struct rcollComm *c, void *send_comm) {
 /* Staging for receive-reduce steps, made when a plan first reduces data from
  * this peer (point-to-point peers never need it) and touched now so that no
  * later call pays for page faults. */
-static rcollResult_t peer_staging(struct rcollComm *c, rcoll_peer_t *pe) {
+static rcollResult_t peer_staging(struct rcollComm *c, int peer) {
+  rcoll_peer_t *pe = &c->peers[peer];
   size_t bytes = (size_t)c->nslots * c->chunk_bytes;
   pe->staging = aligned_alloc(4096, bytes);
   if (pe->staging == NULL)
     return rcoll_error(rcollSystemError, "rank %d: cannot allocate %zu bytes of staging", c->rank,
                        bytes);
   memset(pe->staging, 0, bytes);
-  return c->net->reg_mr(pe->recv_comm, pe->staging, bytes, RCOLL_MEM_HOST, &pe->staging_mh);
+  return rcoll_peer_net(c, peer)->reg_mr(pe->recv_comm, pe->staging, bytes, RCOLL_MEM_HOST,
+                                         &pe->staging_mh);
 }
 
 static rcollResult_t try_connect(struct rcollComm *c, int peer) {
   rcoll_peer_t *pe = &c->peers[peer];
+  rcoll_comm_net_t *n = &c->nets[pe->net];
   void *sc = NULL;
-  RCOLL_CHECK(c->net->connect(c->net_ctx, 0, c->handles[peer], &sc));
+  RCOLL_CHECK(n->ops->connect(n->ctx, 0, c->infos[peer].handles[pe->net], &sc));
   if (sc == NULL)
     return rcollSuccess;
-  RCOLL_CHECK(send_hello(c, sc));
+  RCOLL_CHECK(send_hello(c, n->ops, sc));
   pe->send_comm = sc;
   RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d -> rank %d (%s): connected via %s", c->rank,
-             peer, rcoll_bootstrap_host(c->bootstrap, peer), c->net->name);
+             peer, rcoll_bootstrap_host(c->bootstrap, peer), n->ops->name);
+  return rcollSuccess;
+}
+
+/* Accepts whatever has arrived on every open transport. */
+static rcollResult_t accept_new(struct rcollComm *c) {
+  for (int t = 0; t < RCOLL_MAX_NETS; t++) {
+    rcoll_comm_net_t *n = &c->nets[t];
+    if (n->ops == NULL)
+      continue;
+    void *rc = NULL;
+    RCOLL_CHECK(n->ops->accept(n->listen_comm, &rc));
+    if (rc == NULL)
+      continue;
+    if (c->npending == c->maxpending)
+      return rcoll_error(rcollInternalError, "rank %d: too many unidentified connections", c->rank);
+    struct rcoll_pending_accept *pa = &c->pending[c->npending++];
+    memset(pa, 0, sizeof *pa);
+    pa->net = t;
+    pa->recv_comm = rc;
+  }
+  return rcollSuccess;
+}
+
+/* Files an accepted connection under the rank its hello names, or drops it. */
+static rcollResult_t accept_file(struct rcollComm *c, struct rcoll_pending_accept *pa) {
+  const rcoll_transport_ops_t *ops = c->nets[pa->net].ops;
+  int64_t r = pa->hello.rank;
+  if (pa->hello.magic != HELLO_MAGIC || r < 0 || r >= c->nranks || c->peers[r].recv_comm ||
+      c->peers[r].net != pa->net) {
+    RCOLL_WARN("rank %d: dropping a %s connection with a bad hello (rank %lld)", c->rank, ops->name,
+               (long long)r);
+    return ops->close_recv(pa->recv_comm);
+  }
+  c->peers[r].recv_comm = pa->recv_comm;
+  RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d <- rank %d (%s): accepted via %s", c->rank,
+             (int)r, rcoll_bootstrap_host(c->bootstrap, (int)r), ops->name);
   return rcollSuccess;
 }
 
 /* Accepts whatever has arrived and files connections whose hello came. */
 static rcollResult_t try_accept(struct rcollComm *c) {
-  void *rc = NULL;
-  RCOLL_CHECK(c->net->accept(c->listen_comm, &rc));
-  if (rc != NULL) {
-    if (c->npending == c->maxpending)
-      return rcoll_error(rcollInternalError, "rank %d: too many unidentified connections", c->rank);
-    struct rcoll_pending_accept *pa = &c->pending[c->npending++];
-    memset(pa, 0, sizeof *pa);
-    pa->recv_comm = rc;
-  }
+  RCOLL_CHECK(accept_new(c));
   for (int i = 0; i < c->npending; i++) {
     struct rcoll_pending_accept *pa = &c->pending[i];
+    const rcoll_transport_ops_t *ops = c->nets[pa->net].ops;
     if (pa->request == NULL) {
       void *buf = &pa->hello;
       size_t size = sizeof pa->hello;
       int tag = 0;
-      RCOLL_CHECK(c->net->irecv(pa->recv_comm, 1, &buf, &size, &tag, NULL, &pa->request));
+      RCOLL_CHECK(ops->irecv(pa->recv_comm, 1, &buf, &size, &tag, NULL, &pa->request));
       if (pa->request == NULL)
         continue;
     }
     int done = 0;
-    RCOLL_CHECK(c->net->test(pa->request, &done, NULL));
+    RCOLL_CHECK(ops->test(pa->request, &done, NULL));
     if (!done)
       continue;
-    int64_t r = pa->hello.rank;
-    if (pa->hello.magic != HELLO_MAGIC || r < 0 || r >= c->nranks || c->peers[r].recv_comm) {
-      RCOLL_WARN("rank %d: dropping a connection with a bad hello (rank %lld)", c->rank,
-                 (long long)r);
-      c->net->close_recv(pa->recv_comm);
-    } else {
-      c->peers[r].recv_comm = pa->recv_comm;
-      RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d <- rank %d (%s): accepted via %s",
-                 c->rank, (int)r, rcoll_bootstrap_host(c->bootstrap, (int)r), c->net->name);
-    }
+    RCOLL_CHECK(accept_file(c, pa));
     c->pending[i--] = c->pending[--c->npending];
   }
   return rcollSuccess;
@@ -146,7 +170,7 @@ static rcollResult_t conn_staging(struct rcollComm *c, const rcoll_plan_t *p) {
   for (int i = 0; i < p->nsteps; i++) {
     const rcoll_step_t *st = &p->steps[i];
     if (st->kind == RCOLL_STEP_RECV_REDUCE && c->peers[st->peer].staging == NULL)
-      RCOLL_CHECK(peer_staging(c, &c->peers[st->peer]));
+      RCOLL_CHECK(peer_staging(c, st->peer));
   }
   return rcollSuccess;
 }
@@ -205,23 +229,21 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
 }
 
 void rcoll_conn_close_all(struct rcollComm *c) {
-  if (c->net == NULL)
-    return;
   for (int i = 0; i < c->npending; i++)
-    c->net->close_recv(c->pending[i].recv_comm);
+    c->nets[c->pending[i].net].ops->close_recv(c->pending[i].recv_comm);
   c->npending = 0;
   for (int peer = 0; c->peers != NULL && peer < c->nranks; peer++) {
     rcoll_peer_t *pe = &c->peers[peer];
-    if (pe->staging_mh != NULL)
-      c->net->dereg_mr(pe->recv_comm, pe->staging_mh);
-    if (pe->send_comm != NULL)
-      c->net->close_send(pe->send_comm);
-    if (pe->recv_comm != NULL)
-      c->net->close_recv(pe->recv_comm);
+    const rcoll_transport_ops_t *ops = c->nets[pe->net].ops;
+    if (ops != NULL && pe->staging_mh != NULL)
+      ops->dereg_mr(pe->recv_comm, pe->staging_mh);
+    if (ops != NULL && pe->send_comm != NULL)
+      ops->close_send(pe->send_comm);
+    if (ops != NULL && pe->recv_comm != NULL)
+      ops->close_recv(pe->recv_comm);
     free(pe->staging);
+    int net = pe->net;
     memset(pe, 0, sizeof *pe);
+    pe->net = net;
   }
-  if (c->listen_comm != NULL)
-    c->net->close_listen(c->listen_comm);
-  c->listen_comm = NULL;
 }

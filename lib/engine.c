@@ -63,7 +63,7 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   if (st->kind == RCOLL_STEP_SEND) {
     if (st->seq != pe->send_posted)
       return 0;
-    r = c->net->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
+    r = c->nets[pe->net].ops->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
     if (r != rcollSuccess) {
       *err = peer_error(c, st->peer, r, "send to");
       return 0;
@@ -85,7 +85,7 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
       st->slot = (int)slot;
     }
     int tag = 0;
-    r = c->net->irecv(pe->recv_comm, 1, &buf, &st->bytes, &tag, &mh, &req);
+    r = c->nets[pe->net].ops->irecv(pe->recv_comm, 1, &buf, &st->bytes, &tag, &mh, &req);
     if (r != rcollSuccess) {
       *err = peer_error(c, st->peer, r, "receive from");
       return 0;
@@ -108,7 +108,7 @@ static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   int done = 0;
   size_t got = 0;
-  rcollResult_t r = c->net->test(st->request, &done, &got);
+  rcollResult_t r = rcoll_peer_net(c, st->peer)->test(st->request, &done, &got);
   if (r != rcollSuccess) {
     *err = peer_error(c, st->peer, r, st->kind == RCOLL_STEP_SEND ? "send to" : "receive from");
     return 0;
@@ -176,19 +176,28 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
   return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);
 }
 
-/* Collects the distinct connections that posted steps wait on. */
-static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int max) {
+/* Collects the distinct connections that posted steps wait on, for the
+ * transport of the first one; *mixed is set when others use another. */
+static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int max,
+                           const rcoll_transport_ops_t **net, int *mixed) {
   int n = 0;
+  *net = NULL;
+  *mixed = 0;
   for (int i = 0; i < nplans; i++) {
     rcoll_plan_t *p = plans[i];
-    if (p->comm->net != plans[0]->comm->net)
-      continue; /* one transport's wait per sleep; others are covered by the timeout cap */
     int seen = 0;
     for (int k = p->head; k < p->nsteps && seen < ENGINE_WINDOW && n < max; k++) {
       rcoll_step_t *st = &p->steps[k];
       if (st->state != RCOLL_STEP_POSTED)
         continue;
       seen++;
+      const rcoll_transport_ops_t *ops = rcoll_peer_net(p->comm, st->peer);
+      if (*net == NULL)
+        *net = ops;
+      if (ops != *net) {
+        *mixed = 1;
+        continue;
+      }
       rcoll_peer_t *pe = &p->comm->peers[st->peer];
       void *c = st->kind == RCOLL_STEP_SEND ? pe->send_comm : pe->recv_comm;
       int dup = 0;
@@ -204,18 +213,20 @@ static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int m
 /* Waits without burning a core: spin for spin_us (a reply usually comes
  * within microseconds when the peer runs), then sleep in the transport until
  * a connection may progress. The sleep is capped so that abort and the
- * timeout are noticed promptly. */
+ * timeout are noticed promptly, and kept short when connections of another
+ * transport are waited on too (one transport cannot watch the other's). */
 static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64_t spin_us) {
   if (idle_us < spin_us)
     return;
   void *comms[64];
-  int n = engine_wait_set(plans, nplans, comms, 64);
-  int64_t cap = nplans > 1 && plans[nplans - 1]->comm->net != plans[0]->comm->net ? 200 : 10000;
+  const rcoll_transport_ops_t *net;
+  int mixed;
+  int n = engine_wait_set(plans, nplans, comms, 64, &net, &mixed);
   if (n == 0) {
     sched_yield();
     return;
   }
-  plans[0]->comm->net->wait(comms, n, cap);
+  net->wait(comms, n, mixed ? 200 : 10000);
 }
 
 static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t r) {

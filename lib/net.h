@@ -102,8 +102,12 @@ typedef struct rcoll_transport_ops {
   rcollResult_t (*close_listen)(void *listen_comm);
 } rcoll_transport_ops_t;
 
-/* The static table of transports (lib/net.c), best first. */
+/* The static table of transports (lib/net.c). */
 const rcoll_transport_ops_t *rcoll_net_find(const char *name);
+int rcoll_net_index(const char *name); /* -1 when unknown */
+/* Preference when RCOLL_NET is not set: lower is preferred; -1 means the
+ * transport is used only when asked for by name. */
+int rcoll_net_auto_priority(const rcoll_transport_ops_t *ops);
 int rcoll_net_count(void);
 const rcoll_transport_ops_t *rcoll_net_at(int i);
 

@@ -1,0 +1,129 @@
+/* Choosing transports for a communicator. With RCOLL_NET set, that transport
+ * carries everything. Otherwise every automatic transport that can start here
+ * is opened (shared memory, RDMA, TCP), every rank learns which ones each
+ * other rank has, and each pair of ranks uses the most preferred transport
+ * both have that can reach across them: shared memory only within a node.
+ * Both ends of a pair compute the same answer from the same exchanged data. */
+#include <stdio.h>
+#include <string.h>
+
+#include "comm.h"
+#include "log.h"
+
+static rcollResult_t net_open_one(struct rcollComm *c, int t, uint64_t secret) {
+  const rcoll_transport_ops_t *ops = rcoll_net_at(t);
+  rcoll_comm_net_t *n = &c->nets[t];
+  rcoll_net_config_t cfg = {.settings = &c->settings, .secret = secret, .rank = c->rank};
+  RCOLL_CHECK(ops->init(&cfg, &n->ctx));
+  rcollResult_t r = ops->listen(n->ctx, 0, c->infos[c->rank].handles[t], &n->listen_comm);
+  if (r != rcollSuccess) {
+    ops->finalize(n->ctx);
+    n->ctx = NULL;
+    return r;
+  }
+  n->ops = ops;
+  c->infos[c->rank].nets |= 1u << t;
+  return rcollSuccess;
+}
+
+static rcollResult_t net_open_named(struct rcollComm *c, const char *want, uint64_t secret) {
+  int t = rcoll_net_index(want);
+  if (t < 0) {
+    char avail[256] = "";
+    for (int i = 0; i < rcoll_net_count(); i++)
+      snprintf(avail + strlen(avail), sizeof avail - strlen(avail), "%s%s", i ? ", " : "",
+               rcoll_net_at(i)->name);
+    return rcoll_error(rcollInvalidArgument, "RCOLL_NET=%s: no such transport (available: %s)",
+                       want, avail);
+  }
+  rcollResult_t r = net_open_one(c, t, secret);
+  if (r != rcollSuccess)
+    return rcoll_error(r, "RCOLL_NET=%s cannot be used here: %s", want, rcoll_error_text());
+  return rcollSuccess;
+}
+
+static void net_open_auto(struct rcollComm *c, uint64_t secret) {
+  for (int t = 0; t < rcoll_net_count(); t++) {
+    const rcoll_transport_ops_t *ops = rcoll_net_at(t);
+    if (rcoll_net_auto_priority(ops) < 0)
+      continue;
+    if ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && c->settings.shm_disable)
+      continue;
+    if (net_open_one(c, t, secret) != rcollSuccess)
+      RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_NET, "rank %d: transport %s not used: %s", c->rank,
+                 ops->name, rcoll_error_text());
+  }
+}
+
+/* The transport for one peer, or -1 when the pair has none in common. */
+static int net_for_peer(const struct rcollComm *c, int peer) {
+  uint32_t common = c->infos[c->rank].nets & c->infos[peer].nets;
+  int same_node = c->topo.node_of[peer] == c->topo.node;
+  int best = -1, best_prio = 1 << 30;
+  for (int t = 0; t < rcoll_net_count(); t++) {
+    if (!(common & (1u << t)))
+      continue;
+    const rcoll_transport_ops_t *ops = rcoll_net_at(t);
+    if ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && !same_node)
+      continue;
+    int prio = rcoll_net_auto_priority(ops);
+    if (prio < 0)
+      prio = 0; /* asked for by name: the only one open */
+    if (prio < best_prio) {
+      best = t;
+      best_prio = prio;
+    }
+  }
+  return best;
+}
+
+static rcollResult_t net_pick(struct rcollComm *c) {
+  uint32_t used = 0;
+  for (int p = 0; p < c->nranks; p++) {
+    int t = net_for_peer(c, p);
+    if (t < 0) {
+      char name[128];
+      rcoll_comm_peer_name(c, p, name, sizeof name);
+      return rcoll_error(rcollInvalidUsage, "rank %d: no transport reaches %s (ours: 0x%x, theirs: "
+                         "0x%x; a local-only RCOLL_NET across nodes?)", c->rank, name,
+                         c->infos[c->rank].nets, c->infos[p].nets);
+    }
+    c->peers[p].net = t;
+    used |= 1u << t;
+  }
+  for (int t = 0; t < rcoll_net_count(); t++)
+    if (used & (1u << t))
+      snprintf(c->net_summary + strlen(c->net_summary), sizeof c->net_summary - strlen(c->net_summary),
+               "%s%s", c->net_summary[0] ? "+" : "", rcoll_net_at(t)->name);
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, uint64_t secret) {
+  if (rcoll_net_count() > RCOLL_MAX_NETS)
+    return rcoll_error(rcollInternalError, "more transports than RCOLL_MAX_NETS");
+  const char *want = (net_name && *net_name) ? net_name : c->settings.net;
+  rcoll_rank_info_t *me = &c->infos[c->rank];
+  rcoll_topo_hostid(&c->settings, me->hostid);
+  if (want[0] != '\0')
+    RCOLL_CHECK(net_open_named(c, want, secret));
+  else
+    net_open_auto(c, secret);
+  if (me->nets == 0)
+    return rcoll_error(rcollSystemError, "rank %d: no transport could start: %s", c->rank,
+                       rcoll_error_text());
+  RCOLL_CHECK(rcoll_bootstrap_allgather(c->bootstrap, c->infos, sizeof *c->infos));
+  RCOLL_CHECK(rcoll_topo_build(&c->topo, c->infos[0].hostid, sizeof *c->infos, c->nranks, c->rank));
+  return net_pick(c);
+}
+
+void rcoll_comm_close_nets(struct rcollComm *c) {
+  for (int t = 0; t < RCOLL_MAX_NETS; t++) {
+    rcoll_comm_net_t *n = &c->nets[t];
+    if (n->ops != NULL && n->listen_comm != NULL)
+      n->ops->close_listen(n->listen_comm);
+    if (n->ops != NULL && n->ctx != NULL)
+      n->ops->finalize(n->ctx);
+    memset(n, 0, sizeof *n);
+  }
+  rcoll_topo_free(&c->topo);
+}
