@@ -10,6 +10,8 @@
 #   5. rcollCommInitAll with one thread driving every rank in a group
 #   6. connection storms: fresh 8-rank communicators whose first call is an
 #      all-to-all, so all 56 connections are made at the same moment
+#   7. when `make check` has built the sanitized library (build-asan/), a
+#      shorter sweep linked with it under ASan and UBSan
 #
 # RCOLL_TIMEOUT bounds every wait inside the library, and `timeout` bounds
 # each run, so a hang fails the check instead of stalling `make check`.
@@ -38,6 +40,8 @@ run() { # label, time limit in seconds, then the command
   echo "$out" | grep -E '^(FAIL|conformance:)' | head -n 40
   if [[ $rc -ne 0 ]]; then
     [[ $rc -eq 124 || $rc -eq 137 ]] && echo "   (timed out after ${limit}s)"
+    # A crash or sanitizer report says more than the verdict lines.
+    grep -q '^conformance:' <<<"$out" || echo "$out" | grep -v 'rcoll WARN' | tail -n 40
     echo "   $label: FAILED (exit status $rc)"
     failed=1
   fi
@@ -56,5 +60,21 @@ run "connection storm, 8 ranks as threads, 60 fresh communicators" 180 \
   env RCOLL_TIMEOUT=10 "$PROG" -t 8 -s storm -r 60
 run "connection storm, 8 ranks as processes, 20 fresh communicators" 180 \
   env RCOLL_TIMEOUT=10 "$PROG" -p 8 -s storm -r 20
+
+ASAN_LIB=build-asan/lib/librcoll.a
+ASAN_PROG=$BIN_DIR/conformance-asan
+if [[ -f $ASAN_LIB ]]; then
+  if [[ ! -x $ASAN_PROG || tests/conformance.c -nt $ASAN_PROG || $ASAN_LIB -nt $ASAN_PROG ]]; then
+    ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -pthread -Iinclude -Ilib \
+      -fsanitize=address,undefined -fno-omit-frame-pointer \
+      tests/conformance.c "$ASAN_LIB" -pthread -lm -o "$ASAN_PROG" || exit 1
+  fi
+  export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  run "ASan+UBSan, threads, ranks 1,2,3,4,5" 240 "$ASAN_PROG" -t 1,2,3,4,5 -c 0,1,7,100003
+  run "ASan+UBSan, small chunks, processes" 120 \
+    env RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$ASAN_PROG" -p 3,4 -s sweep -c 0,1,7,20001
+else
+  echo "-- conformance: $ASAN_LIB not built; skipping the sanitizer sweep"
+fi
 
 exit $failed
