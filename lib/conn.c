@@ -82,10 +82,15 @@ static rcollResult_t accept_new(struct rcollComm *c) {
     RCOLL_CHECK(n->ops->accept(n->listen_comm, &rc));
     if (rc == NULL)
       continue;
-    if (c->npending == c->maxpending)
+    /* Entries never move: a posted hello receive points into its entry. */
+    struct rcoll_pending_accept *pa = NULL;
+    for (int i = 0; i < c->maxpending && pa == NULL; i++)
+      if (c->pending[i].recv_comm == NULL)
+        pa = &c->pending[i];
+    if (pa == NULL)
       return rcoll_error(rcollInternalError, "rank %d: too many unidentified connections", c->rank);
-    struct rcoll_pending_accept *pa = &c->pending[c->npending++];
     memset(pa, 0, sizeof *pa);
+    c->npending++;
     pa->net = t;
     pa->recv_comm = rc;
   }
@@ -111,8 +116,10 @@ static rcollResult_t accept_file(struct rcollComm *c, struct rcoll_pending_accep
 /* Accepts whatever has arrived and files connections whose hello came. */
 static rcollResult_t try_accept(struct rcollComm *c) {
   RCOLL_CHECK(accept_new(c));
-  for (int i = 0; i < c->npending; i++) {
+  for (int i = 0; i < c->maxpending && c->npending > 0; i++) {
     struct rcoll_pending_accept *pa = &c->pending[i];
+    if (pa->recv_comm == NULL)
+      continue;
     const rcoll_transport_ops_t *ops = c->nets[pa->net].ops;
     if (pa->request == NULL) {
       void *buf = &pa->hello;
@@ -126,8 +133,10 @@ static rcollResult_t try_accept(struct rcollComm *c) {
     RCOLL_CHECK(ops->test(pa->request, &done, NULL));
     if (!done)
       continue;
-    RCOLL_CHECK(accept_file(c, pa));
-    c->pending[i--] = c->pending[--c->npending];
+    rcollResult_t r = accept_file(c, pa);
+    memset(pa, 0, sizeof *pa);
+    c->npending--;
+    RCOLL_CHECK(r);
   }
   return rcollSuccess;
 }
@@ -229,8 +238,9 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
 }
 
 void rcoll_conn_close_all(struct rcollComm *c) {
-  for (int i = 0; i < c->npending; i++)
-    c->nets[c->pending[i].net].ops->close_recv(c->pending[i].recv_comm);
+  for (int i = 0; c->pending != NULL && i < c->maxpending; i++)
+    if (c->pending[i].recv_comm != NULL)
+      c->nets[c->pending[i].net].ops->close_recv(c->pending[i].recv_comm);
   c->npending = 0;
   for (int peer = 0; c->peers != NULL && peer < c->nranks; peer++) {
     rcoll_peer_t *pe = &c->peers[peer];
