@@ -414,6 +414,31 @@ static void run_init_all(int n) {
   results_collect();
 }
 
+/* ------------------------------------------------------------------ launched */
+
+/* One rank of a job started by a launcher (mpiexec, srun, the namespace
+ * harness): rank, size and rendezvous come from the environment
+ * (rcollCommInitFromEnv). Each process reports its own cases. */
+static void run_external(void) {
+  results_reset();
+  rcollComm_t comm = NULL;
+  rcollResult_t r = rcollCommInitFromEnv(&comm, NULL);
+  int n = 0, rank = -1;
+  if (r == rcollSuccess)
+    r = rcollCommCount(comm, &n);
+  if (r == rcollSuccess)
+    r = rcollCommUserRank(comm, &rank);
+  if (r != rcollSuccess) {
+    char what[256];
+    snprintf(what, sizeof what, "rcollCommInitFromEnv returned %s: %s", rcollGetErrorString(r),
+             rcollGetLastError(NULL));
+    extra_failure("launched", n, rank, what);
+  } else {
+    rank_sweep(comm, rank, n, "launched");
+  }
+  results_collect();
+}
+
 /* ------------------------------------------------------------------ main */
 
 static int parse_list(const char *text, size_t *out, int max) {
@@ -442,8 +467,10 @@ static int parse_passes(const char *text) {
 }
 
 static int usage(const char *argv0) {
-  fprintf(stderr, "usage: %s (-t RANKS | -p RANKS [-e]) [-c COUNTS] [-s sweep,types,initall,storm]"
+  fprintf(stderr, "usage: %s (-t RANKS | -p RANKS [-e] | -x) [-c COUNTS] [-s sweep,types,initall,storm]"
                   " [-r REPEAT]\n"
+                  "  -x: this process is one rank of a launched job (rank and rendezvous from the\n"
+                  "      environment, see rcollCommInitFromEnv)\n"
                   "  RANKS, COUNTS: comma lists, e.g. -t 1,2,3,4,5,8 -c 0,1,7,1048577\n",
           argv0);
   return 2;
@@ -451,21 +478,22 @@ static int usage(const char *argv0) {
 
 int main(int argc, char **argv) {
   size_t ranks[MAX_COUNTS];
-  int nranks_list = 0, processes = 0, use_env = 0, c;
-  while ((c = getopt(argc, argv, "t:p:ec:s:r:")) != -1) {
+  int nranks_list = 0, processes = 0, use_env = 0, external = 0, c;
+  while ((c = getopt(argc, argv, "t:p:ec:s:r:x")) != -1) {
     switch (c) {
     case 't': case 'p':
       processes = c == 'p';
       nranks_list = parse_list(optarg, ranks, MAX_COUNTS);
       break;
     case 'e': use_env = 1; break;
+    case 'x': external = 1; break;
     case 'c': opt.ncounts = parse_list(optarg, opt.counts, MAX_COUNTS); break;
     case 's': opt.passes = parse_passes(optarg); break;
     case 'r': opt.repeat = atoi(optarg); break;
     default: return usage(argv[0]);
     }
   }
-  if (nranks_list <= 0 || opt.ncounts < 0 || opt.passes == 0 || opt.repeat < 1)
+  if ((nranks_list <= 0 && !external) || opt.ncounts < 0 || opt.passes == 0 || opt.repeat < 1)
     return usage(argv[0]);
   for (int i = 0; i < nranks_list; i++)
     if (ranks[i] < 1 || ranks[i] > MAX_RANKS)
@@ -474,6 +502,8 @@ int main(int argc, char **argv) {
   if (results == MAP_FAILED)
     return perror("mmap"), 1;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  if (external)
+    run_external();
   for (int i = 0; i < nranks_list; i++) {
     int n = (int)ranks[i];
     for (int k = 0; k < opt.repeat && (opt.passes & (PASS_SWEEP | PASS_TYPES | PASS_STORM)); k++) {
