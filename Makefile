@@ -186,6 +186,42 @@ $(TESTBIN)/%: $(BUILD)/tests/%.o $(LIB_A)
 
 tests: $(TEST_BINS) $(TEST_PROGS)
 
+# ------------------------------------------------------------------ NCCL net plugin
+# lib/libnccl-net-rcoll.so (NCCL_NET_PLUGIN=rcoll): the ncclNet adapter in
+# plugin/ over the library's own transport objects, which the linker takes
+# from librcoll.a as the adapter needs them (one copy of the transport code).
+# --exclude-libs keeps every symbol of those objects, librcoll's public ones
+# included, out of the plugin's exports: only ncclNetPlugin_v8..v11 remain.
+# -z nodelete keeps its code mapped when NCCL unloads it, should a transport
+# helper thread still be finishing. The plugin's test and benchmark dlopen it
+# from $(LIBOUT), so they wait for it (in build-asan/ too: a sanitized test
+# loads a sanitized plugin).
+PLUGIN_SRCS := $(wildcard plugin/*.c)
+PLUGIN_OBJS := $(PLUGIN_SRCS:%.c=$(BUILD)/%.o)
+PLUGIN_SO := $(if $(PLUGIN_SRCS),$(LIBOUT)/libnccl-net-rcoll.so)
+
+all: $(PLUGIN_SO)
+
+$(PLUGIN_SO): $(PLUGIN_OBJS) $(LIB_A)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)$(CC) -shared -Wl,-soname,libnccl-net-rcoll.so -Wl,--no-undefined -Wl,-z,nodelete \
+	  -Wl,--exclude-libs,ALL -o $@ $(PLUGIN_OBJS) $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+
+$(TESTBIN)/test_nccl_plugin $(TESTBIN)/bench_nccl_plugin: | $(PLUGIN_SO)
+
+install: install-plugin
+install-plugin: $(PLUGIN_SO)
+	$(if $(PLUGIN_SO),install -d $(DESTDIR)$(LIBDIR) && install -m 755 $(PLUGIN_SO) $(DESTDIR)$(LIBDIR)/)
+uninstall: uninstall-plugin
+uninstall-plugin:
+	rm -f $(DESTDIR)$(LIBDIR)/libnccl-net-rcoll.so
+clean: clean-plugin
+clean-plugin:
+	rm -f lib/libnccl-net-rcoll.so
+
+-include $(PLUGIN_OBJS:.o=.d)
+.PHONY: install-plugin uninstall-plugin clean-plugin
+
 # ------------------------------------------------------------------ configure
 # config.mk is rebuilt when configure's inputs change; an existing
 # config.status keeps the options of the last ./configure run.
