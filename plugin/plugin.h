@@ -35,6 +35,10 @@ typedef struct rcoll_plugin_props {
   char *name;
   char *pci_path;
   int ptr_support; /* NCCL_ABI_PTR_* bits */
+  /* Always 0: a transport's registration belongs to one transport context
+   * (UCX maps memory per UCP context), and a plugin context holds two, one
+   * for its receive comms and one for its send comms (see "Secrets"). So
+   * no registration is valid on every comm, and NCCL registers per comm. */
   int reg_is_global;
   int speed_mbps;
   float latency_us;

@@ -273,7 +273,7 @@ rcollResult_t rcoll_plugin_properties(int dev, rcoll_plugin_props_t *out) {
       .name = p->name,
       .pci_path = p->pci_path[0] ? p->pci_path : NULL,
       .ptr_support = plugin_ptr_support(p->ptr_support),
-      .reg_is_global = p->reg_is_global,
+      .reg_is_global = 0, /* see rcoll_plugin_props_t */
       .speed_mbps = p->speed_mbps,
       .latency_us = p->latency_us,
       .max_recvs = p->max_recvs < 1 ? 1 : p->max_recvs,
