@@ -10,8 +10,8 @@
 #     one-rank communicator with NCCL_DEBUG=INFO. With a GPU, NCCL must report
 #     that it loaded the rcoll plugin; without one NCCL stops at its CUDA
 #     check before any plugin is loaded, and the script says so.
-# Exit 77 (skip) when libnccl.so.2 or python3 (the host program's language)
-# is missing, after the checks that need neither.
+# Exit 77 (skip) when there is no libnccl.so.2, after the checks that need
+# none.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
@@ -56,38 +56,60 @@ if [[ $ours -eq 0 ]] || ! grep -a -q 'libnccl-net' "$NCCL"; then
   exit 1
 fi
 
-PY=$(command -v python3 || true)
-if [[ -z $PY ]]; then
-  echo "SKIP: python3 is missing; the host-program check did not run"
-  exit 77
-fi
-
 echo "-- a host program: NCCL, then the plugin by name, then a 1-rank communicator"
+# The host program is compiled here, from this script: it needs nothing from
+# NCCL but the library (no nccl.h), declaring the four entry points it calls.
+TMP=$(mktemp -d) || exit 1
+trap 'rm -rf "$TMP"' EXIT
+cat >"$TMP/host.c" <<'EOF'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int (*version_fn)(int *);
+typedef int (*unique_id_fn)(char *);
+typedef int (*comm_init_fn)(void **, int, char[128], int);
+typedef int (*comm_destroy_fn)(void *);
+
+int main(int argc, char **argv) {
+  void *nccl = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_LOCAL) : NULL;
+  if (nccl == NULL) { printf("host: dlopen NCCL: %s\n", dlerror()); return 1; }
+  version_fn get_version = (version_fn)dlsym(nccl, "ncclGetVersion");
+  unique_id_fn get_id = (unique_id_fn)dlsym(nccl, "ncclGetUniqueId");
+  comm_init_fn comm_init = (comm_init_fn)dlsym(nccl, "ncclCommInitRank");
+  comm_destroy_fn comm_destroy = (comm_destroy_fn)dlsym(nccl, "ncclCommDestroy");
+  int version = 0;
+  if (!get_version || !get_id || !comm_init || !comm_destroy || get_version(&version) != 0) return 1;
+  printf("host: NCCL version code %d\n", version);
+  /* NCCL opens "libnccl-net-<NCCL_NET_PLUGIN>.so" through the loader path. */
+  char name[300];
+  snprintf(name, sizeof name, "libnccl-net-%s.so", getenv("NCCL_NET_PLUGIN"));
+  void *plugin = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+  if (plugin == NULL) { printf("host: dlopen %s: %s\n", name, dlerror()); return 1; }
+  for (int v = 11; v >= 8; v--) {
+    char sym[32];
+    snprintf(sym, sizeof sym, "ncclNetPlugin_v%d", v);
+    const char **table = dlsym(plugin, sym); /* the first slot is the name */
+    if (table == NULL || strcmp(table[0], "rcoll") != 0) { printf("host: %s missing or misnamed\n", sym); return 1; }
+    printf("host: %s exports %s named %s\n", name, sym, table[0]);
+  }
+  char id[128];
+  void *comm = NULL;
+  if (get_id(id) != 0) return 1;
+  int r = comm_init(&comm, 1, id, 0);
+  printf("host: ncclCommInitRank(1 rank) returned %d\n", r);
+  if (r == 0) comm_destroy(comm);
+  return 0;
+}
+EOF
+if ! ${CC:-cc} -std=c11 -D_GNU_SOURCE -O1 -Wall -Werror -o "$TMP/host" "$TMP/host.c" -ldl; then
+  echo "   FAILED: the host program did not compile"
+  exit 1
+fi
 out=$(LD_LIBRARY_PATH="$PLUGIN_DIR:$(dirname "$NCCL")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
       NCCL_NET_PLUGIN=rcoll NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV RCOLL_NET=socket \
-      timeout -k 5 120 "$PY" - "$NCCL" 2>&1 <<'EOF'
-import ctypes, os, sys
-nccl = ctypes.CDLL(sys.argv[1], mode=os.RTLD_LOCAL)
-v = ctypes.c_int(0)
-assert nccl.ncclGetVersion(ctypes.byref(v)) == 0
-print("host: NCCL version code", v.value)
-# NCCL opens "libnccl-net-<NCCL_NET_PLUGIN>.so" through the loader path.
-name = "libnccl-net-%s.so" % os.environ["NCCL_NET_PLUGIN"]
-plugin = ctypes.CDLL(name, mode=os.RTLD_LOCAL)
-for ver in (11, 10, 9, 8):
-    table = ctypes.c_void_p.in_dll(plugin, "ncclNetPlugin_v%d" % ver)
-    name_ptr = ctypes.cast(ctypes.addressof(table), ctypes.POINTER(ctypes.c_char_p))[0]
-    print("host: %s exports ncclNetPlugin_v%d named %s" % (name, ver, name_ptr.decode()))
-    assert name_ptr == b"rcoll"
-uid = ctypes.create_string_buffer(128)
-assert nccl.ncclGetUniqueId(uid) == 0
-comm = ctypes.c_void_p()
-r = nccl.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0)
-print("host: ncclCommInitRank(1 rank) returned", r)
-if r == 0:
-    nccl.ncclCommDestroy(comm)
-EOF
-)
+      timeout -k 5 120 "$TMP/host" "$NCCL" 2>&1)
 rc=$?
 echo "$out" | sed 's/^/   /'
 if [[ $rc -ne 0 ]] || ! grep -q "exports ncclNetPlugin_v8 named rcoll" <<<"$out"; then
