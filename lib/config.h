@@ -37,6 +37,18 @@
     "Host identity for grouping ranks into nodes; empty: host name plus network namespace")      \
   X(INT, shm_disable, "SHM_DISABLE", "NCCL_SHM_DISABLE", "0",                                    \
     "1: never use shared memory between ranks of one node")                                      \
+  X(INT, shm_slots, "SHM_SLOTS", NULL, "16",                                                     \
+    "Slots in each shared-memory ring (one ring per connection; 2..4096)")                       \
+  X(INT, shm_slot_size, "SHM_SLOT_SIZE", NULL, "65536",                                          \
+    "Bytes per shared-memory ring slot, a 32-byte header included (256..64M, multiple of 64)")   \
+  X(INT, shm_cma_threshold, "SHM_CMA_THRESHOLD", NULL, "0",                                      \
+    "Between processes, messages of this many bytes or more are read straight from the "         \
+    "sender's memory (process_vm_readv) instead of through the ring; 0 disables")                \
+  X(INT, shm_memcpy_threshold, "SHM_MEMCPY_THRESHOLD", NULL, "65536",                            \
+    "Between threads of one process, messages of this many bytes or more are copied straight "   \
+    "from the sender's buffer instead of through the ring; 0 disables")                          \
+  X(STR, shm_dir, "SHM_DIR", NULL, "/dev/shm",                                                   \
+    "Directory (a tmpfs) where shared-memory rings are created; each is unlinked once mapped")   \
   X(STR, algo, "ALGO", "NCCL_ALGO", "", "Force an algorithm (ring, chain); ^ excludes")          \
   X(INT, spin_us, "SPIN_US", NULL, "50",                                                         \
     "Microseconds a wait spins before it yields the core, then sleeps")

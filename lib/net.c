@@ -6,9 +6,11 @@
 #include <strings.h>
 
 #include "../transports/socket/socket.h"
+#include "../transports/shm/shm.h"
 
 static const rcoll_transport_ops_t *const transports[] = {
     &socket_ops,
+    &shm_ops,
 };
 
 int rcoll_net_count(void) { return (int)(sizeof transports / sizeof transports[0]); }

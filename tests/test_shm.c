@@ -1,0 +1,791 @@
+/* The shared-memory transport, driven through its ops table as the engine
+ * drives it: a sender and a receiver as two threads of one process (the
+ * single-copy path is then a memcpy) and as two processes (fork; the
+ * single-copy path is process_vm_readv). Payloads carry a pattern that
+ * depends on the message number and offset, so a lost, reordered or
+ * truncated piece shows. Every test uses its own segment directory under
+ * /dev/shm, so that leftovers can be counted. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../transports/shm/shm.h"
+#include "../transports/shm/shm_priv.h"
+#include "comm.h"
+#include "error.h"
+#include "rcoll.h"
+#include "sockutil.h"
+
+#define SECRET 0x5eC2e7ull
+#define SLOT 4096
+#define MIB (1024 * 1024)
+
+static const rcoll_transport_ops_t *ops = &shm_ops;
+static char test_dir[128];
+
+/* A fresh segment directory per test (Criterion runs each in a process). */
+static void shm_setup(void) {
+  snprintf(test_dir, sizeof test_dir, "/dev/shm/rcoll-test-XXXXXX");
+  cr_assert_not_null(mkdtemp(test_dir), "mkdtemp: %s", strerror(errno));
+}
+
+static void shm_teardown(void) { rmdir(test_dir); }
+
+TestSuite(shm, .init = shm_setup, .fini = shm_teardown, .timeout = 120);
+
+/* Files left in the test directory. */
+static int dir_entries(void) {
+  int n = 0;
+  DIR *d = opendir(test_dir);
+  for (struct dirent *e; d && (e = readdir(d));)
+    n += e->d_name[0] != '.';
+  if (d)
+    closedir(d);
+  return n;
+}
+
+typedef struct cfg {
+  int slots, slot_size;
+  long cma, memcpy_min;
+  int timeout;
+} cfg_t;
+
+static void settings(rcoll_settings_t *s, const cfg_t *c) {
+  memset(s, 0, sizeof *s);
+  s->shm_slots = c->slots;
+  s->shm_slot_size = c->slot_size;
+  s->shm_cma_threshold = c->cma;
+  s->shm_memcpy_threshold = c->memcpy_min;
+  s->timeout = c->timeout ? c->timeout : 30;
+  snprintf(s->shm_dir, sizeof s->shm_dir, "%s", test_dir);
+}
+
+static void *ctx_new(const rcoll_settings_t *s, uint64_t secret) {
+  rcoll_net_config_t cfg = {.settings = s, .secret = secret, .rank = 0};
+  void *ctx = NULL;
+  rcollResult_t r = ops->init(&cfg, &ctx);
+  if (r != rcollSuccess)
+    fprintf(stderr, "init: %s\n", rcoll_error_text());
+  return ctx;
+}
+
+typedef struct pair {
+  rcoll_settings_t set;
+  void *sctx, *rctx, *listen, *send, *recv;
+  char handle[RCOLL_NET_HANDLE_BYTES];
+} pair_t;
+
+static void pair_listen(pair_t *p, const cfg_t *c) {
+  memset(p, 0, sizeof *p);
+  settings(&p->set, c);
+  p->rctx = ctx_new(&p->set, SECRET);
+  cr_assert_not_null(p->rctx);
+  cr_assert_eq(ops->listen(p->rctx, 0, p->handle, &p->listen), rcollSuccess);
+}
+
+/* Polls connect and accept together, as the engine does, until both finish. */
+static void pair_open(pair_t *p, const cfg_t *c) {
+  pair_listen(p, c);
+  p->sctx = ctx_new(&p->set, SECRET);
+  int64_t end = rcoll_now_ms() + 5000;
+  while ((p->send == NULL || p->recv == NULL) && rcoll_now_ms() < end) {
+    if (p->send == NULL)
+      cr_assert_eq(ops->connect(p->sctx, 0, p->handle, &p->send), rcollSuccess, "%s", rcoll_error_text());
+    if (p->recv == NULL)
+      cr_assert_eq(ops->accept(p->listen, &p->recv), rcollSuccess, "%s", rcoll_error_text());
+  }
+  cr_assert(p->send && p->recv, "connection not made within 5 s");
+}
+
+static void pair_close(pair_t *p) {
+  if (p->send)
+    ops->close_send(p->send);
+  if (p->recv)
+    ops->close_recv(p->recv);
+  if (p->listen)
+    ops->close_listen(p->listen);
+  ops->finalize(p->sctx);
+  ops->finalize(p->rctx);
+}
+
+static unsigned char pattern(int msg, size_t i) {
+  return (unsigned char)(i * 131 + (i >> 12) + msg * 29 + 1);
+}
+
+static void fill(char *b, size_t n, int msg) {
+  for (size_t i = 0; i < n; i++)
+    b[i] = (char)pattern(msg, i);
+}
+
+static long check(const char *b, size_t n, int msg) {
+  for (size_t i = 0; i < n; i++)
+    if ((unsigned char)b[i] != pattern(msg, i))
+      return (long)i;
+  return -1;
+}
+
+/* Tests until done, an error, or the deadline (then rcollInProgress). */
+static rcollResult_t wait_req(void *req, size_t *size, int64_t ms) {
+  int64_t end = rcoll_now_ms() + ms;
+  int done = 0;
+  for (unsigned spin = 0; rcoll_now_ms() < end; spin++) {
+    rcollResult_t r = ops->test(req, &done, size);
+    if (r != rcollSuccess || done)
+      return r;
+    if (spin > 64)
+      sched_yield();
+  }
+  return rcollInProgress;
+}
+
+/* One side of a stream of messages: posts as many as the transport takes,
+ * and when it answers with a NULL request completes the oldest first. No
+ * Criterion asserts here: forked children run it too. */
+typedef struct stream {
+  void *comm;
+  int is_send, n;
+  char **bufs;
+  size_t *sizes; /* send sizes, or posted receive sizes */
+  size_t *got;
+  rcollResult_t result;
+  char err[RCOLL_ERROR_TEXT_MAX];
+  int nulls;
+} stream_t;
+
+static rcollResult_t stream_post(stream_t *s, int i, void **req) {
+  if (s->is_send)
+    return ops->isend(s->comm, s->bufs[i], s->sizes[i], i, NULL, req);
+  int tag = i;
+  return ops->irecv(s->comm, 1, (void **)&s->bufs[i], &s->sizes[i], &tag, NULL, req);
+}
+
+static void *stream_run(void *arg) {
+  stream_t *s = arg;
+  void *reqs[256];
+  int posted = 0, completed = 0;
+  s->result = rcollSuccess;
+  while (completed < s->n) {
+    void *req = NULL;
+    if (posted < s->n && posted - completed < 256) {
+      s->result = stream_post(s, posted, &req);
+      if (s->result != rcollSuccess)
+        break;
+      if (req != NULL) {
+        reqs[posted++ % 256] = req;
+        continue;
+      }
+      s->nulls++;
+    }
+    s->result = wait_req(reqs[completed % 256], &s->got[completed], 20000);
+    if (s->result != rcollSuccess)
+      break;
+    completed++;
+  }
+  snprintf(s->err, sizeof s->err, "%s", rcoll_error_text());
+  return NULL;
+}
+
+/* Buffers for n messages: sends filled with the pattern, receives posted
+ * `extra` bytes larger and poisoned. */
+static stream_t *stream_new(void *comm, int is_send, int n, const size_t *sizes, size_t extra) {
+  stream_t *s = calloc(1, sizeof *s);
+  s->comm = comm;
+  s->is_send = is_send;
+  s->n = n;
+  s->bufs = calloc((size_t)n, sizeof *s->bufs);
+  s->sizes = calloc((size_t)n, sizeof *s->sizes);
+  s->got = calloc((size_t)n, sizeof *s->got);
+  for (int i = 0; i < n; i++) {
+    s->sizes[i] = sizes[i] + (is_send ? 0 : extra);
+    s->bufs[i] = malloc(s->sizes[i] + 1);
+    if (is_send)
+      fill(s->bufs[i], sizes[i], i);
+    else
+      memset(s->bufs[i], 0xEE, s->sizes[i] + 1);
+  }
+  return s;
+}
+
+static void stream_free(stream_t *s) {
+  for (int i = 0; i < s->n; i++)
+    free(s->bufs[i]);
+  free(s->bufs);
+  free(s->sizes);
+  free(s->got);
+  free(s);
+}
+
+/* Checks a finished receive stream: 0, or the first bad message + 1. */
+static int stream_verify(const stream_t *rx, const size_t *sizes, char *why, size_t len) {
+  for (int i = 0; i < rx->n; i++) {
+    long bad = check(rx->bufs[i], sizes[i], i);
+    if (rx->got[i] != sizes[i] || bad >= 0 || (unsigned char)rx->bufs[i][sizes[i]] != 0xEE) {
+      snprintf(why, len, "message %d of %zu bytes: reported %zu, first wrong byte %ld, canary %02x", i,
+               sizes[i], rx->got[i], bad, (unsigned char)rx->bufs[i][sizes[i]]);
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+/* Sends sizes[i] bytes as message i from one thread to another. */
+static void exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
+  stream_t *tx = stream_new(p->send, 1, n, sizes, 0), *rx = stream_new(p->recv, 0, n, sizes, extra);
+  pthread_t t;
+  pthread_create(&t, NULL, stream_run, tx);
+  stream_run(rx);
+  pthread_join(t, NULL);
+  cr_assert_eq(tx->result, rcollSuccess, "send failed: %s", tx->err);
+  cr_assert_eq(rx->result, rcollSuccess, "recv failed: %s", rx->err);
+  char why[256];
+  cr_assert_eq(stream_verify(rx, sizes, why, sizeof why), 0, "%s", why);
+  for (int i = 0; i < n; i++)
+    cr_assert_eq(tx->got[i], sizes[i], "send %d reported %zu, sent %zu", i, tx->got[i], sizes[i]);
+  stream_free(tx);
+  stream_free(rx);
+}
+
+static const size_t sizes_all[] = {0,        1,        31,          32,          SLOT - 33,
+                                   SLOT - 32, SLOT - 31, 3 * SLOT,    65535,       65536,
+                                   65537,    MIB + 13, 4 * MIB - 1, 64 * MIB};
+#define NSIZES ((int)(sizeof sizes_all / sizeof sizes_all[0]))
+
+/* ---- two threads of one process ---- */
+
+Test(shm, threads_sizes_ring_only_and_memcpy) {
+  const cfg_t cfgs[] = {{.slots = 8, .slot_size = SLOT, .memcpy_min = 0},
+                        {.slots = 8, .slot_size = SLOT, .memcpy_min = 65536},
+                        {.slots = 2, .slot_size = 256, .memcpy_min = 1}};
+  for (size_t c = 0; c < sizeof cfgs / sizeof cfgs[0]; c++) {
+    pair_t p;
+    pair_open(&p, &cfgs[c]);
+    cr_assert_eq(((shm_conn_t *)p.send)->copy, SHM_COPY_MEMCPY, "threads of one process use memcpy");
+    cr_assert_eq(dir_entries(), 0, "segments must be unlinked once both ends mapped them");
+    exchange(&p, NSIZES, sizes_all, 0);
+    exchange(&p, NSIZES, sizes_all, 3 * SLOT + 7); /* receives posted larger than the send */
+    pair_close(&p);
+  }
+}
+
+/* Messages just below, at and above the single-copy threshold alternate, so
+ * the two paths interleave on one ring. */
+Test(shm, threads_crossover_interleaves_paths) {
+  enum { N = 60 };
+  size_t sizes[N];
+  for (int i = 0; i < N; i++)
+    sizes[i] = 65536 + (size_t)(i % 3) - 1;
+  pair_t p;
+  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT, .memcpy_min = 65536});
+  exchange(&p, N, sizes, 5);
+  pair_close(&p);
+}
+
+/* More messages than request slots, of mixed sizes, in flight at once: both
+ * sides meet NULL requests and order must hold. */
+Test(shm, many_in_flight_keep_order) {
+  enum { N = 400 };
+  size_t sizes[N];
+  for (int i = 0; i < N; i++)
+    sizes[i] = (i % 7 == 0) ? (size_t)(200000 + i * 977) : (size_t)((i * 37) % (SLOT + 100));
+  pair_t p;
+  pair_open(&p, &(cfg_t){.slots = 16, .slot_size = SLOT, .memcpy_min = 100000});
+  exchange(&p, N, sizes, 11);
+  pair_close(&p);
+}
+
+Test(shm, out_of_slots_gives_null_request) {
+  pair_t p;
+  char buf[8];
+  size_t sz = sizeof buf;
+  int tag = 0;
+  void *bp = buf, *req = NULL, *first = NULL;
+  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
+  int posted = 0;
+  for (; posted < 100; posted++) {
+    cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
+    if (req == NULL)
+      break;
+    if (first == NULL)
+      first = req;
+  }
+  cr_assert_eq(posted, SHM_NREQS, "pool gave %d requests", posted);
+  void *sreq;
+  cr_assert_eq(ops->isend(p.send, "abcdefgh", 8, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(wait_req(sreq, NULL, 5000), rcollSuccess);
+  cr_assert_eq(wait_req(first, NULL, 5000), rcollSuccess);
+  cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0);
+  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
+  cr_assert_not_null(req);
+  pair_close(&p);
+}
+
+static void expect_larger_error(size_t sent, size_t posted, long memcpy_min) {
+  pair_t p;
+  char *sb = calloc(1, sent), *rb = calloc(1, posted);
+  void *sreq, *rreq, *rbp = rb;
+  int tag = 0;
+  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT, .memcpy_min = memcpy_min});
+  cr_assert_eq(ops->isend(p.send, sb, sent, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
+  rcollResult_t r = wait_req(rreq, NULL, 5000);
+  cr_assert_eq(r, rcollInvalidUsage, "got %d: %s", r, rcoll_error_text());
+  char want[128];
+  snprintf(want, sizeof want, "message of %zu bytes", sent);
+  cr_assert(strstr(rcoll_error_text(), want) && strstr(rcoll_error_text(), "larger than posted receive"),
+            "text: %s", rcoll_error_text());
+  cr_assert_neq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess,
+                "a failed connection fails later calls at once");
+  pair_close(&p);
+  free(sb);
+  free(rb);
+}
+
+Test(shm, message_larger_than_posted_receive_fails) {
+  expect_larger_error(1000, 999, 0);
+  expect_larger_error(MIB, MIB / 2, 0);
+  expect_larger_error(MIB, MIB / 2, 4096); /* the single-copy path checks too */
+}
+
+/* ---- two processes ---- */
+
+/* The child's half of a two-process exchange: its own context, connect or
+ * accept, then the stream; the exit status says how it went. */
+typedef struct proc_job {
+  pair_t *p;
+  int child_sends;
+  int n;
+  const size_t *sizes;
+  size_t extra;
+} proc_job_t;
+
+static void *proc_connect(pair_t *p) {
+  void *ctx = ctx_new(&p->set, SECRET), *comm = NULL;
+  int64_t end = rcoll_now_ms() + 5000;
+  while (ctx && comm == NULL && rcoll_now_ms() < end)
+    if (ops->connect(ctx, 0, p->handle, &comm) != rcollSuccess)
+      return NULL;
+  return comm;
+}
+
+static void *proc_accept(pair_t *p) {
+  void *comm = NULL;
+  int64_t end = rcoll_now_ms() + 5000;
+  while (comm == NULL && rcoll_now_ms() < end)
+    if (ops->accept(p->listen, &comm) != rcollSuccess)
+      return NULL;
+  return comm;
+}
+
+/* In the child the listener belongs to the parent; the child connects. */
+static int proc_child(const proc_job_t *j) {
+  alarm(60);
+  void *comm = proc_connect(j->p);
+  if (comm == NULL)
+    return 2;
+  stream_t *s = stream_new(comm, j->child_sends, j->n, j->sizes, j->child_sends ? 0 : j->extra);
+  stream_run(s);
+  char why[256] = "";
+  int bad = s->result != rcollSuccess ? 3 : !j->child_sends && stream_verify(s, j->sizes, why, sizeof why);
+  if (bad)
+    fprintf(stderr, "child: %s %s\n", s->err, why);
+  ops->close_send(comm);
+  return bad ? 4 : 0;
+}
+
+static void proc_exchange(const cfg_t *c, int child_sends, int n, const size_t *sizes, size_t extra,
+                          int want_copy) {
+  pair_t p;
+  pair_listen(&p, c);
+  proc_job_t j = {&p, child_sends, n, sizes, extra};
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(proc_child(&j));
+  p.recv = proc_accept(&p);
+  cr_assert_not_null(p.recv, "accept: %s", rcoll_error_text());
+  cr_assert_eq(dir_entries(), 0, "segments must be unlinked once both ends mapped them");
+  cr_assert_eq(((shm_conn_t *)p.recv)->copy, want_copy);
+  stream_t *s = stream_new(p.recv, 0, n, sizes, extra);
+  stream_run(s);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status 0x%x)", status);
+  cr_assert_eq(s->result, rcollSuccess, "receive failed: %s", s->err);
+  char why[256];
+  cr_assert_eq(stream_verify(s, sizes, why, sizeof why), 0, "%s", why);
+  stream_free(s);
+  pair_close(&p);
+}
+
+Test(shm, processes_sizes_ring_and_cma) {
+  /* The acceptor is the receiver: the child connects and sends. */
+  proc_exchange(&(cfg_t){.slots = 8, .slot_size = SLOT, .cma = 0}, 1, NSIZES, sizes_all, 0, SHM_COPY_CMA);
+  proc_exchange(&(cfg_t){.slots = 8, .slot_size = SLOT, .cma = 65536}, 1, NSIZES, sizes_all, 777,
+                SHM_COPY_CMA);
+  proc_exchange(&(cfg_t){.slots = 16, .slot_size = 65536, .cma = 1}, 1, NSIZES, sizes_all, 0,
+                SHM_COPY_CMA);
+}
+
+Test(shm, processes_many_in_flight_across_the_crossover) {
+  enum { N = 300 };
+  size_t sizes[N];
+  for (int i = 0; i < N; i++)
+    sizes[i] = (i % 5 == 0) ? (size_t)(262144 + (i % 3) - 1) : (size_t)((i * 53) % (3 * SLOT));
+  proc_exchange(&(cfg_t){.slots = 8, .slot_size = SLOT, .cma = 262144}, 1, N, sizes, 9, SHM_COPY_CMA);
+}
+
+/* ---- refusals, failures, fallbacks ---- */
+
+static int raw_connect(const char handle[RCOLL_NET_HANDLE_BYTES]) {
+  shm_handle_t h;
+  memcpy(&h, handle, sizeof h);
+  struct sockaddr_un a = {.sun_family = AF_UNIX};
+  size_t len = strlen(h.sock);
+  memcpy(a.sun_path + 1, h.sock, len);
+  int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  cr_assert_eq(connect(fd, (struct sockaddr *)&a, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + len)),
+               0, "%s", strerror(errno));
+  return fd;
+}
+
+static void *accept_for(void *listen, int ms) {
+  void *comm = NULL;
+  for (int64_t end = rcoll_now_ms() + ms; comm == NULL && rcoll_now_ms() < end; usleep(1000))
+    cr_assert_eq(ops->accept(listen, &comm), rcollSuccess);
+  return comm;
+}
+
+/* A connection with the wrong secret, a stray with garbage and one naming a
+ * file outside our pattern are dropped; the right one is accepted, and only
+ * that one. */
+Test(shm, wrong_secret_is_dropped) {
+  pair_t p;
+  pair_listen(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
+  p.sctx = ctx_new(&p.set, SECRET);
+  void *bad_ctx = ctx_new(&p.set, SECRET + 1), *bad = NULL;
+  int stray = raw_connect(p.handle);
+  cr_assert_eq(send(stray, "GET / HTTP/1.0\r\n\r\n", 18, 0), 18);
+  int evil = raw_connect(p.handle);
+  shm_conn_req_t req = {.magic = SHM_MAGIC, .secret = SECRET, .pid = getpid(), .seg = "../etc/passwd"};
+  cr_assert_eq(send(evil, &req, sizeof req, 0), (ssize_t)sizeof req);
+  rcollResult_t bad_r = rcollSuccess;
+  int64_t end = rcoll_now_ms() + 5000;
+  while ((bad_r == rcollSuccess || p.send == NULL) && rcoll_now_ms() < end) {
+    if (bad_r == rcollSuccess)
+      bad_r = ops->connect(bad_ctx, 0, p.handle, &bad);
+    if (p.send == NULL)
+      cr_assert_eq(ops->connect(p.sctx, 0, p.handle, &p.send), rcollSuccess, "%s", rcoll_error_text());
+    void *got = NULL;
+    cr_assert_eq(ops->accept(p.listen, &got), rcollSuccess);
+    cr_assert(got == NULL || p.recv == NULL, "a second connection was accepted");
+    if (got != NULL)
+      p.recv = got;
+  }
+  cr_assert_eq(bad_r, rcollRemoteError, "a refused connect fails: %d", bad_r);
+  cr_assert(strstr(rcoll_error_text(), "refused"), "text: %s", rcoll_error_text());
+  cr_assert_null(bad);
+  cr_assert_not_null(p.send);
+  if (p.recv == NULL)
+    p.recv = accept_for(p.listen, 2000);
+  cr_assert_not_null(p.recv);
+  cr_assert_null(accept_for(p.listen, 200), "a second connection was accepted");
+  char c;
+  cr_assert_eq(recv(stray, &c, 1, 0), 0, "the stray was closed by the listener");
+  shm_conn_ack_t ack = {0};
+  cr_assert_eq(recv(evil, &ack, sizeof ack, 0), (ssize_t)sizeof ack);
+  cr_assert_neq(ack.status, 0, "a segment outside our pattern is refused");
+  cr_assert_eq(dir_entries(), 0, "the refused connector removed its segment");
+  const size_t sizes[] = {5, 300000};
+  exchange(&p, 2, sizes, 0);
+  ops->finalize(bad_ctx);
+  close(stray);
+  close(evil);
+  pair_close(&p);
+}
+
+/* A child that sends into the ring (or publishes a single-copy address) and
+ * is then killed: the receiver fails with a remote error, soon. */
+static void killed_sender(const cfg_t *c, size_t n, int receive_first) {
+  pair_t p;
+  pair_listen(&p, c);
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    void *comm = proc_connect(&p);
+    char *b = malloc(n);
+    void *req = NULL;
+    fill(b, n, 0);
+    if (comm == NULL || ops->isend(comm, b, n, 0, NULL, &req) != rcollSuccess || req == NULL)
+      _exit(2);
+    for (;;)
+      pause(); /* never tests again: the ring stays as isend left it */
+  }
+  p.recv = proc_accept(&p);
+  cr_assert_not_null(p.recv);
+  char *rb = malloc(n);
+  void *rreq, *rbp = rb;
+  int tag = 0;
+  cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  if (receive_first)
+    cr_assert_eq(wait_req(rreq, NULL, 300), rcollInProgress, "only part of the message can have come");
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  int64_t t0 = rcoll_now_ms();
+  rcollResult_t r = wait_req(rreq, NULL, 10000);
+  cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
+  cr_assert_lt(rcoll_now_ms() - t0, 1000, "noticed after %lld ms", (long long)(rcoll_now_ms() - t0));
+  cr_assert(strstr(rcoll_error_text(), "pid"), "the message names the peer: %s", rcoll_error_text());
+  pair_close(&p);
+  free(rb);
+}
+
+Test(shm, sender_killed_mid_transfer_fails_receiver) {
+  killed_sender(&(cfg_t){.slots = 4, .slot_size = SLOT, .cma = 0}, 8 * MIB, 1);
+  killed_sender(&(cfg_t){.slots = 4, .slot_size = SLOT, .cma = 4096}, 8 * MIB, 0);
+}
+
+/* The receiver process dies: the sender's pending send fails. */
+Test(shm, receiver_killed_fails_sender) {
+  pair_t p;
+  pair_listen(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    alarm(30);
+    proc_accept(&p);
+    for (;;)
+      pause();
+  }
+  void *sctx = ctx_new(&p.set, SECRET), *send = NULL;
+  for (int64_t end = rcoll_now_ms() + 5000; send == NULL && rcoll_now_ms() < end;)
+    cr_assert_eq(ops->connect(sctx, 0, p.handle, &send), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert_not_null(send);
+  size_t n = MIB;
+  char *b = calloc(1, n);
+  void *req;
+  cr_assert_eq(ops->isend(send, b, n, 0, NULL, &req), rcollSuccess);
+  cr_assert_eq(wait_req(req, NULL, 200), rcollInProgress, "the ring holds only 16 KiB");
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  int64_t t0 = rcoll_now_ms();
+  cr_assert_eq(wait_req(req, NULL, 10000), rcollRemoteError, "%s", rcoll_error_text());
+  cr_assert_lt(rcoll_now_ms() - t0, 1000);
+  cr_assert(strstr(rcoll_error_text(), "has exited"), "text: %s", rcoll_error_text());
+  cr_assert_eq(ops->isend(send, b, 8, 0, NULL, &req), rcollRemoteError, "later calls fail fast");
+  ops->close_send(send);
+  ops->finalize(sctx);
+  p.send = NULL;
+  pair_close(&p);
+  free(b);
+}
+
+/* Closing one end while the other has requests pending fails them. */
+Test(shm, peer_close_fails_pending_requests) {
+  pair_t p;
+  pair_open(&p, &(cfg_t){.slots = 2, .slot_size = SLOT, .memcpy_min = 0});
+  size_t n = MIB;
+  char *b = calloc(1, n);
+  void *sreq, *rreq, *bp = b;
+  int tag = 0;
+  cr_assert_eq(ops->isend(p.send, b, n, 0, NULL, &sreq), rcollSuccess);
+  ops->close_recv(p.recv);
+  p.recv = NULL;
+  cr_assert_eq(wait_req(sreq, NULL, 2000), rcollRemoteError);
+  cr_assert(strstr(rcoll_error_text(), "closed the connection"), "text: %s", rcoll_error_text());
+  pair_close(&p);
+  pair_open(&p, &(cfg_t){.slots = 2, .slot_size = SLOT});
+  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &rreq), rcollSuccess);
+  ops->close_send(p.send);
+  p.send = NULL;
+  cr_assert_eq(wait_req(rreq, NULL, 2000), rcollRemoteError);
+  pair_close(&p);
+  free(b);
+}
+
+/* A data that was sent before the sender closed is still delivered. */
+Test(shm, data_sent_before_close_is_delivered) {
+  pair_t p;
+  pair_open(&p, &(cfg_t){.slots = 8, .slot_size = SLOT});
+  char out[100], in[100];
+  fill(out, sizeof out, 3);
+  void *req, *bp = in;
+  size_t n = sizeof in;
+  int tag = 0;
+  cr_assert_eq(ops->isend(p.send, out, sizeof out, 0, NULL, &req), rcollSuccess);
+  cr_assert_eq(wait_req(req, NULL, 1000), rcollSuccess, "a ring send completes without the receiver");
+  ops->close_send(p.send);
+  p.send = NULL;
+  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
+  cr_assert_eq(wait_req(req, &n, 1000), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert_eq(n, sizeof out);
+  cr_assert_eq(check(in, sizeof in, 3), -1);
+  pair_close(&p);
+}
+
+/* The wait op sleeps in the kernel (no busy spin) and wakes as data comes. */
+typedef struct late_send {
+  void *comm;
+  int delay_ms;
+  char buf[64];
+} late_send_t;
+
+static void *late_sender(void *arg) {
+  late_send_t *l = arg;
+  usleep((useconds_t)l->delay_ms * 1000);
+  void *req = NULL;
+  ops->isend(l->comm, l->buf, sizeof l->buf, 0, NULL, &req);
+  wait_req(req, NULL, 5000);
+  return NULL;
+}
+
+static double thread_cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+Test(shm, wait_sleeps_and_wakes_on_data) {
+  pair_t p;
+  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
+  char in[64];
+  void *req, *bp = in;
+  size_t n = sizeof in;
+  int tag = 0, done = 0;
+  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
+  late_send_t l = {.comm = p.send, .delay_ms = 300};
+  pthread_t t;
+  pthread_create(&t, NULL, late_sender, &l);
+  double cpu0 = thread_cpu_ms();
+  int64_t t0 = rcoll_now_us(), woke = 0;
+  while (!done && rcoll_now_us() - t0 < 5000000) {
+    cr_assert_eq(ops->wait(&p.recv, 1, 2000000), rcollSuccess);
+    cr_assert_eq(ops->test(req, &done, NULL), rcollSuccess);
+    woke++;
+  }
+  int64_t dt = rcoll_now_us() - t0;
+  double cpu = thread_cpu_ms() - cpu0;
+  pthread_join(t, NULL);
+  cr_assert(done);
+  cr_assert(dt >= 290000 && dt < 400000, "woke after %lld us for data sent at 300 ms", (long long)dt);
+  cr_assert_lt(cpu, 30.0, "waiting 300 ms burned %.1f ms of CPU in %lld wakeups", cpu, (long long)woke);
+  /* Nothing to wait for: the timeout bounds the sleep. */
+  t0 = rcoll_now_us();
+  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
+  cr_assert_eq(ops->wait(&p.recv, 1, 50000), rcollSuccess);
+  dt = rcoll_now_us() - t0;
+  cr_assert(dt >= 45000 && dt < 200000, "a 50 ms wait took %lld us", (long long)dt);
+  pair_close(&p);
+}
+
+Test(shm, unusable_directory_fails_init) {
+  rcoll_settings_t s;
+  settings(&s, &(cfg_t){.slots = 4, .slot_size = SLOT});
+  snprintf(s.shm_dir, sizeof s.shm_dir, "/nonexistent/rcoll-shm");
+  void *ctx = (void *)1;
+  rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollSystemError);
+  cr_assert_null(ctx);
+  cr_assert(strstr(rcoll_error_text(), "/nonexistent/rcoll-shm"), "text: %s", rcoll_error_text());
+  /* Rings larger than the directory can hold. */
+  settings(&s, &(cfg_t){.slots = 4096, .slot_size = 64 * MIB});
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollSystemError);
+  cr_assert(strstr(rcoll_error_text(), "free"), "text: %s", rcoll_error_text());
+}
+
+Test(shm, bad_settings_are_rejected) {
+  rcoll_settings_t s;
+  rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
+  void *ctx = NULL;
+  settings(&s, &(cfg_t){.slots = 1, .slot_size = SLOT});
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "SHM_SLOTS"));
+  settings(&s, &(cfg_t){.slots = 4, .slot_size = 1000});
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "SHM_SLOT_SIZE"));
+  settings(&s, &(cfg_t){.slots = 4, .slot_size = SLOT, .cma = -1});
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert_null(ctx);
+}
+
+Test(shm, properties_registration_and_flush) {
+  pair_t p;
+  rcoll_net_props_t props;
+  int ndev = 0;
+  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
+  cr_assert_eq(ops->size, sizeof(rcoll_transport_ops_t));
+  cr_assert_str_eq(ops->name, "shm");
+  cr_assert_eq(ops->caps, RCOLL_NET_CAP_LOCAL_ONLY);
+  cr_assert_eq(ops->devices(p.sctx, &ndev), rcollSuccess);
+  cr_assert_eq(ndev, 1);
+  cr_assert_eq(ops->get_properties(p.sctx, 0, &props), rcollSuccess);
+  cr_assert_eq(props.ptr_support, RCOLL_PTR_HOST);
+  cr_assert_eq(props.max_recvs, 1);
+  cr_assert_neq(ops->get_properties(p.sctx, 1, &props), rcollSuccess);
+  char buf[64];
+  void *mh = NULL, *req = NULL, *bp = buf;
+  size_t sz = sizeof buf;
+  int tags[2] = {0, 0}, done = 0;
+  cr_assert_eq(ops->reg_mr(p.recv, buf, sizeof buf, RCOLL_MEM_HOST, &mh), rcollSuccess);
+  cr_assert_not_null(mh);
+  cr_assert_eq(ops->dereg_mr(p.recv, mh), rcollSuccess);
+  cr_assert_eq(ops->reg_mr(p.recv, buf, sizeof buf, RCOLL_MEM_CUDA, &mh), rcollInvalidUsage);
+  cr_assert_eq(ops->iflush(p.recv, 1, &bp, &sz, &mh, &req), rcollSuccess);
+  cr_assert_not_null(req);
+  cr_assert_eq(ops->test(req, &done, NULL), rcollSuccess);
+  cr_assert_eq(done, 1);
+  void *bufs[2] = {buf, buf};
+  size_t sizes[2] = {8, 8};
+  cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
+  pair_close(&p);
+}
+
+/* ---- through the library ---- */
+
+/* Two ranks of one process (rcollCommInitAll, one thread) all-reduce; the
+ * communicator reports which transport carried it. */
+static void allreduce_pair(const char *want_net) {
+  rcollComm_t comms[2];
+  enum { COUNT = 300000 };
+  float *buf[2];
+  cr_assert_eq(rcollCommInitAll(comms, 2, NULL), rcollSuccess, "%s", rcollGetLastError(NULL));
+  for (int r = 0; r < 2; r++) {
+    buf[r] = malloc(COUNT * sizeof(float));
+    for (int i = 0; i < COUNT; i++)
+      buf[r][i] = (float)(i % 1000) * (r + 1);
+  }
+  cr_assert_eq(rcollGroupStart(), rcollSuccess);
+  for (int r = 0; r < 2; r++)
+    rcollAllReduce(buf[r], buf[r], COUNT, rcollFloat32, rcollSum, comms[r], NULL);
+  cr_assert_eq(rcollGroupEnd(), rcollSuccess, "%s", rcollGetLastError(NULL));
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < COUNT; i++)
+      cr_assert_eq(buf[r][i], (float)(i % 1000) * 3, "rank %d element %d", r, i);
+    cr_assert_str_eq(((struct rcollComm *)comms[r])->net_summary, want_net);
+    rcollCommDestroy(comms[r]);
+    free(buf[r]);
+  }
+}
+
+Test(shm, library_uses_shm_within_a_node_and_falls_back) {
+  setenv("RCOLL_TIMEOUT", "20", 1);
+  setenv("RCOLL_SHM_DIR", test_dir, 1);
+  allreduce_pair("shm");
+  cr_assert_eq(dir_entries(), 0, "nothing left in the segment directory");
+  setenv("RCOLL_SHM_DIR", "/nonexistent/rcoll-shm", 1);
+  allreduce_pair("socket");
+  setenv("RCOLL_SHM_DIR", test_dir, 1);
+  setenv("RCOLL_SHM_DISABLE", "1", 1);
+  allreduce_pair("socket");
+}

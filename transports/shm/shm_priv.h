@@ -1,0 +1,198 @@
+/* Private types of the shared-memory transport, shared by its files only.
+ *
+ * A connection is one segment, created by the connecting (sending) side in
+ * the shared-memory directory, mapped by both ends and unlinked as soon as
+ * the acceptor has mapped it, so that nothing is left behind when a process
+ * dies. The segment holds a header page and a ring of nslots slots of
+ * slot_size bytes. The sender writes slot k (mod nslots) and publishes it by
+ * storing k + 1 into the slot's seq with release order; the receiver reads it
+ * after an acquire load of seq and frees slots by advancing `consumed`. Each
+ * side's counter lives on its own cache line.
+ *
+ * Besides the segment, the two ends keep a connected unix socket: it carries
+ * the connection request (segment name and the communicator's secret) and
+ * its answer, tells each end the other's real pid (SO_PEERCRED), and reads
+ * end-of-file once the peer has gone, however it died. */
+#ifndef RCOLL_TRANSPORT_SHM_PRIV_H
+#define RCOLL_TRANSPORT_SHM_PRIV_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "net.h"
+
+#define SHM_MAGIC 0x3130306d68736372ull /* "rcshm001": also versions the layout */
+#define SHM_LINE 64
+#define SHM_HDR_BYTES 4096 /* the header page; slots start after it */
+#define SHM_SLOT_HDR 32    /* a small payload shares the header's cache line */
+#define SHM_NREQS 64       /* request slots per connection */
+#define SHM_NAME_MAX 64
+#define SHM_PREFIX "rcoll-shm"
+#define SHM_CHECK_MS 10    /* how often a connection that waits checks its peer */
+#define SHM_MIN_SLOTS 2
+#define SHM_MAX_SLOTS 4096
+#define SHM_MIN_SLOT (256)
+#define SHM_MAX_SLOT (64ll << 20)
+
+enum shm_slot_kind { SHM_SLOT_FIRST = 1, SHM_SLOT_CONT, SHM_SLOT_DIRECT };
+
+/* How a receiver can copy straight from its sender's buffer. */
+enum shm_copy { SHM_COPY_NONE = 0, SHM_COPY_CMA, SHM_COPY_MEMCPY };
+
+typedef struct shm_slot {
+  _Atomic uint64_t seq; /* ring position + 1 once written */
+  uint64_t size;        /* bytes of the whole message */
+  uint64_t addr;        /* SHM_SLOT_DIRECT: where the sender's buffer is */
+  uint32_t len;         /* payload bytes in this slot */
+  uint32_t kind;        /* enum shm_slot_kind */
+} shm_slot_t;
+
+typedef struct shm_seg {
+  /* Written by the connecting side before the acceptor maps the segment. */
+  uint64_t magic;
+  uint32_t nslots;
+  uint32_t pad0;
+  uint64_t slot_size;
+  uint64_t bytes;
+  int32_t sender_pid;
+  uint32_t pad1;
+  uint64_t probe_addr; /* a word in the sender's memory that holds probe_value */
+  uint64_t probe_value;
+  /* Written by the acceptor before it answers. */
+  int32_t receiver_pid;
+  uint32_t copy; /* enum shm_copy */
+  _Alignas(SHM_LINE) _Atomic uint64_t consumed; /* slots the receiver released */
+  _Alignas(SHM_LINE) _Atomic uint32_t rx_word;  /* the receiver sleeps on this */
+  _Atomic uint32_t rx_sleeping;
+  _Alignas(SHM_LINE) _Atomic uint32_t tx_word; /* the sender sleeps on this */
+  _Atomic uint32_t tx_sleeping;
+  _Alignas(SHM_LINE) _Atomic uint32_t closed[2]; /* [0]: sender closed, [1]: receiver */
+} shm_seg_t;
+
+/* What the listen handle carries to the connecting peer. */
+typedef struct shm_handle {
+  uint64_t magic;
+  uint64_t secret;
+  int32_t pid;
+  uint32_t pad;
+  char sock[SHM_NAME_MAX]; /* abstract unix socket name, without its leading NUL */
+} shm_handle_t;
+
+/* The connection request on the unix socket, and its answer. */
+typedef struct shm_conn_req {
+  uint64_t magic;
+  uint64_t secret;
+  int32_t pid;
+  uint32_t pad;
+  char seg[SHM_NAME_MAX];
+} shm_conn_req_t;
+
+typedef struct shm_conn_ack {
+  uint64_t magic;
+  int32_t status; /* 0, or the errno that stopped the acceptor */
+  int32_t pad;
+} shm_conn_ack_t;
+
+/* Per-communicator context: settings and connects in flight. */
+typedef struct shm_ctx {
+  char dir[256];
+  uint64_t secret;
+  int rank;
+  uint32_t nslots;
+  size_t slot_size;
+  size_t cma_min, memcpy_min; /* single-copy thresholds; SIZE_MAX: never */
+  int64_t timeout_ms;
+  pthread_mutex_t lock; /* guards the pending-connect list */
+  struct shm_pconn *connects;
+} shm_ctx_t;
+
+enum shm_req_state { SHM_REQ_FREE = 0, SHM_REQ_ACTIVE, SHM_REQ_DONE };
+
+/* One isend or irecv. */
+typedef struct shm_req {
+  struct shm_conn *conn;
+  int state;
+  int direct;  /* single copy: published (send) or announced (receive) */
+  int started; /* receive: the first slot has been read */
+  char *buf;
+  size_t size; /* send size; receive: capacity until the first slot, then size */
+  size_t off;  /* bytes moved so far */
+  uint64_t end;/* direct send: done once consumed reaches this */
+} shm_req_t;
+
+/* One direction of a connection: a send comm or a recv comm. */
+typedef struct shm_conn {
+  int is_send;
+  shm_seg_t *seg;
+  size_t seg_bytes;
+  char *slots;
+  uint32_t nslots;
+  size_t slot_size, payload;
+  int fd;            /* unix socket to the peer */
+  pid_t peer_pid;    /* as the kernel reports it (SO_PEERCRED) */
+  int copy;          /* enum shm_copy */
+  size_t direct_min; /* sender: messages this large go single-copy */
+  uint64_t pos;      /* next slot to write (send) or read (receive) */
+  uint64_t room;     /* sender: `consumed` as last read */
+  uint64_t seen;     /* sender: `consumed` when requests last progressed */
+  int64_t check_ms;  /* time of the last liveness check */
+  unsigned idle;     /* tests that could not finish, to space out checks */
+  int gone;          /* the peer closed its end or exited */
+  uint64_t probe;    /* sender: the word the acceptor reads to try CMA */
+
+  shm_req_t reqs[SHM_NREQS];
+  int free_idx[SHM_NREQS];
+  int nfree;
+  /* Requests whose data still moves, in posting order. */
+  shm_req_t *queue[SHM_NREQS];
+  unsigned qhead, qtail;
+
+  int err; /* rcollResult_t of the first failure; later calls repeat it */
+  char errmsg[256];
+  char peer[48]; /* "pid 1234", for messages */
+} shm_conn_t;
+
+static inline shm_slot_t *shm_slot_at(const shm_conn_t *c, uint64_t pos) {
+  return (shm_slot_t *)(c->slots + (size_t)(pos % c->nslots) * c->slot_size);
+}
+
+/* shm_seg.c: segments in the shared-memory directory. */
+rcollResult_t shm_dir_check(const char *dir, size_t need);
+rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_seg_t **seg);
+rcollResult_t shm_seg_open(const char *dir, const char *name, shm_seg_t **seg, size_t *bytes);
+void shm_seg_unlink(const char *dir, const char *name);
+size_t shm_seg_bytes(uint32_t nslots, size_t slot_size);
+uint64_t shm_random64(void);
+
+/* shm_setup.c: listen, accept, and the connection object. */
+rcollResult_t shm_listen(void *ctx, int dev, void *handle, void **listen_comm);
+rcollResult_t shm_accept(void *listen_comm, void **recv_comm);
+rcollResult_t shm_close_listen(void *listen_comm);
+shm_conn_t *shm_conn_new(int is_send, shm_seg_t *seg, size_t bytes, int fd, pid_t peer);
+void shm_conn_log(const shm_conn_t *c, int rank);
+
+/* shm_connect.c: the connecting side. */
+rcollResult_t shm_connect(void *ctx, int dev, const void *handle, void **send_comm);
+void shm_connects_free(shm_ctx_t *ctx);
+
+/* shm_io.c: requests. */
+rcollResult_t shm_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
+rcollResult_t shm_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
+                        void **mh, void **req);
+rcollResult_t shm_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh,
+                         void **req);
+rcollResult_t shm_test(void *request, int *done, size_t *sizes);
+rcollResult_t shm_close_comm(void *comm);
+void shm_conn_fail(shm_conn_t *c, rcollResult_t r, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* shm_wait.c: sleeping and waking, and noticing a peer that is gone. */
+rcollResult_t shm_wait(void *const *comms, int n, int64_t timeout_us);
+void shm_wake(_Atomic uint32_t *word, _Atomic uint32_t *sleeping);
+int shm_conn_ready(shm_conn_t *c);
+int shm_peer_check(shm_conn_t *c, int force);
+
+#endif
