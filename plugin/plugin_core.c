@@ -72,7 +72,7 @@ static void plugin_log_sink(int level, const char *msg) {
                    : level == RCOLL_LOG_INFO ? NCCL_ABI_LOG_INFO
                                              : NCCL_ABI_LOG_TRACE;
   if (log != NULL)
-    log(nccl_level, NCCL_ABI_LOG_NET, "NET/rcoll", 0, "%s", msg);
+    log(nccl_level, NCCL_ABI_LOG_NET, "rcoll", 0, "%s", msg);
 }
 
 /* The first logger wins: NCCL passes the same one to every init. A host that
