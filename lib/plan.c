@@ -17,12 +17,15 @@ void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
   p->chunk_bytes = comm ? comm->chunk_bytes : 0;
   p->scratch_pieces = comm ? comm->nscratch : 0;
   p->algo = "none";
+  p->topo = comm ? &comm->topo : NULL;
   if (comm != NULL)
     for (int i = 0; i < comm->nscratch; i++)
       comm->scratch_reader[i] = RCOLL_NO_DEP;
 }
 
 void rcoll_plan_free(rcoll_plan_t *p) {
+  free(p->tuner);
+  p->tuner = NULL;
   free(p->tmp);
   p->tmp = NULL;
   p->tmp_bytes = 0;
@@ -112,6 +115,14 @@ int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t 
     p->steps[i].op = (uint8_t)op;
   }
   return i;
+}
+
+int rcoll_plan_join(rcoll_plan_t *p, int dep0, int dep1) {
+  if (dep1 == RCOLL_NO_DEP || dep0 == dep1)
+    return dep0; /* nothing to join */
+  if (dep0 == RCOLL_NO_DEP)
+    return dep1;
+  return rcoll_plan_copy(p, NULL, NULL, 0, dep0, dep1);
 }
 
 void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes) {

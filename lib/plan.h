@@ -19,6 +19,9 @@
 
 #include "rcoll.h"
 
+struct rcoll_topo;  /* topo.h */
+struct rcoll_tuner; /* tuner.h */
+
 typedef enum rcoll_step_kind {
   RCOLL_STEP_SEND = 0,        /* send bytes at src to peer */
   RCOLL_STEP_RECV,            /* receive bytes from peer into dst */
@@ -62,6 +65,12 @@ typedef struct rcoll_plan {
   const char *algo;   /* name of the last algorithm planned, for logs */
   void *tmp;          /* planner scratch (rcoll_plan_tmp), kept across calls */
   size_t tmp_bytes;
+  /* The communicator's nodes and local ranks, for topology-aware algorithms
+   * (which see this rather than the whole communicator). */
+  const struct rcoll_topo *topo;
+  /* The tuner's per-communicator state (tuner.c), made by the first call
+   * and freed with the plan. */
+  struct rcoll_tuner *tuner;
 } rcoll_plan_t;
 
 void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm);
@@ -79,6 +88,10 @@ int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, i
  * COPY of zero bytes carrying RCOLL_STEP_FINISH. */
 int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t t, rcollRedOp_t op,
                       int dep0);
+
+/* A step that does nothing but wait for dep0 and dep1: a join, for an
+ * algorithm whose next phase depends on more than two earlier steps. */
+int rcoll_plan_join(rcoll_plan_t *p, int dep0, int dep1);
 
 /* Scratch for intermediate results that have no home in the user's buffers
  * (reduce-scatter and reduce pass partial sums along a ring or chain). The

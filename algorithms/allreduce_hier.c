@@ -1,0 +1,185 @@
+/* Hierarchical all-reduce for several nodes of several ranks each:
+ *   1. within each node, a ring reduce-scatter: local rank l ends with the
+ *      node's sum of segment l+1 (its shard; L segments for L local ranks);
+ *   2. across nodes, the ranks with the same local index (which own the same
+ *      shard) all-reduce it with a ring, chunk by chunk;
+ *   3. within each node, a ring all-gather of the shards.
+ * Only phase 2 crosses nodes, and each rank carries 1/L of the vector there,
+ * so a node's link carries 2 (N-1)/N of the vector where a flat ring through
+ * it carries 2 (n-1)/n, and only 2 (N-1) of the message latencies cross a
+ * node boundary. Nodes with different rank counts have no common shard
+ * layout; then, and on one node or with one rank per node, this is the ring.
+ *
+ * Phases overlap chunk by chunk: phase 2 of chunk j waits only for phase 1's
+ * last reduction of chunk j, and phase 3 of chunk j for a join of phase 2's
+ * final writes of chunk j. Phase 2 runs a whole small ring all-reduce per
+ * chunk (its vector cut into N pieces), so it shares phase 1's chunking.
+ *
+ * Deadlock freedom: rounds are (phase 1, step, chunk), then (phase 2, chunk,
+ * step), then (phase 3, step, chunk), planned in that order on every rank.
+ * Phases 1 and 3 use the connections between local neighbours, phase 2 only
+ * connections between nodes, and every member of a ring plans the same
+ * rounds with the same sizes, so both ends of a connection order its
+ * messages alike. In a round each rank sends one piece and receives one, and
+ * neither waits for the other, only for earlier rounds: the earliest
+ * unfinished round always completes, even when sends are not buffered.
+ *
+ * Buffers: rb holds partial sums throughout, as in the flat ring; a receive
+ * that overwrites a segment this rank sent earlier can only arrive after
+ * that send was received (the data has to travel through the reduction). */
+#include "algo.h"
+#include "reduce.h"
+#include "topo.h"
+
+typedef struct hier {
+  const rcoll_coll_args_t *a;
+  size_t tsz, chunk;  /* element size, elements per chunk */
+  size_t base, rem;   /* local segment k has base + (k < rem) elements */
+  size_t nchunks;     /* chunks of the largest segment */
+  int L, l;           /* ranks per node, our local index */
+  int left, right;    /* local ring neighbours */
+  int N, node;        /* nodes, ours */
+  int xleft, xright;  /* neighbours in the ring of our local index across nodes */
+  int *prev;          /* per chunk: the last step that wrote it (phases 1, 3) */
+  int *fin;           /* per chunk of our shard: phase 1's, then phase 2's result */
+} hier_t;
+
+static size_t seg_off(const hier_t *h, int k) {
+  return (size_t)k * h->base + ((size_t)k < h->rem ? (size_t)k : h->rem);
+}
+
+/* Elements of chunk j of local segment k, and its offset; 0 past the end. */
+static size_t seg_chunk(const hier_t *h, int k, size_t j, size_t *off) {
+  size_t len = h->base + ((size_t)k < h->rem), start = j * h->chunk;
+  *off = seg_off(h, k) + start;
+  return start >= len ? 0 : (len - start < h->chunk ? len - start : h->chunk);
+}
+
+static int mod(int x, int n) { return ((x % n) + n) % n; }
+
+/* Phase 1: local ring reduce-scatter into rb, as in allreduce_ring.c. */
+static void plan_local_rs(rcoll_plan_t *p, hier_t *h) {
+  const rcoll_coll_args_t *a = h->a;
+  const char *sb = a->sendbuff;
+  char *rb = a->recvbuff;
+  for (int t = 0; t < h->L - 1; t++) {
+    int sseg = mod(h->l - t, h->L), rseg = mod(h->l - t - 1, h->L);
+    for (size_t j = 0; j < h->nchunks; j++) {
+      size_t off, len = seg_chunk(h, sseg, j, &off);
+      if (len > 0)
+        rcoll_plan_send(p, h->right, (t == 0 ? sb : rb) + off * h->tsz, len * h->tsz, h->prev[j],
+                        RCOLL_NO_DEP);
+      len = seg_chunk(h, rseg, j, &off);
+      h->prev[j] = len == 0 ? RCOLL_NO_DEP
+                            : rcoll_plan_recv_reduce(p, h->left, rb + off * h->tsz, sb + off * h->tsz,
+                                                     len, a->dtype, a->op, 0, RCOLL_NO_DEP,
+                                                     RCOLL_NO_DEP);
+    }
+  }
+  for (size_t j = 0; j < h->nchunks; j++)
+    h->fin[j] = h->prev[j];
+}
+
+/* Piece k of N of the chunk [off, off + len). */
+static size_t piece(size_t off, size_t len, int N, int k, size_t *poff) {
+  size_t base = len / (size_t)N, rem = len % (size_t)N;
+  *poff = off + (size_t)k * base + ((size_t)k < rem ? (size_t)k : rem);
+  return base + ((size_t)k < rem);
+}
+
+/* Phase 2 for one chunk of our shard: a ring all-reduce across nodes of the
+ * elements [off, off + len) of rb, after phase 1's step `ready`. Returns a
+ * join of the steps that wrote the final values. */
+static int plan_cross_chunk(rcoll_plan_t *p, hier_t *h, size_t off, size_t len, int ready) {
+  const rcoll_coll_args_t *a = h->a;
+  char *rb = a->recvbuff;
+  int N = h->N, x = h->node, prev = ready, done = RCOLL_NO_DEP;
+  for (int t = 0; t < N - 1; t++) { /* reduce-scatter: we finish piece x+1 */
+    size_t po, pl = piece(off, len, N, mod(x - t, N), &po);
+    if (pl > 0)
+      rcoll_plan_send(p, h->xright, rb + po * h->tsz, pl * h->tsz, t == 0 ? ready : prev, RCOLL_NO_DEP);
+    pl = piece(off, len, N, mod(x - t - 1, N), &po);
+    int flags = t == N - 2 ? RCOLL_STEP_FINISH : 0;
+    prev = pl == 0 ? RCOLL_NO_DEP
+                   : rcoll_plan_recv_reduce(p, h->xleft, rb + po * h->tsz, rb + po * h->tsz, pl,
+                                            a->dtype, a->op, flags, ready, RCOLL_NO_DEP);
+  }
+  done = prev;
+  for (int t = 0; t < N - 1; t++) { /* all-gather: pass finished pieces on */
+    size_t po, pl = piece(off, len, N, mod(x + 1 - t, N), &po);
+    if (pl > 0)
+      rcoll_plan_send(p, h->xright, rb + po * h->tsz, pl * h->tsz, prev, RCOLL_NO_DEP);
+    pl = piece(off, len, N, mod(x - t, N), &po);
+    prev = pl == 0 ? RCOLL_NO_DEP
+                   : rcoll_plan_recv(p, h->xleft, rb + po * h->tsz, pl * h->tsz, ready, RCOLL_NO_DEP);
+    done = rcoll_plan_join(p, done, prev);
+  }
+  return done;
+}
+
+static void plan_cross(rcoll_plan_t *p, hier_t *h) {
+  int shard = mod(h->l + 1, h->L);
+  for (size_t j = 0; j < h->nchunks; j++) {
+    size_t off, len = seg_chunk(h, shard, j, &off);
+    if (len > 0)
+      h->fin[j] = plan_cross_chunk(p, h, off, len, h->fin[j]);
+  }
+}
+
+/* Phase 3: local ring all-gather; we start with our shard. */
+static void plan_local_ag(rcoll_plan_t *p, hier_t *h) {
+  char *rb = h->a->recvbuff;
+  for (int t = 0; t < h->L - 1; t++) {
+    int sseg = mod(h->l + 1 - t, h->L), rseg = mod(h->l - t, h->L);
+    for (size_t j = 0; j < h->nchunks; j++) {
+      size_t off, len = seg_chunk(h, sseg, j, &off);
+      if (len > 0)
+        rcoll_plan_send(p, h->right, rb + off * h->tsz, len * h->tsz, t == 0 ? h->fin[j] : h->prev[j],
+                        RCOLL_NO_DEP);
+      len = seg_chunk(h, rseg, j, &off);
+      h->prev[j] = len == 0 ? RCOLL_NO_DEP
+                            : rcoll_plan_recv(p, h->left, rb + off * h->tsz, len * h->tsz,
+                                              RCOLL_NO_DEP, RCOLL_NO_DEP);
+    }
+  }
+}
+
+/* Every node has the same number of ranks (>1), and there are >1 nodes. */
+static int hier_usable(const rcoll_topo_t *t) {
+  if (t == NULL || t->nnodes < 2 || t->local_nranks < 2)
+    return 0;
+  for (int k = 0; k < t->nnodes; k++)
+    if (t->node_first[k + 1] - t->node_first[k] != t->local_nranks)
+      return 0;
+  return 1;
+}
+
+void rcoll_allreduce_hier(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+  const rcoll_topo_t *t = p->topo;
+  if (!hier_usable(t) || t->nranks != a->nranks) {
+    rcoll_allreduce_ring(p, a);
+    return;
+  }
+  hier_t h = {.a = a, .tsz = rcoll_type_size(a->dtype), .L = t->local_nranks, .l = t->local_rank,
+              .N = t->nnodes, .node = t->node};
+  h.chunk = p->chunk_bytes / h.tsz;
+  h.base = a->count / (size_t)h.L;
+  h.rem = a->count % (size_t)h.L;
+  h.nchunks = rcoll_chunk_count(h.base + (h.rem > 0), h.chunk);
+  h.right = rcoll_topo_rank_at(t, h.node, mod(h.l + 1, h.L));
+  h.left = rcoll_topo_rank_at(t, h.node, mod(h.l - 1, h.L));
+  h.xright = rcoll_topo_rank_at(t, mod(h.node + 1, h.N), h.l);
+  h.xleft = rcoll_topo_rank_at(t, mod(h.node - 1, h.N), h.l);
+  int *tmp = rcoll_plan_tmp(p, (2 * h.nchunks + 1) * sizeof *tmp);
+  if (tmp == NULL)
+    return;
+  h.prev = tmp;
+  h.fin = tmp + h.nchunks;
+  for (size_t j = 0; j < h.nchunks; j++)
+    h.prev[j] = RCOLL_NO_DEP;
+  plan_local_rs(p, &h);
+  plan_cross(p, &h);
+  for (size_t j = 0; j < h.nchunks; j++)
+    h.prev[j] = RCOLL_NO_DEP;
+  plan_local_ag(p, &h);
+}

@@ -1,0 +1,185 @@
+/* Rabenseifner all-reduce: recursive halving reduce-scatter, then recursive
+ * doubling all-gather, on the largest power of two p2 <= n ranks.
+ *
+ * Fold: with rem = n - p2 extra ranks, each even rank r < 2 rem gives its
+ * whole vector to r+1 and sits out; r+1 reduces it into its own. The other
+ * p2 ranks are renumbered 0..p2-1. At the end r+1 hands the result back.
+ *
+ * Halving: at step s (bit d = 2^s of the new rank, nearest partners first,
+ * since they exchange the most data) a rank splits its current range in two,
+ * keeps the lower half if its bit d is 0 (else the upper), sends the other
+ * half to partner new ^ d and adds the partner's copy of the half it keeps.
+ * After log2 p2 steps each rank holds 1/p2 of the fully reduced vector.
+ * Doubling runs the steps backwards: send what we hold, receive the half we
+ * gave away at that step. Each rank sends 2 (p2-1)/p2 of the vector in
+ * 2 log2 p2 messages: ring bandwidth at tree-like latency, which suits
+ * mid-size vectors.
+ *
+ * Ranges are cut into chunks (p->chunk_bytes); both partners cut a range the
+ * same way, so the k-th piece sent matches the k-th piece received. Steps are
+ * not pipelined into each other: every piece of a step waits for a join of
+ * all the reductions of the previous step (rcoll_plan_join).
+ *
+ * Deadlock freedom: each (step, piece) pair is a round holding at most one
+ * send and one receive per rank, planned in the same order on every rank
+ * and matched on both ends of a connection in that order. A round's send and
+ * receive depend only on earlier rounds, never on each other, so the
+ * earliest unfinished round always completes even when a send finishes only
+ * once its receive is posted. Interleaving sends and receives piece by piece
+ * (rather than all sends, then all receives) keeps that true within the
+ * engine's window of steps it looks at.
+ *
+ * Buffers: the doubling phase receives into the half this rank sent at the
+ * same step; that data can only come back after the partner received ours,
+ * so the send has finished (the argument the ring makes). A folded rank's
+ * result overwrites its input, which in place is what it sent: each piece
+ * waits for its send explicitly. */
+#include "algo.h"
+#include "reduce.h"
+
+#define RHD_MAX_STEPS 31
+
+typedef struct rhd {
+  const rcoll_coll_args_t *a;
+  size_t tsz, chunk; /* element size; elements per piece */
+  int n, p2, rem;
+  int newrank;       /* -1: folded into rank + 1 */
+  int steps;         /* log2 p2 */
+  size_t klo[RHD_MAX_STEPS], khi[RHD_MAX_STEPS]; /* kept range at each step */
+  size_t slo[RHD_MAX_STEPS], shi[RHD_MAX_STEPS]; /* range given away */
+  int ready;         /* join of everything the next step reads */
+} rhd_t;
+
+static int real_rank(const rhd_t *h, int q) { return q < h->rem ? 2 * q + 1 : q + h->rem; }
+
+static size_t pieces(const rhd_t *h, size_t lo, size_t hi) {
+  return rcoll_chunk_count(hi - lo, h->chunk);
+}
+
+/* Piece j of [lo, hi): element offset and length. */
+static size_t piece(const rhd_t *h, size_t lo, size_t hi, size_t j, size_t *off) {
+  *off = lo + j * h->chunk;
+  return hi - *off < h->chunk ? hi - *off : h->chunk;
+}
+
+static void plan_ranges(rhd_t *h) {
+  size_t lo = 0, hi = h->a->count;
+  for (int s = 0; s < h->steps; s++) {
+    size_t mid = lo + (hi - lo) / 2;
+    int upper = (h->newrank >> s) & 1;
+    h->klo[s] = upper ? mid : lo;
+    h->khi[s] = upper ? hi : mid;
+    h->slo[s] = upper ? lo : mid;
+    h->shi[s] = upper ? mid : hi;
+    lo = h->klo[s];
+    hi = h->khi[s];
+  }
+}
+
+/* Fold, first half: the even rank of a pair sends, the odd one reduces. */
+static void plan_fold(rcoll_plan_t *p, rhd_t *h, int *sent) {
+  const rcoll_coll_args_t *a = h->a;
+  int r = a->rank;
+  const char *sb = a->sendbuff;
+  char *rb = a->recvbuff;
+  size_t np = pieces(h, 0, a->count);
+  for (size_t j = 0; j < np; j++) {
+    size_t off, len = piece(h, 0, a->count, j, &off);
+    if (h->newrank < 0) {
+      sent[j] = rcoll_plan_send(p, r + 1, sb + off * h->tsz, len * h->tsz, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    } else {
+      int x = rcoll_plan_recv_reduce(p, r - 1, rb + off * h->tsz, sb + off * h->tsz, len, a->dtype,
+                                     a->op, 0, RCOLL_NO_DEP, RCOLL_NO_DEP);
+      h->ready = rcoll_plan_join(p, h->ready, x);
+    }
+  }
+}
+
+/* Fold, second half: the odd rank hands the result back. */
+static void plan_unfold(rcoll_plan_t *p, rhd_t *h, const int *sent) {
+  const rcoll_coll_args_t *a = h->a;
+  char *rb = a->recvbuff;
+  size_t np = pieces(h, 0, a->count);
+  for (size_t j = 0; j < np; j++) {
+    size_t off, len = piece(h, 0, a->count, j, &off);
+    if (h->newrank < 0)
+      rcoll_plan_recv(p, a->rank + 1, rb + off * h->tsz, len * h->tsz, sent[j], RCOLL_NO_DEP);
+    else
+      rcoll_plan_send(p, a->rank - 1, rb + off * h->tsz, len * h->tsz, h->ready, RCOLL_NO_DEP);
+  }
+}
+
+/* Halving step s: send [slo, shi), reduce the partner's [klo, khi) into ours. */
+static void plan_halving(rcoll_plan_t *p, rhd_t *h, int s, const char *in) {
+  const rcoll_coll_args_t *a = h->a;
+  int partner = real_rank(h, h->newrank ^ (1 << s));
+  char *rb = a->recvbuff;
+  int flags = s == h->steps - 1 ? RCOLL_STEP_FINISH : 0, prev = h->ready;
+  size_t ns = pieces(h, h->slo[s], h->shi[s]), nk = pieces(h, h->klo[s], h->khi[s]);
+  for (size_t j = 0; j < ns || j < nk; j++) {
+    size_t off, len;
+    if (j < ns) {
+      len = piece(h, h->slo[s], h->shi[s], j, &off);
+      rcoll_plan_send(p, partner, in + off * h->tsz, len * h->tsz, prev, RCOLL_NO_DEP);
+    }
+    if (j < nk) {
+      len = piece(h, h->klo[s], h->khi[s], j, &off);
+      int x = rcoll_plan_recv_reduce(p, partner, rb + off * h->tsz, in + off * h->tsz, len, a->dtype,
+                                     a->op, flags, prev, RCOLL_NO_DEP);
+      h->ready = rcoll_plan_join(p, h->ready, x);
+    }
+  }
+}
+
+/* Doubling step s: send what we hold ([klo, khi)), receive [slo, shi). */
+static void plan_doubling(rcoll_plan_t *p, rhd_t *h, int s) {
+  int partner = real_rank(h, h->newrank ^ (1 << s));
+  char *rb = h->a->recvbuff;
+  int prev = h->ready;
+  size_t nk = pieces(h, h->klo[s], h->khi[s]), ns = pieces(h, h->slo[s], h->shi[s]);
+  for (size_t j = 0; j < ns || j < nk; j++) {
+    size_t off, len;
+    if (j < nk) {
+      len = piece(h, h->klo[s], h->khi[s], j, &off);
+      rcoll_plan_send(p, partner, rb + off * h->tsz, len * h->tsz, prev, RCOLL_NO_DEP);
+    }
+    if (j < ns) {
+      len = piece(h, h->slo[s], h->shi[s], j, &off);
+      int x = rcoll_plan_recv(p, partner, rb + off * h->tsz, len * h->tsz, RCOLL_NO_DEP, RCOLL_NO_DEP);
+      h->ready = rcoll_plan_join(p, h->ready, x);
+    }
+  }
+}
+
+void rcoll_allreduce_rabenseifner(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+  rhd_t h = {.a = a, .tsz = rcoll_type_size(a->dtype), .n = a->nranks, .p2 = 1,
+             .ready = RCOLL_NO_DEP};
+  h.chunk = p->chunk_bytes / h.tsz;
+  if (h.n == 1) {
+    rcoll_plan_copy(p, a->recvbuff, a->sendbuff, a->count * h.tsz, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    return;
+  }
+  while (2 * h.p2 <= h.n)
+    h.p2 *= 2, h.steps++;
+  h.rem = h.n - h.p2;
+  int r = a->rank;
+  h.newrank = r < 2 * h.rem ? (r % 2 ? r / 2 : -1) : r - h.rem;
+  int *sent = NULL;
+  if (r < 2 * h.rem) {
+    sent = rcoll_plan_tmp(p, (pieces(&h, 0, a->count) + 1) * sizeof *sent);
+    if (sent == NULL)
+      return;
+    plan_fold(p, &h, sent);
+  }
+  if (h.newrank >= 0) {
+    plan_ranges(&h);
+    /* The first step reads our input, or the folded sum already in rb. */
+    const char *in = r < 2 * h.rem ? a->recvbuff : a->sendbuff;
+    for (int s = 0; s < h.steps; s++)
+      plan_halving(p, &h, s, s == 0 ? in : a->recvbuff);
+    for (int s = h.steps - 1; s >= 0; s--)
+      plan_doubling(p, &h, s);
+  }
+  if (r < 2 * h.rem)
+    plan_unfold(p, &h, sent);
+}

@@ -1,0 +1,222 @@
+/* An in-memory executor for plans (used by tests/test_plans.c): every rank's
+ * plan runs against real buffers, with each connection a FIFO of messages,
+ * and the engine's rules reproduced: a step starts when its dependencies are
+ * done; sends and receives are posted in the order planned per connection;
+ * a receive-reduce holds one of nslots staging slots of its connection from
+ * posting to completion; only the first SIM_WINDOW unfinished steps of a plan
+ * are looked at (lib/engine.c's ENGINE_WINDOW).
+ *
+ * With zero buffering a send finishes only when the receiver takes it (a
+ * rendezvous), which is the strictest transport a plan must survive: if no
+ * rank can move while steps remain, the plans deadlock. Ranks are visited in
+ * a shuffled order and steps are skipped at random, so that different runs
+ * see different interleavings. Header-only because the Makefile builds every
+ * other .c file in tests/ as a program of its own. */
+#ifndef PLAN_SIM_H
+#define PLAN_SIM_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "comm.h"
+#include "plan.h"
+#include "reduce.h"
+
+#define SIM_WINDOW 512 /* as ENGINE_WINDOW in lib/engine.c */
+#define SIM_MAX_RANKS 16
+
+typedef struct sim_msg {
+  rcoll_step_t *send; /* zero buffering: the sender's step, still posted */
+  void *copy;         /* buffered: the data, copied when the send was posted */
+  size_t bytes;
+  struct sim_msg *next;
+} sim_msg_t;
+
+typedef struct sim {
+  int n;
+  int zero_buffer;
+  int nslots;
+  unsigned seed;
+  rcoll_plan_t *plans[SIM_MAX_RANKS];
+  sim_msg_t *head[SIM_MAX_RANKS][SIM_MAX_RANKS], *tail[SIM_MAX_RANKS][SIM_MAX_RANKS]; /* [from][to] */
+  uint64_t send_posted[SIM_MAX_RANKS][SIM_MAX_RANKS];
+  uint64_t recv_posted[SIM_MAX_RANKS][SIM_MAX_RANKS], recv_done[SIM_MAX_RANKS][SIM_MAX_RANKS];
+  int slots_used[SIM_MAX_RANKS][SIM_MAX_RANKS];
+  char error[256];
+} sim_t;
+
+static unsigned sim_rand(sim_t *s) {
+  s->seed = s->seed * 1103515245u + 12345u;
+  return (s->seed >> 16) & 0x7fff;
+}
+
+static int sim_deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
+  for (int k = 0; k < 2; k++)
+    if (st->dep[k] != RCOLL_NO_DEP && p->steps[st->dep[k]].state != RCOLL_STEP_DONE)
+      return 0;
+  return 1;
+}
+
+static void sim_finish(const sim_t *s, rcoll_step_t *st) {
+  if (st->flags & RCOLL_STEP_FINISH) {
+    rcollDataType_t t = (rcollDataType_t)st->dtype;
+    rcoll_reduce_finish(st->dst, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op, s->n);
+  }
+}
+
+static void sim_push(sim_t *s, int from, int to, sim_msg_t *m) {
+  if (s->tail[from][to] != NULL)
+    s->tail[from][to]->next = m;
+  else
+    s->head[from][to] = m;
+  s->tail[from][to] = m;
+}
+
+static int sim_post(sim_t *s, int r, rcoll_step_t *st) {
+  if (!sim_deps_done(s->plans[r], st))
+    return 0;
+  if (st->kind == RCOLL_STEP_COPY) {
+    if (st->src != NULL && st->src != st->dst && st->bytes > 0)
+      memmove(st->dst, st->src, st->bytes);
+    sim_finish(s, st);
+    st->state = RCOLL_STEP_DONE;
+    return 1;
+  }
+  int q = st->peer;
+  if (st->kind == RCOLL_STEP_SEND) {
+    if (st->seq != s->send_posted[r][q])
+      return 0;
+    sim_msg_t *m = calloc(1, sizeof *m);
+    m->bytes = st->bytes;
+    if (s->zero_buffer) {
+      m->send = st;
+      st->state = RCOLL_STEP_POSTED;
+    } else {
+      m->copy = malloc(st->bytes + 1);
+      memcpy(m->copy, st->src, st->bytes);
+      st->state = RCOLL_STEP_DONE;
+    }
+    sim_push(s, r, q, m);
+    s->send_posted[r][q]++;
+    return 1;
+  }
+  if (st->seq != s->recv_posted[r][q])
+    return 0;
+  if (st->kind == RCOLL_STEP_RECV_REDUCE) {
+    if (s->slots_used[r][q] >= s->nslots)
+      return 0;
+    s->slots_used[r][q]++;
+  }
+  s->recv_posted[r][q]++;
+  st->state = RCOLL_STEP_POSTED;
+  return 1;
+}
+
+/* Completes a posted receive if the next message from its peer is there. */
+static int sim_complete(sim_t *s, int r, rcoll_step_t *st) {
+  int q = st->peer;
+  sim_msg_t *m = s->head[q][r];
+  if (st->seq != s->recv_done[r][q] || m == NULL)
+    return 0;
+  if (m->bytes != st->bytes) {
+    snprintf(s->error, sizeof s->error, "rank %d expected %zu bytes from %d, message %llu has %zu",
+             r, st->bytes, q, (unsigned long long)st->seq, m->bytes);
+    return 0;
+  }
+  s->head[q][r] = m->next;
+  if (m->next == NULL)
+    s->tail[q][r] = NULL;
+  const void *data = m->send != NULL ? m->send->src : m->copy;
+  if (st->kind == RCOLL_STEP_RECV) {
+    memcpy(st->dst, data, st->bytes);
+  } else {
+    void *staged = malloc(st->bytes + 1); /* like the engine's staging slot */
+    memcpy(staged, data, st->bytes);
+    rcollDataType_t t = (rcollDataType_t)st->dtype;
+    rcoll_reduce(st->dst, st->src, staged, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op);
+    free(staged);
+    sim_finish(s, st);
+    s->slots_used[r][q]--;
+  }
+  if (m->send != NULL)
+    m->send->state = RCOLL_STEP_DONE;
+  free(m->copy);
+  free(m);
+  s->recv_done[r][q]++;
+  st->state = RCOLL_STEP_DONE;
+  return 1;
+}
+
+/* One engine pass over rank r's window; skip_pct of steps are passed over. */
+static int sim_pass(sim_t *s, int r, unsigned skip_pct) {
+  rcoll_plan_t *p = s->plans[r];
+  int moved = 0, seen = 0;
+  for (int i = p->head; i < p->nsteps && seen < SIM_WINDOW; i++) {
+    rcoll_step_t *st = &p->steps[i];
+    if (st->state == RCOLL_STEP_DONE)
+      continue;
+    seen++;
+    if (skip_pct > 0 && sim_rand(s) % 100 < skip_pct)
+      continue;
+    if (st->state == RCOLL_STEP_PENDING)
+      moved += sim_post(s, r, st);
+    if (st->state == RCOLL_STEP_POSTED && st->kind != RCOLL_STEP_SEND)
+      moved += sim_complete(s, r, st);
+    if (s->error[0])
+      return moved;
+  }
+  while (p->head < p->nsteps && p->steps[p->head].state == RCOLL_STEP_DONE)
+    p->head++;
+  return moved;
+}
+
+static void sim_free_msgs(sim_t *s) {
+  for (int a = 0; a < s->n; a++)
+    for (int b = 0; b < s->n; b++)
+      while (s->head[a][b] != NULL) {
+        sim_msg_t *m = s->head[a][b];
+        s->head[a][b] = m->next;
+        free(m->copy);
+        free(m);
+      }
+}
+
+/* Runs the plans to completion. Returns 0, or -1 with s->error set (a size
+ * mismatch, or a deadlock: no rank can move while steps remain). */
+static int sim_run(sim_t *s, unsigned skip_pct) {
+  int order[SIM_MAX_RANKS];
+  for (int r = 0; r < s->n; r++)
+    order[r] = r;
+  for (;;) {
+    for (int r = s->n - 1; r > 0; r--) { /* a fresh shuffled visiting order */
+      int k = (int)(sim_rand(s) % (unsigned)(r + 1)), t = order[r];
+      order[r] = order[k];
+      order[k] = t;
+    }
+    int moved = 0, busy = 0;
+    for (int k = 0; k < s->n && !s->error[0]; k++)
+      moved += sim_pass(s, order[k], skip_pct);
+    for (int r = 0; r < s->n && !s->error[0] && moved == 0; r++)
+      moved += sim_pass(s, r, 0); /* nothing moved: try once more without skipping */
+    for (int r = 0; r < s->n; r++)
+      busy += s->plans[r]->head < s->plans[r]->nsteps;
+    if (s->error[0] || !busy)
+      break;
+    if (moved == 0) {
+      for (int r = 0; r < s->n; r++)
+        if (s->plans[r]->head < s->plans[r]->nsteps) {
+          const rcoll_step_t *st = &s->plans[r]->steps[s->plans[r]->head];
+          snprintf(s->error, sizeof s->error, "deadlock: rank %d stuck at step %d (kind %d, peer %d)",
+                   r, s->plans[r]->head, st->kind, st->peer);
+          break;
+        }
+      break;
+    }
+  }
+  sim_free_msgs(s);
+  return s->error[0] ? -1 : 0;
+}
+
+#endif

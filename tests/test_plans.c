@@ -1,0 +1,384 @@
+/* Plans of every algorithm, built for 1..9 ranks on fake communicators (no
+ * network) and checked three ways:
+ *   - structure: dependencies point backwards; no receive-reduce is larger
+ *     than a staging slot; for every pair (a, b) the sizes a plans to send
+ *     to b are, in order, the sizes b plans to receive from a;
+ *   - execution: the plans run in an in-memory simulator (plan_sim.h) with
+ *     unbuffered (rendezvous) connections, which proves them deadlock-free
+ *     under the engine's rules, and with buffered ones;
+ *   - results: element by element against sums computed here, and for the
+ *     deterministic algorithms bit for bit against a float sum in rank order.
+ * Chunks are tiny (8 doubles) so that every call has many of them, and one
+ * case has more chunks than the engine's window of steps. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "algo.h"
+#include "comm.h"
+#include "plan_sim.h"
+#include "reduce.h"
+#include "topo.h"
+
+typedef void (*planner_t)(rcoll_plan_t *, const rcoll_coll_args_t *);
+enum coll { AR, BC, RD, AG, RS, P2P };
+
+typedef struct layout {
+  int nodes;       /* ranks are spread over this many nodes ... */
+  int interleaved; /* ... round robin (1) or in contiguous blocks (0) */
+  int uneven;      /* the last node gets one rank more (when possible) */
+} layout_t;
+
+typedef struct world {
+  int n;
+  struct rcollComm *comms[SIM_MAX_RANKS];
+  void *send[SIM_MAX_RANKS], *recv[SIM_MAX_RANKS];
+} world_t;
+
+static int node_of(const layout_t *l, int n, int r) {
+  int nodes = l->nodes < n ? l->nodes : n;
+  if (l->interleaved)
+    return r % nodes;
+  if (l->uneven && nodes > 1) /* node k < nodes-1 holds per ranks, the last the rest */
+    return r / (n / nodes) < nodes - 1 ? r / (n / nodes) : nodes - 1;
+  int per = (n + nodes - 1) / nodes;
+  return r / per;
+}
+
+static void world_init(world_t *w, int n, const layout_t *l, size_t comm_chunk, size_t plan_chunk,
+                       int nslots) {
+  char ids[SIM_MAX_RANKS][16];
+  memset(w, 0, sizeof *w);
+  w->n = n;
+  for (int r = 0; r < n; r++)
+    snprintf(ids[r], sizeof ids[r], "node%d", node_of(l, n, r));
+  for (int r = 0; r < n; r++) {
+    struct rcollComm *c = calloc(1, sizeof *c);
+    c->rank = r;
+    c->nranks = n;
+    c->chunk_bytes = comm_chunk;
+    c->nslots = nslots;
+    c->nscratch = 2 * nslots;
+    c->peers = calloc((size_t)n, sizeof *c->peers);
+    c->scratch_reader = calloc((size_t)c->nscratch, sizeof(int));
+    cr_assert_eq(rcoll_topo_build(&c->topo, ids[0], sizeof ids[0], n, r), rcollSuccess);
+    rcoll_plan_reset(&c->plan, c);
+    c->plan.chunk_bytes = plan_chunk;
+    w->comms[r] = c;
+  }
+}
+
+static void world_free(world_t *w) {
+  for (int r = 0; r < w->n; r++) {
+    struct rcollComm *c = w->comms[r];
+    rcoll_plan_free(&c->plan);
+    rcoll_topo_free(&c->topo);
+    free(c->scratch);
+    free(c->scratch_reader);
+    free(c->peers);
+    free(c);
+    free(w->send[r]);
+    free(w->recv[r]);
+  }
+}
+
+/* Send and receive buffer elements per rank for count. */
+static size_t send_elems(enum coll k, size_t count, int n) { return k == RS ? count * (size_t)n : count; }
+static size_t recv_elems(enum coll k, size_t count, int n) { return k == AG ? count * (size_t)n : count; }
+
+static double input_f64(int r, size_t i) { return (double)((r + 1) * 1000 + (int)(i % 1013)); }
+
+/* The expected element i of rank r's result (for the ranks that get one). */
+static double expected_f64(enum coll k, int n, int root, int r, size_t count, size_t i) {
+  double sum = 0;
+  switch (k) {
+  case AR: case RD:
+    for (int q = 0; q < n; q++)
+      sum += input_f64(q, i);
+    return sum;
+  case RS:
+    for (int q = 0; q < n; q++)
+      sum += input_f64(q, (size_t)r * count + i);
+    return sum;
+  case BC: return input_f64(root, i);
+  case AG: return input_f64((int)(i / count), i % count);
+  case P2P: return input_f64((r + n - 1) % n, i);
+  }
+  return 0;
+}
+
+static int gets_result(enum coll k, int r, int root) { return k != RD || r == root; }
+
+/* Fills the buffers (in place where asked) and plans every rank. */
+static void plan_all(world_t *w, enum coll k, planner_t plan, size_t count, int root, int inplace,
+                     rcollDataType_t t, double (*input)(int, size_t)) {
+  int n = w->n;
+  size_t tsz = rcoll_type_size(t);
+  for (int r = 0; r < n; r++) {
+    size_t se = send_elems(k, count, n), re = recv_elems(k, count, n);
+    w->send[r] = calloc(se + 1, tsz);
+    w->recv[r] = calloc(re + 1, tsz);
+    for (size_t i = 0; i < se; i++) {
+      double v = input(r, i);
+      if (t == rcollFloat64) ((double *)w->send[r])[i] = v;
+      else if (t == rcollFloat32) ((float *)w->send[r])[i] = (float)v;
+      else ((int64_t *)w->send[r])[i] = (int64_t)v;
+    }
+    char *sb = w->send[r], *rb = w->recv[r];
+    if (inplace && k == AG) { /* our block of the receive buffer is the input */
+      memcpy(rb + (size_t)r * count * tsz, sb, count * tsz);
+      sb = rb + (size_t)r * count * tsz;
+    } else if (inplace && k == RS) {
+      rb = sb + (size_t)r * count * tsz;
+    } else if (inplace && k != P2P) {
+      memcpy(rb, sb, count * tsz);
+      sb = rb;
+    }
+    rcoll_coll_args_t a = {sb, rb, count, t, t == rcollInt64 ? rcollAvg : rcollSum, root, r, n};
+    rcoll_plan_t *p = &w->comms[r]->plan;
+    if (k == P2P) {
+      a.root = (r + 1) % n;
+      rcoll_send_p2p(p, &a);
+      a.root = (r + n - 1) % n;
+      rcoll_recv_p2p(p, &a);
+    } else {
+      plan(p, &a);
+    }
+    cr_assert(!p->failed, "rank %d: planning failed", r);
+  }
+}
+
+/* The result buffer of rank r (in-place reduce-scatter writes into send). */
+static const char *result_of(world_t *w, enum coll k, int r, int inplace, size_t count, size_t tsz) {
+  if (inplace && k == RS)
+    return (const char *)w->send[r] + (size_t)r * count * tsz;
+  return w->recv[r];
+}
+
+/* Structural invariants across all ranks' plans. */
+static void check_structure(world_t *w, const char *what) {
+  int n = w->n;
+  for (int r = 0; r < n; r++) {
+    const rcoll_plan_t *p = &w->comms[r]->plan;
+    for (int i = 0; i < p->nsteps; i++) {
+      const rcoll_step_t *st = &p->steps[i];
+      for (int d = 0; d < 2; d++)
+        cr_assert(st->dep[d] == RCOLL_NO_DEP || (st->dep[d] >= 0 && st->dep[d] < i),
+                  "%s: rank %d step %d depends on %d", what, r, i, st->dep[d]);
+      if (st->kind == RCOLL_STEP_RECV_REDUCE)
+        cr_assert(st->bytes <= w->comms[r]->chunk_bytes, "%s: rank %d step %d reduces %zu bytes",
+                  what, r, i, st->bytes);
+      if (st->kind != RCOLL_STEP_COPY)
+        cr_assert(st->peer >= 0 && st->peer < n && st->peer != r, "%s: rank %d step %d peer %d",
+                  what, r, i, st->peer);
+    }
+  }
+  for (int a = 0; a < n; a++)
+    for (int b = 0; b < n; b++) { /* the k-th send a -> b meets the k-th receive of b from a */
+      const rcoll_plan_t *pa = &w->comms[a]->plan, *pb = &w->comms[b]->plan;
+      int i = 0, j = 0;
+      for (;;) {
+        while (i < pa->nsteps && !(pa->steps[i].kind == RCOLL_STEP_SEND && pa->steps[i].peer == b))
+          i++;
+        while (j < pb->nsteps && !(pb->steps[j].kind != RCOLL_STEP_SEND &&
+                                   pb->steps[j].kind != RCOLL_STEP_COPY && pb->steps[j].peer == a))
+          j++;
+        cr_assert_eq(i < pa->nsteps, j < pb->nsteps, "%s: %d sends to %d and %d receives differ in number",
+                     what, a, b, b);
+        if (i == pa->nsteps)
+          break;
+        cr_assert_eq(pa->steps[i].bytes, pb->steps[j].bytes,
+                     "%s: %d -> %d: a send of %zu bytes meets a receive of %zu", what, a, b,
+                     pa->steps[i].bytes, pb->steps[j].bytes);
+        i++, j++;
+      }
+    }
+}
+
+static void run_sim(world_t *w, int zero_buffer, unsigned seed, const char *what) {
+  static sim_t s; /* large: keep it off the stack */
+  memset(&s, 0, sizeof s);
+  s.n = w->n;
+  s.zero_buffer = zero_buffer;
+  s.nslots = w->comms[0]->nslots;
+  s.seed = seed;
+  for (int r = 0; r < w->n; r++)
+    s.plans[r] = &w->comms[r]->plan;
+  cr_assert_eq(sim_run(&s, zero_buffer ? 30 : 0), 0, "%s: %s", what, s.error);
+}
+
+typedef struct algo_case {
+  const char *name;
+  enum coll k;
+  planner_t plan;
+} algo_case_t;
+
+/* Plans, checks and runs one case; float64 sums (int64 avg when avg is set). */
+static void run_case(const algo_case_t *ac, int n, const layout_t *l, size_t count, int inplace,
+                     int zero_buffer, int avg) {
+  world_t w;
+  world_init(&w, n, l, 64, 64, 2);
+  int root = n > 2 ? n - 2 : 0;
+  char what[160];
+  snprintf(what, sizeof what, "%s n=%d nodes=%d%s%s count=%zu%s%s", ac->name, n, l->nodes,
+           l->interleaved ? " interleaved" : "", l->uneven ? " uneven" : "", count,
+           inplace ? " in place" : "", zero_buffer ? " unbuffered" : " buffered");
+  rcollDataType_t t = avg ? rcollInt64 : rcollFloat64;
+  plan_all(&w, ac->k, ac->plan, count, root, inplace, t, input_f64);
+  check_structure(&w, what);
+  run_sim(&w, zero_buffer, (unsigned)(n * 7919 + count), what);
+  size_t tsz = rcoll_type_size(t);
+  for (int r = 0; r < n; r++) {
+    if (!gets_result(ac->k, r, root))
+      continue;
+    const char *res = result_of(&w, ac->k, r, inplace, count, tsz);
+    for (size_t i = 0; i < recv_elems(ac->k, count, n); i++) {
+      double want = expected_f64(ac->k, n, root, r, count, i);
+      if (avg) { /* integer avg: the sum divided once by n */
+        int64_t got = ((const int64_t *)res)[i], w64 = (int64_t)want / n;
+        cr_assert_eq(got, w64, "%s avg: rank %d element %zu is %lld, want %lld", what, r, i,
+                     (long long)got, (long long)w64);
+      } else {
+        double got = ((const double *)res)[i];
+        cr_assert_eq(got, want, "%s: rank %d element %zu is %g, want %g", what, r, i, got, want);
+      }
+    }
+  }
+  world_free(&w);
+}
+
+static const layout_t layouts[] = {
+    {1, 0, 0}, {2, 0, 0}, {3, 0, 0}, {2, 1, 0}, {3, 1, 0}, {2, 0, 1}, {64, 0, 0},
+};
+#define NLAYOUTS (sizeof layouts / sizeof layouts[0])
+
+/* Every rank count 1..9, several counts, in and out of place, both
+ * buffering modes; all layouts for the topology-aware algorithm. */
+static void sweep(const algo_case_t *ac, int all_layouts) {
+  for (int n = ac->k == P2P ? 2 : 1; n <= 9; n++) {
+    size_t counts[] = {0, 1, 2, 7, (size_t)n + 1, 37, 1000};
+    for (size_t li = 0; li < (all_layouts ? NLAYOUTS : 2); li++)
+      for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+        for (int mode = 0; mode < 4; mode++)
+          run_case(ac, n, &layouts[li], counts[ci], mode & 1, mode >> 1, 0);
+    if (ac->k == AR || ac->k == RD || ac->k == RS) /* avg: finished exactly once */
+      run_case(ac, n, &layouts[1], 37, 0, 1, 1);
+  }
+}
+
+#define ALGO_TEST(test, kind, fn, all)                           \
+  Test(plans, test, .timeout = 120) {                            \
+    algo_case_t ac = {#fn, kind, fn};                            \
+    sweep(&ac, all);                                             \
+  }
+
+ALGO_TEST(allreduce_ring, AR, rcoll_allreduce_ring, 0)
+ALGO_TEST(allreduce_tree, AR, rcoll_allreduce_tree, 0)
+ALGO_TEST(allreduce_hier, AR, rcoll_allreduce_hier, 1)
+ALGO_TEST(allreduce_rabenseifner, AR, rcoll_allreduce_rabenseifner, 0)
+ALGO_TEST(allreduce_deterministic, AR, rcoll_allreduce_deterministic, 0)
+ALGO_TEST(broadcast_chain, BC, rcoll_broadcast_chain, 0)
+ALGO_TEST(broadcast_tree, BC, rcoll_broadcast_tree, 0)
+ALGO_TEST(reduce_chain, RD, rcoll_reduce_chain, 0)
+ALGO_TEST(reduce_deterministic, RD, rcoll_reduce_deterministic, 0)
+ALGO_TEST(allgather_ring, AG, rcoll_allgather_ring, 0)
+ALGO_TEST(reduce_scatter_ring, RS, rcoll_reduce_scatter_ring, 0)
+ALGO_TEST(reduce_scatter_deterministic, RS, rcoll_reduce_scatter_deterministic, 0)
+ALGO_TEST(sendrecv_ring, P2P, NULL, 0)
+
+/* More chunks than the engine looks at in one pass (its window of 512
+ * steps): a plan that needed a step beyond the window to free an earlier
+ * one would deadlock here. */
+Test(plans, beyond_engine_window, .timeout = 120) {
+  const algo_case_t cases[] = {
+      {"ring", AR, rcoll_allreduce_ring},       {"tree", AR, rcoll_allreduce_tree},
+      {"hier", AR, rcoll_allreduce_hier},       {"rabenseifner", AR, rcoll_allreduce_rabenseifner},
+      {"deterministic", AR, rcoll_allreduce_deterministic},
+      {"rs deterministic", RS, rcoll_reduce_scatter_deterministic},
+      {"reduce deterministic", RD, rcoll_reduce_deterministic},
+      {"bcast tree", BC, rcoll_broadcast_tree},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int n = 3; n <= 4; n++)
+      run_case(&cases[c], n, &layouts[1], 8 * 1100, 0, 1, 0);
+}
+
+/* Floats of mixed magnitudes and signs, so that the order of additions shows
+ * in the rounding. */
+static double input_mixed(int r, size_t i) {
+  uint32_t h = (uint32_t)(r * 2654435761u) ^ (uint32_t)(i * 40503u + 17u);
+  h ^= h >> 15, h *= 2246822519u, h ^= h >> 13;
+  double m = (double)(h & 0xffffff) / (double)0x1000000 - 0.5;
+  return (float)ldexp(m, (int)(h >> 27) - 8);
+}
+
+/* Rank-order sum ((x0 + x1) + x2) + ... in float, as the mode promises. */
+static float rank_order_sum(int n, size_t i) {
+  float acc = (float)input_mixed(0, i);
+  for (int r = 1; r < n; r++)
+    acc = acc + (float)input_mixed(r, i);
+  return acc;
+}
+
+/* Runs an all-reduce of count floats; returns how many elements of rank 0's
+ * result differ bit for bit from the rank-order sum. */
+static size_t float_mismatches(planner_t plan, int n, const layout_t *l, size_t chunk, size_t count) {
+  world_t w;
+  world_init(&w, n, l, 256, chunk, 2);
+  plan_all(&w, AR, plan, count, 0, 0, rcollFloat32, input_mixed);
+  run_sim(&w, 1, 99, "float sum");
+  size_t bad = 0;
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < count; i++) {
+      float got = ((const float *)w.recv[r])[i], want = rank_order_sum(n, i);
+      bad += memcmp(&got, &want, sizeof got) != 0;
+    }
+  world_free(&w);
+  return bad;
+}
+
+Test(plans, deterministic_is_rank_order_bit_for_bit, .timeout = 120) {
+  const size_t chunks[] = {64, 128, 256};
+  for (int n = 2; n <= 9; n++)
+    for (size_t li = 0; li < NLAYOUTS; li++)
+      for (size_t c = 0; c < 3; c++)
+        cr_assert_eq(float_mismatches(rcoll_allreduce_deterministic, n, &layouts[li], chunks[c], 999),
+                     0, "n=%d layout %zu chunk %zu: not the rank-order sum", n, li, chunks[c]);
+  /* The check has teeth: orders other than rank order round differently. */
+  cr_assert_gt(float_mismatches(rcoll_allreduce_ring, 5, &layouts[0], 64, 999), 0);
+  cr_assert_gt(float_mismatches(rcoll_allreduce_tree, 5, &layouts[0], 64, 999), 0);
+}
+
+/* Reduce and reduce-scatter in deterministic mode give the same bits as the
+ * deterministic all-reduce, at any root. */
+Test(plans, deterministic_reduce_and_reduce_scatter_match, .timeout = 120) {
+  for (int n = 2; n <= 7; n++) {
+    size_t count = 301;
+    for (int root = 0; root < n; root += n - 1 > 2 ? 2 : 1) {
+      world_t w;
+      world_init(&w, n, &layouts[2], 256, 128, 2);
+      plan_all(&w, RD, rcoll_reduce_deterministic, count, root, root & 1, rcollFloat32, input_mixed);
+      run_sim(&w, 1, 5, "deterministic reduce");
+      for (size_t i = 0; i < count; i++) {
+        float got = ((const float *)w.recv[root])[i], want = rank_order_sum(n, i);
+        cr_assert(memcmp(&got, &want, sizeof got) == 0, "reduce n=%d root %d element %zu", n, root, i);
+      }
+      world_free(&w);
+    }
+    world_t w;
+    world_init(&w, n, &layouts[3], 256, 64, 2);
+    plan_all(&w, RS, rcoll_reduce_scatter_deterministic, count, 0, n % 2, rcollFloat32, input_mixed);
+    run_sim(&w, 1, 6, "deterministic reduce-scatter");
+    for (int r = 0; r < n; r++) {
+      const float *res = (const float *)result_of(&w, RS, r, n % 2, count, sizeof(float));
+      for (size_t i = 0; i < count; i++) {
+        float want = rank_order_sum(n, (size_t)r * count + i);
+        cr_assert(memcmp(&res[i], &want, sizeof want) == 0, "reduce-scatter n=%d rank %d element %zu",
+                  n, r, i);
+      }
+    }
+    world_free(&w);
+  }
+}
