@@ -107,6 +107,11 @@ RCOLL_API rcollResult_t rcollCommInitAll(rcollComm_t *comms, int ndev, const int
  * (RCOLL_COMM_ID or torchrun's MASTER_ADDR/MASTER_PORT, with RANK/WORLD_SIZE,
  * PMI_RANK/PMI_SIZE, OMPI_COMM_WORLD_RANK/SIZE or SLURM_PROCID/SLURM_NTASKS). */
 RCOLL_API rcollResult_t rcollCommInitFromEnv(rcollComm_t *comm, rcollConfig_t *config);
+/* Ranks with the same color form a new communicator, ordered by key (ties by
+ * rank). RCOLL_SPLIT_NOCOLOR gives *newcomm = NULL. Collective over comm. */
+#define RCOLL_SPLIT_NOCOLOR -1
+RCOLL_API rcollResult_t rcollCommSplit(rcollComm_t comm, int color, int key, rcollComm_t *newcomm,
+                                       rcollConfig_t *config);
 RCOLL_API rcollResult_t rcollCommFinalize(rcollComm_t comm);
 RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm);
 RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm);
