@@ -1,6 +1,6 @@
 /* Public collective and point-to-point calls: validate the arguments once,
- * plan with the chosen algorithm, and run (or, inside a group, keep the plan
- * for rcollGroupEnd). */
+ * let the tuner choose the algorithm and chunk (tuner.h), plan, and run (or,
+ * inside a group, keep the plan for rcollGroupEnd). */
 #include <stdint.h>
 #include <stdio.h>
 
@@ -10,13 +10,11 @@
 #include "log.h"
 #include "memtype.h"
 #include "reduce.h"
-
-typedef void (*planner_t)(rcoll_plan_t *, const rcoll_coll_args_t *);
+#include "tuner.h"
 
 typedef struct coll_desc {
   const char *name;
-  planner_t plan;
-  const char *algo;
+  rcoll_coll_kind_t coll;
   int has_op;     /* validate op */
   int has_root;   /* validate root (or peer) */
   int send_mult;  /* sendbuff holds count * (send_mult ? nranks : 1) elements */
@@ -25,14 +23,14 @@ typedef struct coll_desc {
   int need_recv;
 } coll_desc_t;
 
-static const coll_desc_t ALLREDUCE = {"rcollAllReduce", rcoll_allreduce_ring, "ring", 1, 0, 0, 0, 1, 1};
-static const coll_desc_t BROADCAST = {"rcollBroadcast", rcoll_broadcast_chain, "chain", 0, 1, 0, 0, 0, 1};
-static const coll_desc_t REDUCE = {"rcollReduce", rcoll_reduce_chain, "chain", 1, 1, 0, 0, 1, 0};
-static const coll_desc_t ALLGATHER = {"rcollAllGather", rcoll_allgather_ring, "ring", 0, 0, 0, 1, 1, 1};
-static const coll_desc_t REDUCE_SCATTER = {"rcollReduceScatter", rcoll_reduce_scatter_ring, "ring",
-                                           1, 0, 1, 0, 1, 1};
-static const coll_desc_t SEND = {"rcollSend", rcoll_send_p2p, "p2p", 0, 1, 0, 0, 1, 0};
-static const coll_desc_t RECV = {"rcollRecv", rcoll_recv_p2p, "p2p", 0, 1, 0, 0, 0, 1};
+static const coll_desc_t ALLREDUCE = {"rcollAllReduce", RCOLL_COLL_ALLREDUCE, 1, 0, 0, 0, 1, 1};
+static const coll_desc_t BROADCAST = {"rcollBroadcast", RCOLL_COLL_BROADCAST, 0, 1, 0, 0, 0, 1};
+static const coll_desc_t REDUCE = {"rcollReduce", RCOLL_COLL_REDUCE, 1, 1, 0, 0, 1, 0};
+static const coll_desc_t ALLGATHER = {"rcollAllGather", RCOLL_COLL_ALLGATHER, 0, 0, 0, 1, 1, 1};
+static const coll_desc_t REDUCE_SCATTER = {"rcollReduceScatter", RCOLL_COLL_REDUCE_SCATTER, 1, 0, 1, 0,
+                                           1, 1};
+static const coll_desc_t SEND = {"rcollSend", RCOLL_COLL_SEND, 0, 1, 0, 0, 1, 0};
+static const coll_desc_t RECV = {"rcollRecv", RCOLL_COLL_RECV, 0, 1, 0, 0, 0, 1};
 
 static rcollResult_t check_buffer(const coll_desc_t *d, const char *what, const void *buf,
                                   size_t bytes, rcollStream_t stream) {
@@ -57,7 +55,7 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
     return rcoll_error(rcollInvalidArgument, "%s: op %d is not an rcollRedOp_t", d->name, (int)a->op);
   if (d->has_root && (a->root < 0 || a->root >= c->nranks))
     return rcoll_error(rcollInvalidArgument, "%s: %s %d is not a rank in [0, %d)", d->name,
-                       d->plan == rcoll_send_p2p || d->plan == rcoll_recv_p2p ? "peer" : "root",
+                       d->coll == RCOLL_COLL_SEND || d->coll == RCOLL_COLL_RECV ? "peer" : "root",
                        a->root, c->nranks);
   size_t tsize = rcoll_type_size(a->dtype);
   /* A negative int passed as a count arrives as a huge size_t. */
@@ -69,12 +67,29 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
   size_t sbytes = a->count * tsize * (d->send_mult ? (size_t)c->nranks : 1);
   size_t rbytes = a->count * tsize * (d->recv_mult ? (size_t)c->nranks : 1);
   int is_root = a->rank == a->root;
-  int send_used = d->need_send || (d->plan == rcoll_broadcast_chain && is_root);
-  int recv_used = d->need_recv || (d->plan == rcoll_reduce_chain && is_root);
+  int send_used = d->need_send || (d->coll == RCOLL_COLL_BROADCAST && is_root);
+  int recv_used = d->need_recv || (d->coll == RCOLL_COLL_REDUCE && is_root);
   if (send_used)
     RCOLL_CHECK(check_buffer(d, "sendbuff", a->sendbuff, sbytes, stream));
   if (recv_used)
     RCOLL_CHECK(check_buffer(d, "recvbuff", a->recvbuff, rbytes, stream));
+  return rcollSuccess;
+}
+
+/* Asks the tuner (made on the communicator's first call) for the algorithm
+ * and chunk, and plans the call with them. The chunk never exceeds the
+ * communicator's staging slot, which receive-reduces land in. */
+static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm) {
+  rcoll_plan_t *p = &comm->plan;
+  if (p->tuner == NULL)
+    RCOLL_CHECK(rcoll_tuner_create(comm, &p->tuner));
+  size_t bytes = a->count * rcoll_type_size(a->dtype);
+  if (d->coll == RCOLL_COLL_ALLGATHER || d->coll == RCOLL_COLL_REDUCE_SCATTER)
+    bytes *= (size_t)a->nranks;
+  rcoll_tune_choice_t ch = rcoll_tune_choose(p->tuner, d->coll, bytes);
+  p->chunk_bytes = ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes;
+  rcoll_tune_planner(d->coll, ch.algo)(p, a);
+  p->algo = rcoll_algo_name(ch.algo);
   return rcollSuccess;
 }
 
@@ -96,11 +111,15 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   }
   if (a->count == 0)
     return rcollSuccess;
-  d->plan(&comm->plan, a);
-  comm->plan.algo = d->algo;
+  r = coll_plan(d, a, comm);
+  if (r != rcollSuccess) {
+    if (rcoll_group_active())
+      rcoll_group_fail(r);
+    return r;
+  }
   RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,
              rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
-             a->root, d->algo, comm->net_summary, comm->plan.chunk_bytes);
+             a->root, comm->plan.algo, comm->net_summary, comm->plan.chunk_bytes);
   if (rcoll_group_active())
     return rcoll_group_add(comm);
   rcoll_plan_t *plans[1] = {&comm->plan};

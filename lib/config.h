@@ -49,7 +49,16 @@
     "from the sender's buffer instead of through the ring; 0 disables")                          \
   X(STR, shm_dir, "SHM_DIR", NULL, "/dev/shm",                                                   \
     "Directory (a tmpfs) where shared-memory rings are created; each is unlinked once mapped")   \
-  X(STR, algo, "ALGO", "NCCL_ALGO", "", "Force an algorithm (ring, chain); ^ excludes")          \
+  X(STR, algo, "ALGO", "NCCL_ALGO", "",                                                          \
+    "Algorithms the tuner may use: ring,tree,hier,rabenseifner,chain,deterministic; ^ excludes")  \
+  X(INT, deterministic, "DETERMINISTIC", NULL, "0",                                              \
+    "1: reduce every element in rank order 0..n-1 (bit-identical whatever algorithm or placement)") \
+  X(STR, tune_alpha, "TUNE_ALPHA", NULL, "",                                                     \
+    "Tuner link latency in us per message, by transport or class: e.g. socket=30,shm=1,inter=250") \
+  X(STR, tune_bw, "TUNE_BW", NULL, "",                                                           \
+    "Tuner link bandwidth in GB/s, by transport or class (intra, inter): e.g. socket=1.2,intra=8") \
+  X(STR, tune_reduce_bw, "TUNE_REDUCE_BW", NULL, "8",                                            \
+    "Tuner: GB/s at which a rank reduces (adds) received data into its own")                     \
   X(INT, spin_us, "SPIN_US", NULL, "50",                                                         \
     "Microseconds a wait spins before it yields the core, then sleeps")
 

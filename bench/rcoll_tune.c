@@ -1,0 +1,138 @@
+/* rcoll_tune: prints the tuner's predictions for a topology, without running
+ * anything: for each size, every algorithm's predicted time (at its best
+ * chunk) and what the tuner would choose.
+ *
+ *   bench/rcoll_tune -n 4 -N 2 -t socket           4 ranks on 2 nodes, socket between them
+ *   bench/rcoll_tune -n 8 -N 2 -i shm -t ib -c all every collective
+ *   -b 8 -e 256M -f 4    sizes (bytes of the whole vector), as in the perf tools
+ *   -r                   ranks round robin over the nodes instead of in blocks
+ *
+ * Link parameters are the transports' defaults, adjusted by RCOLL_TUNE_ALPHA,
+ * RCOLL_TUNE_BW and RCOLL_TUNE_REDUCE_BW; RCOLL_ALGO, RCOLL_DETERMINISTIC and
+ * RCOLL_CHUNK_SIZE apply as in a communicator.
+ *
+ * Until the Makefile builds this file as a tool of its own (as it does
+ * rcoll_info), it is compiled only with -DRCOLL_TUNE_TOOL, so that the bench
+ * drivers, which link every other .c file in bench/, get no second main():
+ *   cc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Ilib -DRCOLL_TUNE_TOOL \
+ *      bench/rcoll_tune.c lib/librcoll.a -pthread -lm -o bench/rcoll_tune */
+#ifdef RCOLL_TUNE_TOOL
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "topo.h"
+#include "tuner.h"
+
+typedef struct tool_opts {
+  int nranks, nnodes, round_robin, coll; /* coll -1: all */
+  const char *intra, *inter;
+  size_t min_bytes, max_bytes;
+  double factor;
+} tool_opts_t;
+
+static size_t parse_size(const char *s) {
+  int64_t v;
+  if (rcoll_settings_parse_int(s, &v) != 0 || v <= 0) {
+    fprintf(stderr, "rcoll_tune: bad size \"%s\"\n", s);
+    exit(2);
+  }
+  return (size_t)v;
+}
+
+static int parse_coll(const char *s) {
+  if (!strcmp(s, "all"))
+    return -1;
+  for (int c = 0; c < RCOLL_COLL_SEND; c++)
+    if (!strcmp(s, rcoll_coll_name(c)))
+      return c;
+  fprintf(stderr, "rcoll_tune: unknown collective \"%s\" (allreduce, broadcast, reduce, allgather, "
+          "reduce_scatter, all)\n", s);
+  exit(2);
+}
+
+static void usage(void) {
+  fprintf(stderr, "usage: rcoll_tune [-n ranks] [-N nodes] [-r] [-i intra-net] [-t inter-net]\n"
+                  "                  [-c collective|all] [-b min] [-e max] [-f factor]\n");
+  exit(2);
+}
+
+static void parse(int argc, char **argv, tool_opts_t *o) {
+  *o = (tool_opts_t){4, 2, 0, RCOLL_COLL_ALLREDUCE, "shm", "socket", 8, 256 << 20, 4};
+  int c;
+  while ((c = getopt(argc, argv, "n:N:ri:t:c:b:e:f:h")) != -1) {
+    switch (c) {
+    case 'n': o->nranks = atoi(optarg); break;
+    case 'N': o->nnodes = atoi(optarg); break;
+    case 'r': o->round_robin = 1; break;
+    case 'i': o->intra = optarg; break;
+    case 't': o->inter = optarg; break;
+    case 'c': o->coll = parse_coll(optarg); break;
+    case 'b': o->min_bytes = parse_size(optarg); break;
+    case 'e': o->max_bytes = parse_size(optarg); break;
+    case 'f': o->factor = atof(optarg); break;
+    default: usage();
+    }
+  }
+  if (o->nranks < 1 || o->nnodes < 1 || o->nnodes > o->nranks || o->factor <= 1)
+    usage();
+}
+
+/* Host ids "node<k>" in blocks or round robin, as a launcher would place. */
+static int make_topo(const tool_opts_t *o, rcoll_topo_t *topo) {
+  char(*ids)[16] = calloc((size_t)o->nranks, sizeof *ids);
+  int per = (o->nranks + o->nnodes - 1) / o->nnodes;
+  for (int r = 0; r < o->nranks; r++)
+    snprintf(ids[r], sizeof ids[r], "node%d", o->round_robin ? r % o->nnodes : r / per);
+  int rc = rcoll_topo_build(topo, ids[0], sizeof ids[0], o->nranks, 0) == rcollSuccess ? 0 : -1;
+  free(ids);
+  return rc;
+}
+
+static void print_table(const rcoll_tuner_t *t, int coll, const tool_opts_t *o) {
+  printf("\n# %s: predicted us at each algorithm's best chunk\n# %12s", rcoll_coll_name(coll), "bytes");
+  for (int a = 0; a < RCOLL_ALGO_NALGOS; a++)
+    if (rcoll_tune_applies(t, coll, a))
+      printf(" %13s", rcoll_algo_name(a));
+  printf(" %14s %9s\n", "choice", "chunk");
+  for (double b = (double)o->min_bytes; b <= (double)o->max_bytes; b *= o->factor) {
+    size_t bytes = (size_t)b;
+    printf("  %12zu", bytes);
+    for (int a = 0; a < RCOLL_ALGO_NALGOS; a++)
+      if (rcoll_tune_applies(t, coll, a))
+        printf(" %13.1f", rcoll_tune_best(t, coll, a, bytes).time_us);
+    rcoll_tune_choice_t ch = rcoll_tune_choose((rcoll_tuner_t *)t, coll, bytes);
+    printf(" %14s %9zu\n", rcoll_algo_name(ch.algo), ch.chunk);
+  }
+}
+
+int main(int argc, char **argv) {
+  tool_opts_t o;
+  parse(argc, argv, &o);
+  rcoll_settings_t s;
+  rcoll_topo_t topo;
+  if (rcoll_settings_load(&s) != rcollSuccess || make_topo(&o, &topo) != 0)
+    return 1;
+  const char *nets[2] = {o.intra, o.inter};
+  rcoll_tune_link_t links[2] = {rcoll_tune_default_link(o.intra), rcoll_tune_default_link(o.inter)};
+  rcoll_tune_params_t prm;
+  size_t chunk = (size_t)(s.chunk_size < 4096 ? 4096 : s.chunk_size) & ~(size_t)63;
+  if (rcoll_tune_params_from_settings(&s, nets, links, chunk, &prm) != rcollSuccess)
+    return 1;
+  rcoll_tuner_t *t = malloc(sizeof *t);
+  rcoll_tuner_setup(t, &topo, &prm);
+  printf("# rcoll tuner model: %d ranks on %d nodes (%s, at most %d per node)\n", t->nranks, t->nnodes,
+         o.round_robin ? "round robin" : "in blocks", t->ppn);
+  printf("# intra %s: %.1f us, %.2f GB/s; inter %s: %.1f us, %.2f GB/s; reduce %.1f GB/s; "
+         "chunk <= %zu%s\n", o.intra, prm.intra.alpha_us, prm.intra.gbps, o.inter, prm.inter.alpha_us,
+         prm.inter.gbps, prm.reduce_gbps, prm.max_chunk, prm.deterministic ? "; deterministic" : "");
+  for (int c = 0; c < RCOLL_COLL_SEND; c++)
+    if (o.coll < 0 || o.coll == c)
+      print_table(t, c, &o);
+  free(t);
+  rcoll_topo_free(&topo);
+  return 0;
+}
+#endif

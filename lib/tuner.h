@@ -1,0 +1,143 @@
+/* The tuner: for each call, picks the algorithm and pipeline chunk with the
+ * lowest time predicted by a latency/bandwidth (alpha-beta) model of the
+ * communicator's links, within what RCOLL_ALGO and RCOLL_DETERMINISTIC
+ * allow.
+ *
+ * Two link classes are modelled: between ranks of one node (intra) and
+ * between nodes (inter), each with a per-message latency alpha and a
+ * bandwidth, taken from the transport that serves the class
+ * (get_properties: latency_us, speed_mbps) and overridable with
+ * RCOLL_TUNE_ALPHA / RCOLL_TUNE_BW; a node's ranks share its inter-node
+ * bandwidth. Local reductions cost RCOLL_TUNE_REDUCE_BW. The placement of
+ * ranks on nodes decides which steps of each algorithm cross nodes.
+ *
+ * Every rank must choose the same plan, so the choice depends only on the
+ * call (collective, size), the topology, the settings and the transports'
+ * properties; ranks whose transports report different link properties would
+ * need the same RCOLL_TUNE_* settings to agree. */
+#ifndef RCOLL_TUNER_H
+#define RCOLL_TUNER_H
+
+#include <stddef.h>
+
+#include "algo.h"
+#include "config.h"
+#include "rcoll.h"
+#include "topo.h"
+
+struct rcollComm;
+
+typedef enum rcoll_coll_kind {
+  RCOLL_COLL_ALLREDUCE = 0,
+  RCOLL_COLL_BROADCAST,
+  RCOLL_COLL_REDUCE,
+  RCOLL_COLL_ALLGATHER,
+  RCOLL_COLL_REDUCE_SCATTER,
+  RCOLL_COLL_SEND,
+  RCOLL_COLL_RECV,
+  RCOLL_COLL_NKINDS
+} rcoll_coll_kind_t;
+
+/* Algorithm families; RCOLL_ALGO names them in lower case. */
+typedef enum rcoll_algo_id {
+  RCOLL_ALGO_RING = 0,
+  RCOLL_ALGO_TREE,
+  RCOLL_ALGO_HIER,
+  RCOLL_ALGO_RABENSEIFNER,
+  RCOLL_ALGO_CHAIN,
+  RCOLL_ALGO_DETERMINISTIC,
+  RCOLL_ALGO_P2P,
+  RCOLL_ALGO_NALGOS
+} rcoll_algo_id_t;
+
+#define RCOLL_TUNE_MAX_STEPS 31 /* recursive halving steps the model tracks */
+#define RCOLL_TUNE_CACHE 64     /* recent choices kept */
+
+typedef struct rcoll_tune_link {
+  double alpha_us; /* per message */
+  double gbps;     /* GB/s (10^9 bytes per second) */
+} rcoll_tune_link_t;
+
+/* The parameters a model is built from (rcoll_tuner_setup). */
+typedef struct rcoll_tune_params {
+  rcoll_tune_link_t intra, inter;
+  double reduce_gbps;   /* local reduction throughput */
+  size_t max_chunk;     /* the communicator's staging slot: chunks never exceed it */
+  unsigned allowed;     /* bit per rcoll_algo_id_t (rcoll_tune_parse_algos) */
+  int deterministic;
+} rcoll_tune_params_t;
+
+typedef struct rcoll_tune_choice {
+  rcoll_algo_id_t algo;
+  size_t chunk;     /* pipeline chunk in bytes, a multiple of 64 */
+  double time_us;   /* predicted */
+} rcoll_tune_choice_t;
+
+/* A communicator's model: parameters plus what the placement implies. */
+typedef struct rcoll_tuner {
+  rcoll_tune_params_t prm;
+  int nranks, nnodes, ppn;  /* ppn: most ranks on one node */
+  int uniform;              /* every node has ppn ranks */
+  /* From the placement, per algorithm: does any message cross nodes, how
+   * many ranks of one node send across at once (they share the node's
+   * inter bandwidth), and the latency of its critical path of hops. */
+  int ring_cross, ring_share;
+  double ring_hop_us;       /* mean latency of a ring hop */
+  double chain_us;          /* latency of the chain 0 -> 1 -> ... -> n-1 */
+  int tree_cross, tree_share, tree_height;
+  double tree_out;          /* most a rank sends in the double tree, x vector */
+  double tree_us;           /* the longest path from a rank to its tree's root */
+  int btree_cross, btree_share;
+  double btree_us;
+  int rhd_steps, rhd_rem, fold_cross, fold_share;
+  int step_cross[RCOLL_TUNE_MAX_STEPS], step_share[RCOLL_TUNE_MAX_STEPS];
+  struct {
+    size_t bytes;
+    int coll; /* -1: empty */
+    rcoll_tune_choice_t choice;
+  } cache[RCOLL_TUNE_CACHE];
+} rcoll_tuner_t;
+
+/* Names as RCOLL_ALGO spells them ("ring", "tree", ...), and back (-1). */
+const char *rcoll_algo_name(int algo);
+int rcoll_algo_from_name(const char *name, size_t len);
+const char *rcoll_coll_name(int coll);
+
+/* Parses an RCOLL_ALGO value: a comma list of names, or with a leading ^
+ * every algorithm but those listed; empty allows all. Case is ignored. */
+rcollResult_t rcoll_tune_parse_algos(const char *text, unsigned *allowed);
+
+/* Builds a model for the placement in `topo` (the table tool and tests
+ * call this directly; communicators through rcoll_tuner_create). */
+void rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo, const rcoll_tune_params_t *prm);
+
+/* Link parameters used when a transport reports none ("shm", "socket"...). */
+rcoll_tune_link_t rcoll_tune_default_link(const char *net);
+/* Parameters from the settings (RCOLL_ALGO, RCOLL_DETERMINISTIC,
+ * RCOLL_TUNE_*) and the links of the two classes (intra, inter) served by
+ * the transports named in net_of; links[] gets the overrides applied. */
+rcollResult_t rcoll_tune_params_from_settings(const rcoll_settings_t *s, const char *const net_of[2],
+                                             rcoll_tune_link_t links[2], size_t max_chunk,
+                                             rcoll_tune_params_t *out);
+/* The model for a communicator: its topology, transports and settings. */
+rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out);
+
+/* Whether the algorithm family implements the collective here. */
+int rcoll_tune_applies(const rcoll_tuner_t *t, int coll, int algo);
+/* Predicted time in us of `bytes` (the whole vector: count x type size, or
+ * n blocks for all-gather and reduce-scatter) with the given chunk; a
+ * negative value when the algorithm does not apply. */
+double rcoll_tune_predict(const rcoll_tuner_t *t, int coll, int algo, size_t bytes, size_t chunk);
+/* The best chunk for one algorithm, and its time. */
+rcoll_tune_choice_t rcoll_tune_best(const rcoll_tuner_t *t, int coll, int algo, size_t bytes);
+/* The choice for a call: the fastest allowed algorithm (the deterministic
+ * one for reductions in deterministic mode); when RCOLL_ALGO allows none
+ * for this collective, its default. Logs the alternatives under
+ * RCOLL_DEBUG_SUBSYS=TUNE. */
+rcoll_tune_choice_t rcoll_tune_choose(rcoll_tuner_t *t, int coll, size_t bytes);
+
+/* The planner implementing an algorithm for a collective (NULL if none). */
+typedef void (*rcoll_planner_t)(rcoll_plan_t *, const rcoll_coll_args_t *);
+rcoll_planner_t rcoll_tune_planner(int coll, int algo);
+
+#endif

@@ -1,0 +1,132 @@
+/* Building a communicator's tuner (tuner.h): which transport serves ranks
+ * of one node and which serves ranks of different nodes, their properties,
+ * and the RCOLL_ALGO / RCOLL_DETERMINISTIC / RCOLL_TUNE_* settings. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "comm.h"
+#include "log.h"
+#include "tuner.h"
+
+/* Used when a transport reports no latency or speed. */
+static const struct {
+  const char *name;
+  rcoll_tune_link_t link;
+} link_defaults[] = {
+    {"shm", {0.5, 10.0}}, {"ib", {3.0, 12.5}}, {"ucx", {5.0, 1.25}}, {"socket", {20.0, 1.25}},
+};
+
+rcoll_tune_link_t rcoll_tune_default_link(const char *net) {
+  for (size_t i = 0; i < sizeof link_defaults / sizeof link_defaults[0]; i++)
+    if (net != NULL && strcasecmp(net, link_defaults[i].name) == 0)
+      return link_defaults[i].link;
+  return (rcoll_tune_link_t){20.0, 1.25};
+}
+
+/* The transport lib/comm_net.c picks for the pair (a, b), computed from
+ * what every rank announced, so that all ranks get the same answer. */
+static int pair_net(const struct rcollComm *c, int a, int b) {
+  uint32_t common = c->infos[a].nets & c->infos[b].nets;
+  int same = c->topo.node_of[a] == c->topo.node_of[b], best = -1, best_prio = 1 << 30;
+  for (int t = 0; t < rcoll_net_count(); t++) {
+    const rcoll_transport_ops_t *ops = rcoll_net_at(t);
+    if (!(common & (1u << t)) || ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && !same))
+      continue;
+    int prio = rcoll_net_auto_priority(ops) < 0 ? 0 : rcoll_net_auto_priority(ops);
+    if (prio < best_prio)
+      best = t, best_prio = prio;
+  }
+  return best;
+}
+
+/* The transport of the first pair of ranks on one node (same = 1) or on
+ * different nodes (same = 0), in rank order; -1 when there is none. */
+static int class_net(const struct rcollComm *c, int same) {
+  for (int a = 0; a < c->nranks; a++)
+    for (int b = a + 1; b < c->nranks; b++)
+      if ((c->topo.node_of[a] == c->topo.node_of[b]) == same)
+        return pair_net(c, a, b);
+  return -1;
+}
+
+static rcoll_tune_link_t net_link(struct rcollComm *c, int t, const char **name) {
+  const rcoll_transport_ops_t *ops = rcoll_net_at(t);
+  *name = ops ? ops->name : "";
+  rcoll_tune_link_t l = rcoll_tune_default_link(*name);
+  rcoll_net_props_t props;
+  if (ops != NULL && c->nets[t].ops != NULL && ops->get_properties(c->nets[t].ctx, 0, &props) == rcollSuccess) {
+    if (props.latency_us > 0)
+      l.alpha_us = props.latency_us;
+    if (props.speed_mbps > 0)
+      l.gbps = props.speed_mbps / 8000.0;
+  }
+  return l;
+}
+
+/* Applies "key=value,..." (keys: transport names, intra, inter) to one of
+ * the two fields of each class. Class keys win over transport keys. */
+static rcollResult_t apply_overrides(const char *setting, const char *text, const char *const net_of[2],
+                                     rcoll_tune_link_t *cls[2], int bw) {
+  for (int pass = 0; pass < 2; pass++) {
+    const char *s = text;
+    while (*s != '\0') {
+      size_t len = strcspn(s, ","), klen = strcspn(s, "=");
+      char *end = NULL;
+      double v = klen < len ? strtod(s + klen + 1, &end) : -1;
+      if (klen >= len || end != s + len || v <= 0)
+        return rcoll_error(rcollInvalidArgument, "RCOLL_%s=\"%s\": expected name=positive number "
+                           "pairs (names: a transport, intra or inter)", setting, text);
+      for (int k = 0; k < 2; k++) {
+        int hit = pass == 0 ? strlen(net_of[k]) == klen && strncasecmp(s, net_of[k], klen) == 0
+                            : klen == 5 && strncasecmp(s, k == 0 ? "intra" : "inter", 5) == 0;
+        if (hit)
+          *(bw ? &cls[k]->gbps : &cls[k]->alpha_us) = v;
+      }
+      s += len + (s[len] == ',');
+    }
+  }
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_tune_params_from_settings(const rcoll_settings_t *st, const char *const net_of[2],
+                                             rcoll_tune_link_t links[2], size_t max_chunk,
+                                             rcoll_tune_params_t *out) {
+  rcoll_tune_params_t prm = {.max_chunk = max_chunk, .deterministic = st->deterministic != 0};
+  RCOLL_CHECK(rcoll_tune_parse_algos(st->algo, &prm.allowed));
+  char *end = NULL;
+  prm.reduce_gbps = strtod(st->tune_reduce_bw, &end);
+  if (end == st->tune_reduce_bw || *end != '\0' || prm.reduce_gbps <= 0)
+    return rcoll_error(rcollInvalidArgument, "RCOLL_TUNE_REDUCE_BW=\"%s\" is not a positive number "
+                       "of GB/s", st->tune_reduce_bw);
+  rcoll_tune_link_t *cls[2] = {&links[0], &links[1]};
+  RCOLL_CHECK(apply_overrides("TUNE_ALPHA", st->tune_alpha, net_of, cls, 0));
+  RCOLL_CHECK(apply_overrides("TUNE_BW", st->tune_bw, net_of, cls, 1));
+  prm.intra = links[0];
+  prm.inter = links[1];
+  *out = prm;
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
+  /* With one node the inter class is never used, and vice versa. */
+  int nets[2] = {class_net(c, 1), class_net(c, 0)};
+  const char *names[2] = {"", ""};
+  rcoll_tune_link_t links[2];
+  for (int k = 0; k < 2; k++)
+    links[k] = nets[k] >= 0 ? net_link(c, nets[k], &names[k]) : rcoll_tune_default_link("socket");
+  rcoll_tune_params_t prm;
+  RCOLL_CHECK(rcoll_tune_params_from_settings(&c->settings, names, links, c->chunk_bytes, &prm));
+  rcoll_tuner_t *t = malloc(sizeof *t);
+  if (t == NULL)
+    return rcoll_error(rcollSystemError, "rank %d: out of memory for the tuner", c->rank);
+  rcoll_tuner_setup(t, &c->topo, &prm);
+  RCOLL_INFO(RCOLL_SUB_TUNE | RCOLL_SUB_INIT, "tune: rank %d: %d ranks on %d nodes (at most %d per node%s); "
+             "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s, reduce %.1f GB/s, chunk <= %zu%s",
+             c->rank, t->nranks, t->nnodes, t->ppn, t->uniform ? "" : ", uneven",
+             names[0][0] ? names[0] : "-", prm.intra.alpha_us, prm.intra.gbps,
+             names[1][0] ? names[1] : "-", prm.inter.alpha_us, prm.inter.gbps, prm.reduce_gbps,
+             prm.max_chunk, prm.deterministic ? ", deterministic" : "");
+  *out = t;
+  return rcollSuccess;
+}

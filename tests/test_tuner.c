@@ -1,0 +1,221 @@
+/* The tuner (lib/tuner.c): RCOLL_ALGO parsing, the settings that adjust the
+ * model, and the shape of its choices on model topologies: latency-bound
+ * algorithms for small vectors, bandwidth-bound ones for large, the
+ * hierarchical one only on several nodes of several ranks, predicted times
+ * that grow with size, deterministic mode, and fallbacks. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "topo.h"
+#include "tuner.h"
+
+#define BIT(a) (1u << (a))
+#define P2P BIT(RCOLL_ALGO_P2P)
+
+Test(tuner, parse_algo_lists) {
+  unsigned m;
+  cr_assert_eq(rcoll_tune_parse_algos("", &m), rcollSuccess);
+  unsigned autom = m;
+  cr_assert(autom & BIT(RCOLL_ALGO_RING) && autom & BIT(RCOLL_ALGO_HIER) && autom & P2P);
+  cr_assert(!(autom & BIT(RCOLL_ALGO_DETERMINISTIC)), "auto never picks deterministic by itself");
+  cr_assert_eq(rcoll_tune_parse_algos("ring", &m), rcollSuccess);
+  cr_assert_eq(m, BIT(RCOLL_ALGO_RING) | P2P);
+  cr_assert_eq(rcoll_tune_parse_algos(" Ring , TREE,,", &m), rcollSuccess);
+  cr_assert_eq(m, BIT(RCOLL_ALGO_RING) | BIT(RCOLL_ALGO_TREE) | P2P);
+  cr_assert_eq(rcoll_tune_parse_algos("deterministic", &m), rcollSuccess);
+  cr_assert_eq(m, BIT(RCOLL_ALGO_DETERMINISTIC) | P2P);
+  cr_assert_eq(rcoll_tune_parse_algos("^tree", &m), rcollSuccess);
+  cr_assert_eq(m, autom & ~BIT(RCOLL_ALGO_TREE));
+  cr_assert_eq(rcoll_tune_parse_algos("^ring,hier", &m), rcollSuccess);
+  cr_assert_eq(m, autom & ~BIT(RCOLL_ALGO_RING) & ~BIT(RCOLL_ALGO_HIER));
+  m = 12345;
+  cr_assert_eq(rcoll_tune_parse_algos("ring,bogus", &m), rcollInvalidArgument);
+  cr_assert_eq(rcoll_tune_parse_algos("p2p", &m), rcollInvalidArgument);
+  cr_assert_eq(m, 12345u, "the output is untouched on error");
+}
+
+/* A model of nranks on nnodes (in blocks; sizes[] when given) with shm
+ * inside nodes and a slower network between them. */
+static rcoll_tuner_t *model_at(int nranks, int nnodes, const int *sizes, const char *algo, int det,
+                              double inter_us) {
+  char ids[64][16];
+  for (int r = 0, k = 0, left = sizes ? sizes[0] : 0; r < nranks; r++) {
+    if (sizes && left == 0)
+      left = sizes[++k];
+    snprintf(ids[r], sizeof ids[r], "n%d", sizes ? k : r * nnodes / nranks);
+    left--;
+  }
+  rcoll_topo_t topo;
+  cr_assert_eq(rcoll_topo_build(&topo, ids[0], sizeof ids[0], nranks, 0), rcollSuccess);
+  cr_assert_eq(topo.nnodes, nnodes);
+  rcoll_tune_params_t prm = {.intra = {0.5, 10}, .inter = {inter_us, 1.25}, .reduce_gbps = 8,
+                             .max_chunk = 4 << 20, .deterministic = det};
+  cr_assert_eq(rcoll_tune_parse_algos(algo, &prm.allowed), rcollSuccess);
+  rcoll_tuner_t *t = malloc(sizeof *t);
+  rcoll_tuner_setup(t, &topo, &prm);
+  rcoll_topo_free(&topo);
+  return t;
+}
+
+static rcoll_tuner_t *model(int nranks, int nnodes, const int *sizes, const char *algo, int det) {
+  return model_at(nranks, nnodes, sizes, algo, det, 20);
+}
+
+static int is_one_of(int a, unsigned set) { return (set >> a) & 1; }
+
+Test(tuner, small_vectors_pick_latency_algorithms_large_pick_bandwidth) {
+  unsigned latency = BIT(RCOLL_ALGO_TREE) | BIT(RCOLL_ALGO_RABENSEIFNER) | BIT(RCOLL_ALGO_HIER);
+  unsigned bandwidth = BIT(RCOLL_ALGO_RING) | BIT(RCOLL_ALGO_RABENSEIFNER) | BIT(RCOLL_ALGO_HIER);
+  for (int n = 8; n <= 32; n *= 2) {
+    rcoll_tuner_t *t = model(n, 1, NULL, "", 0);
+    rcoll_tune_choice_t s = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8);
+    rcoll_tune_choice_t l = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 256 << 20);
+    cr_assert(is_one_of(s.algo, latency) && s.algo != RCOLL_ALGO_RING, "n=%d: 8 B -> %s", n,
+              rcoll_algo_name(s.algo));
+    cr_assert(is_one_of(l.algo, bandwidth), "n=%d: 256 MiB -> %s", n, rcoll_algo_name(l.algo));
+    /* The ring's 2(n-1) latencies lose to log2 n for 8 bytes by a margin. */
+    cr_assert_lt(s.time_us * 1.5, rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 8).time_us);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 8).algo, RCOLL_ALGO_TREE);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 256 << 20).algo, RCOLL_ALGO_CHAIN);
+    free(t);
+  }
+}
+
+Test(tuner, hier_only_on_several_nodes_of_several_ranks) {
+  const int uneven[] = {3, 5};
+  struct { int n, nodes; const int *sizes; int applies; } cases[] = {
+      {8, 1, NULL, 0}, {8, 8, NULL, 0}, {8, 2, uneven, 0}, {8, 2, NULL, 1}, {12, 3, NULL, 1},
+      {4, 2, NULL, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    rcoll_tuner_t *t = model(cases[i].n, cases[i].nodes, cases[i].sizes, "", 0);
+    cr_assert_eq(rcoll_tune_applies(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER), cases[i].applies,
+                 "case %zu", i);
+    for (size_t b = 8; b <= (1u << 30); b *= 8) {
+      rcoll_tune_choice_t c = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b);
+      cr_assert(c.algo != RCOLL_ALGO_HIER || cases[i].applies, "case %zu, %zu B: hier chosen", i, b);
+    }
+    /* Forcing hier where it does not apply falls back to the default. */
+    free(t);
+    t = model(cases[i].n, cases[i].nodes, cases[i].sizes, "hier", 0);
+    rcoll_tune_choice_t c = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 1 << 20);
+    cr_assert_eq(c.algo, cases[i].applies ? RCOLL_ALGO_HIER : RCOLL_ALGO_RING, "case %zu", i);
+    free(t);
+  }
+  /* Where the network is the bottleneck, large vectors go hierarchical:
+   * only 1/L of the data crosses per rank, against 2(n-1)/n for the ring. */
+  rcoll_tuner_t *t = model(8, 2, NULL, "", 0);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_HIER);
+  free(t);
+}
+
+Test(tuner, predicted_times_grow_with_size) {
+  const int uneven[] = {2, 3};
+  rcoll_tuner_t *ts[] = {model(1, 1, NULL, "", 0), model(2, 1, NULL, "", 0), model(5, 2, uneven, "", 0),
+                         model(8, 2, NULL, "", 0), model(9, 9, NULL, "", 0), model(12, 3, NULL, "", 0)};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
+    for (int coll = 0; coll < RCOLL_COLL_NKINDS; coll++)
+      for (int a = 0; a < RCOLL_ALGO_NALGOS; a++) {
+        if (!rcoll_tune_applies(ts[i], coll, a))
+          continue;
+        double prev = 0, prev_fixed = 0;
+        for (size_t b = 1; b <= (1ull << 31); b = b * 3 / 2 + 1) {
+          double best = rcoll_tune_best(ts[i], coll, a, b).time_us;
+          double fixed = rcoll_tune_predict(ts[i], coll, a, b, 1 << 20);
+          cr_assert_geq(best, prev, "model %zu %s/%s: %zu B predicted %.3f < %.3f", i,
+                        rcoll_coll_name(coll), rcoll_algo_name(a), b, best, prev);
+          cr_assert_geq(fixed, prev_fixed, "model %zu %s/%s at a fixed chunk", i,
+                        rcoll_coll_name(coll), rcoll_algo_name(a));
+          prev = best, prev_fixed = fixed;
+        }
+      }
+    free(ts[i]);
+  }
+}
+
+Test(tuner, chunks_fit_the_staging_slot) {
+  rcoll_tuner_t *t = model(8, 2, NULL, "", 0);
+  for (int coll = 0; coll < RCOLL_COLL_NKINDS; coll++)
+    for (size_t b = 1; b <= (1ull << 32); b *= 7) {
+      rcoll_tune_choice_t c = rcoll_tune_choose(t, coll, b);
+      cr_assert(c.chunk <= t->prm.max_chunk && c.chunk % 64 == 0 && c.chunk >= 4096);
+      cr_assert_not_null(rcoll_tune_planner(coll, c.algo));
+      /* Repeated sizes come from the cache: the same answer. */
+      rcoll_tune_choice_t again = rcoll_tune_choose(t, coll, b);
+      cr_assert(again.algo == c.algo && again.chunk == c.chunk);
+    }
+  free(t);
+}
+
+Test(tuner, deterministic_mode_reduces_only_in_rank_order) {
+  rcoll_tuner_t *t = model(8, 2, NULL, "ring,tree", 1);
+  for (size_t b = 8; b <= (1u << 30); b *= 4) {
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo, RCOLL_ALGO_DETERMINISTIC);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE, b).algo, RCOLL_ALGO_DETERMINISTIC);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE_SCATTER, b).algo, RCOLL_ALGO_DETERMINISTIC);
+    /* Nothing to reduce: RCOLL_ALGO still rules. */
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLGATHER, b).algo, RCOLL_ALGO_RING);
+    int bc = rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, b).algo;
+    cr_assert(bc == RCOLL_ALGO_TREE || bc == RCOLL_ALGO_CHAIN);
+  }
+  free(t);
+}
+
+Test(tuner, forced_lists_fall_back_per_collective) {
+  rcoll_tuner_t *t = model(8, 1, NULL, "tree", 0);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 256 << 20).algo, RCOLL_ALGO_TREE);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 256 << 20).algo, RCOLL_ALGO_TREE);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE, 8).algo, RCOLL_ALGO_CHAIN);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLGATHER, 8).algo, RCOLL_ALGO_RING);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_SEND, 8).algo, RCOLL_ALGO_P2P);
+  free(t);
+  t = model(8, 1, NULL, "^tree,rabenseifner", 0);
+  for (size_t b = 8; b <= (1u << 30); b *= 4) {
+    int a = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo;
+    cr_assert(a != RCOLL_ALGO_TREE && a != RCOLL_ALGO_RABENSEIFNER, "%zu B -> %s", b, rcoll_algo_name(a));
+  }
+  free(t);
+}
+
+Test(tuner, settings_adjust_links) {
+  rcoll_settings_t s;
+  cr_assert_eq(rcoll_settings_load(&s), rcollSuccess);
+  const char *nets[2] = {"shm", "socket"};
+  rcoll_tune_link_t links[2] = {rcoll_tune_default_link("shm"), rcoll_tune_default_link("socket")};
+  snprintf(s.tune_alpha, sizeof s.tune_alpha, "socket=30,inter=250,shm=2");
+  snprintf(s.tune_bw, sizeof s.tune_bw, "intra=7.5");
+  snprintf(s.algo, sizeof s.algo, "ring");
+  rcoll_tune_params_t prm;
+  cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollSuccess);
+  cr_assert_float_eq(prm.inter.alpha_us, 250, 1e-9, "the class key wins over the transport key");
+  cr_assert_float_eq(prm.intra.alpha_us, 2, 1e-9);
+  cr_assert_float_eq(prm.intra.gbps, 7.5, 1e-9);
+  cr_assert_float_eq(prm.inter.gbps, rcoll_tune_default_link("socket").gbps, 1e-9);
+  cr_assert_eq(prm.allowed, BIT(RCOLL_ALGO_RING) | P2P);
+  cr_assert_eq(prm.max_chunk, (size_t)1 << 20);
+  snprintf(s.tune_alpha, sizeof s.tune_alpha, "socket=fast");
+  cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument);
+  snprintf(s.tune_alpha, sizeof s.tune_alpha, "%s", "");
+  snprintf(s.tune_reduce_bw, sizeof s.tune_reduce_bw, "0");
+  cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument);
+}
+
+/* A slower network moves the latency/bandwidth crossover: the tree stays
+ * ahead of the ring to larger sizes when each message costs more. */
+Test(tuner, crossover_moves_with_latency) {
+  rcoll_tuner_t *fast = model_at(16, 16, NULL, "ring,tree", 0, 20);
+  rcoll_tuner_t *slow = model_at(16, 16, NULL, "ring,tree", 0, 500);
+  size_t cross_fast = 0, cross_slow = 0;
+  for (size_t b = 8; b <= (1u << 30); b *= 2) {
+    if (!cross_fast && rcoll_tune_choose(fast, RCOLL_COLL_ALLREDUCE, b).algo == RCOLL_ALGO_RING)
+      cross_fast = b;
+    if (!cross_slow && rcoll_tune_choose(slow, RCOLL_COLL_ALLREDUCE, b).algo == RCOLL_ALGO_RING)
+      cross_slow = b;
+  }
+  cr_assert(cross_fast > 8 && cross_slow > cross_fast, "crossovers %zu and %zu", cross_fast, cross_slow);
+  free(fast);
+  free(slow);
+}
