@@ -1,0 +1,187 @@
+/* The UCX transport's context (one UCP context and worker), device
+ * properties and its ops table. Connection setup is in ucx_accept.c and
+ * ucx_connect.c, comms and endpoints in ucx_conn.c, requests in ucx_io.c,
+ * registration in ucx_mem.c, sleeping in ucx_wait.c. */
+#if RCOLL_HAVE_UCX
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "ucx.h"
+#include "ucx_priv.h"
+
+#define UCX_DEFAULT_SPEED_MBPS 10000
+#define UCX_LATENCY_US 5.0f
+
+const char *ucx_addr_str(const rcoll_sockaddr_t *a, char buf[UCX_ADDR_STR]) {
+  return rcoll_sockaddr_str(a, buf, UCX_ADDR_STR);
+}
+
+static uint64_t ucx_fnv1a(uint64_t h, const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Tells processes on this host (this boot of this kernel) from others:
+ * endpoints between them may use shared memory, see ucx_priv.h. */
+static uint64_t ucx_host_id(void) {
+  char buf[128] = "";
+  uint64_t h = 0xcbf29ce484222325ull;
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f != NULL) {
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    h = ucx_fnv1a(h, buf, n);
+  }
+  if (gethostname(buf, sizeof buf) == 0)
+    h = ucx_fnv1a(h, buf, strnlen(buf, sizeof buf));
+  return h;
+}
+
+static rcollResult_t ucx_ucp_open(ucx_ctx_t *ctx) {
+  ucp_config_t *config;
+  /* NULL prefix and file: UCX reads its own UCX_* variables, nothing else. */
+  ucs_status_t st = ucp_config_read(NULL, NULL, &config);
+  if (st != UCS_OK)
+    return rcoll_error(rcollSystemError, "ucx: reading UCX configuration failed: %s", ucs_status_string(st));
+  ucp_params_t params = {
+      .field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME,
+      .features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP,
+      .name = "rcoll",
+  };
+  st = ucp_init(&params, config, &ctx->ucp);
+  ucp_config_release(config);
+  if (st != UCS_OK)
+    return rcoll_error(rcollSystemError, "ucx: ucp_init failed: %s", ucs_status_string(st));
+  ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
+  if (ucp_context_query(ctx->ucp, &attr) == UCS_OK)
+    ctx->mem_types = attr.memory_types;
+  /* SERIALIZED: one thread at a time, not always the same one (a
+   * communicator may be driven by different threads over its life). */
+  ucp_worker_params_t wparams = {
+      .field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE,
+      .thread_mode = UCS_THREAD_MODE_SERIALIZED,
+  };
+  st = ucp_worker_create(ctx->ucp, &wparams, &ctx->worker);
+  if (st != UCS_OK)
+    return rcoll_error(rcollSystemError, "ucx: ucp_worker_create failed: %s", ucs_status_string(st));
+  st = ucp_worker_get_address(ctx->worker, &ctx->waddr, &ctx->waddr_len);
+  if (st != UCS_OK)
+    return rcoll_error(rcollSystemError, "ucx: ucp_worker_get_address failed: %s", ucs_status_string(st));
+  if (ucp_worker_get_efd(ctx->worker, &ctx->efd) != UCS_OK) {
+    ctx->efd = -1; /* wait falls back to short sleeps */
+    RCOLL_INFO(RCOLL_SUB_NET, "ucx: no event fd for the worker; idle waits will nap");
+  }
+  return rcollSuccess;
+}
+
+static void ucx_ucp_close(ucx_ctx_t *ctx) {
+  if (ctx->waddr != NULL)
+    ucp_worker_release_address(ctx->worker, ctx->waddr);
+  if (ctx->worker != NULL)
+    ucp_worker_destroy(ctx->worker);
+  if (ctx->ucp != NULL)
+    ucp_cleanup(ctx->ucp);
+}
+
+static rcollResult_t ucx_init(const rcoll_net_config_t *cfg, void **out) {
+  const rcoll_settings_t *s = cfg->settings;
+  char abuf[UCX_ADDR_STR];
+  if (s->timeout < 1)
+    return rcoll_error(rcollInvalidArgument, "ucx: RCOLL_TIMEOUT=%lld must be at least 1 second",
+                       (long long)s->timeout);
+  ucx_ctx_t *ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL)
+    return rcoll_error(rcollSystemError, "ucx: out of memory for a context");
+  ctx->efd = -1;
+  /* The rendezvous socket follows the socket transport's interface choice. */
+  rcollResult_t r = rcoll_socket_pick_addr(s->socket_ifname, s->socket_family, &ctx->addr, ctx->ifname);
+  if (r == rcollSuccess)
+    r = ucx_ucp_open(ctx);
+  if (r != rcollSuccess) {
+    ucx_ucp_close(ctx);
+    free(ctx);
+    return r;
+  }
+  if (ctx->addr.sa.sa_family == AF_INET6)
+    ctx->addr.sin6.sin6_port = 0;
+  else
+    ctx->addr.sin.sin_port = 0;
+  ctx->secret = cfg->secret;
+  ctx->rank = cfg->rank;
+  ctx->timeout_ms = s->timeout * 1000;
+  ctx->host_id = ucx_host_id();
+  ctx->next_conn_id = 1;
+  const char *tls = getenv("UCX_TLS");
+  RCOLL_INFO(RCOLL_SUB_NET, "ucx: rank %d: UCX %s, UCX_TLS=%s, worker address %zu bytes, memory %s%s, "
+             "rendezvous on %s (%s)", ctx->rank, ucp_get_version_string(), tls ? tls : "(default)",
+             ctx->waddr_len, "host", (ctx->mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) ? "+cuda" : "",
+             ctx->ifname, ucx_addr_str(&ctx->addr, abuf));
+  *out = ctx;
+  return rcollSuccess;
+}
+
+static rcollResult_t ucx_finalize(void *vctx) {
+  ucx_ctx_t *ctx = vctx;
+  if (ctx == NULL)
+    return rcollSuccess;
+  ucx_connects_free(ctx);
+  ucx_ucp_close(ctx);
+  ucx_zombies_free(ctx);
+  free(ctx);
+  return rcollSuccess;
+}
+
+static rcollResult_t ucx_devices(void *ctx, int *ndev) {
+  (void)ctx;
+  *ndev = 1;
+  return rcollSuccess;
+}
+
+static rcollResult_t ucx_get_properties(void *vctx, int dev, rcoll_net_props_t *props) {
+  ucx_ctx_t *ctx = vctx;
+  if (dev != 0)
+    return rcoll_error(rcollInvalidArgument, "ucx: device %d does not exist (1 device)", dev);
+  memset(props, 0, sizeof *props);
+  const char *tls = getenv("UCX_TLS");
+  snprintf(props->name, sizeof props->name, "ucx%s%.58s", tls ? ":" : "", tls ? tls : "");
+  props->ptr_support = RCOLL_PTR_HOST;
+  if (ctx->mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA))
+    props->ptr_support |= RCOLL_PTR_CUDA;
+  props->speed_mbps = UCX_DEFAULT_SPEED_MBPS;
+  props->latency_us = UCX_LATENCY_US;
+  props->max_recvs = 1;
+  /* Registrations belong to the UCP context, which every comm shares. */
+  props->reg_is_global = 1;
+  return rcollSuccess;
+}
+
+const rcoll_transport_ops_t ucx_ops = {
+    .size = sizeof(rcoll_transport_ops_t),
+    .version = RCOLL_NET_OPS_VERSION,
+    .name = "ucx",
+    .init = ucx_init,
+    .finalize = ucx_finalize,
+    .devices = ucx_devices,
+    .get_properties = ucx_get_properties,
+    .listen = ucx_listen,
+    .connect = ucx_connect,
+    .accept = ucx_accept,
+    .reg_mr = ucx_reg_mr,
+    .dereg_mr = ucx_dereg_mr,
+    .isend = ucx_isend,
+    .irecv = ucx_irecv,
+    .iflush = ucx_iflush,
+    .test = ucx_test,
+    .wait = ucx_wait,
+    .close_send = ucx_close_comm,
+    .close_recv = ucx_close_comm,
+    .close_listen = ucx_close_listen,
+};
+
+#endif /* RCOLL_HAVE_UCX */

@@ -1,0 +1,28 @@
+/* The UCX transport: UCP tagged messages over whatever UCX reaches (TCP,
+ * shared memory, InfiniBand, RoCE; CUDA memory when UCX was built with it).
+ * UCX's own variables (UCX_TLS, UCX_NET_DEVICES, ...) choose its transports;
+ * rcoll never overrides them. The library sees it only through this ops
+ * table, present when configure found UCX (RCOLL_HAVE_UCX).
+ *
+ * Behaviour the contract in net.h leaves open:
+ * - irecv takes one buffer (max_recvs = 1); rcoll's tags are not used, UCX
+ *   tags carry the connection and the message number instead.
+ * - iflush never returns a NULL request: it returns a token that test
+ *   reports done at once (UCX makes host and device data visible itself).
+ * - reg_mr maps memory with ucp_mem_map; device memory is accepted only when
+ *   UCX reports CUDA support. The handle is passed to UCX with each request
+ *   whose buffer lies inside it.
+ * - connect presents the context's secret, or the handle's when the context
+ *   was opened with secret 0.
+ * - A peer found gone (process exit or crash) fails send requests at once and
+ *   receive requests after a short grace for data already on its way. */
+#ifndef RCOLL_TRANSPORT_UCX_H
+#define RCOLL_TRANSPORT_UCX_H
+
+#include "net.h"
+
+#if RCOLL_HAVE_UCX
+extern const rcoll_transport_ops_t ucx_ops;
+#endif
+
+#endif

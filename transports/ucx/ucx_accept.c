@@ -1,0 +1,215 @@
+/* The accepting side: the rendezvous socket behind the listen handle, and the
+ * non-blocking accept state machine. A connecting peer sends a hello with the
+ * communicator's secret; a correct one is answered with a fresh connection id
+ * and this worker's address, and once the answer is out the socket becomes
+ * the new recv comm's liveness line. Wrong secrets, strangers and peers that
+ * say nothing within the timeout are dropped with a warning. */
+#if RCOLL_HAVE_UCX
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "log.h"
+#include "ucx_priv.h"
+
+_Static_assert(sizeof(ucx_handle_t) <= RCOLL_NET_HANDLE_BYTES, "ucx handle too large");
+_Static_assert(sizeof(ucx_hello_t) == 24, "hello layout is part of the wire format");
+_Static_assert(sizeof(ucx_reply_t) == 24, "reply layout is part of the wire format");
+
+#define UCX_MAX_PENDING 1024
+#define UCX_BACKLOG 1024
+
+typedef struct ucx_pacc { /* an accepted socket in its handshake */
+  int fd;
+  rcoll_sockaddr_t addr;
+  int64_t since_ms;
+  size_t got;
+  ucx_hello_t hello;
+  char *reply; /* header + worker address, once the hello checked out */
+  size_t reply_len, sent;
+  uint32_t conn_id;
+} ucx_pacc_t;
+
+typedef struct ucx_listener {
+  ucx_ctx_t *ctx;
+  int fd;
+  rcoll_sockaddr_t addr;
+  int npend;
+  ucx_pacc_t pend[UCX_MAX_PENDING];
+} ucx_listener_t;
+
+rcollResult_t ucx_listen(void *vctx, int dev, void *handle, void **listen_comm) {
+  ucx_ctx_t *ctx = vctx;
+  char abuf[UCX_ADDR_STR];
+  if (dev != 0)
+    return rcoll_error(rcollInvalidArgument, "ucx: listen on device %d, only device 0 exists", dev);
+  ucx_listener_t *l = calloc(1, sizeof *l);
+  if (l == NULL)
+    return rcoll_error(rcollSystemError, "ucx: out of memory for a listener");
+  l->ctx = ctx;
+  l->addr = ctx->addr;
+  l->fd = rcoll_socket_listen(&l->addr, UCX_BACKLOG);
+  if (l->fd < 0) {
+    free(l);
+    return rcollSystemError; /* sockutil recorded why */
+  }
+  ucx_handle_t h = {.magic = UCX_MAGIC, .secret = ctx->secret, .addr = l->addr};
+  memset(handle, 0, RCOLL_NET_HANDLE_BYTES);
+  memcpy(handle, &h, sizeof h);
+  RCOLL_INFO(RCOLL_SUB_NET, "ucx: rank %d listening on %s (%s)", ctx->rank, ucx_addr_str(&l->addr, abuf),
+             ctx->ifname);
+  *listen_comm = l;
+  return rcollSuccess;
+}
+
+static void ucx_pacc_release(ucx_pacc_t *p, int close_fd) {
+  if (close_fd)
+    close(p->fd);
+  free(p->reply);
+}
+
+rcollResult_t ucx_close_listen(void *listen_comm) {
+  ucx_listener_t *l = listen_comm;
+  if (l == NULL)
+    return rcollSuccess;
+  close(l->fd);
+  for (int i = 0; i < l->npend; i++)
+    ucx_pacc_release(&l->pend[i], 1);
+  free(l);
+  return rcollSuccess;
+}
+
+static void ucx_pend_remove(ucx_listener_t *l, int i, int close_fd) {
+  ucx_pacc_release(&l->pend[i], close_fd);
+  l->pend[i] = l->pend[--l->npend];
+}
+
+static void ucx_pend_drop(ucx_listener_t *l, int i, const char *why) {
+  char abuf[UCX_ADDR_STR], lbuf[UCX_ADDR_STR];
+  RCOLL_WARN("ucx: dropping connection from %s on %s: %s", ucx_addr_str(&l->pend[i].addr, abuf),
+             ucx_addr_str(&l->addr, lbuf), why);
+  ucx_pend_remove(l, i, 1);
+}
+
+static rcollResult_t ucx_accept_new(ucx_listener_t *l) {
+  for (;;) {
+    ucx_pacc_t p = {.since_ms = rcoll_now_ms()};
+    socklen_t len = sizeof p.addr;
+    p.fd = accept4(l->fd, &p.addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (p.fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return rcollSuccess;
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+        continue;
+      return rcoll_error(rcollSystemError, "ucx: accept failed: %s", strerror(errno));
+    }
+    if (l->npend == UCX_MAX_PENDING) {
+      RCOLL_WARN("ucx: %d connections in their handshake; refusing more", l->npend);
+      close(p.fd);
+      continue;
+    }
+    rcoll_socket_set_nodelay(p.fd);
+    l->pend[l->npend++] = p;
+  }
+}
+
+/* The hello checked out: the answer names the connection and carries this
+ * worker's address. Returns the reason to drop it instead, or NULL. */
+static const char *ucx_pend_answer(ucx_listener_t *l, ucx_pacc_t *p) {
+  ucx_ctx_t *ctx = l->ctx;
+  if (p->hello.magic != UCX_MAGIC)
+    return "not an rcoll ucx connection (bad magic)";
+  if (p->hello.secret != ctx->secret)
+    return "wrong secret (a connection from another job?)";
+  if (ctx->next_conn_id > UCX_CONN_ID_MAX)
+    return "connection ids exhausted on this communicator";
+  p->reply_len = sizeof(ucx_reply_t) + ctx->waddr_len;
+  p->reply = malloc(p->reply_len);
+  if (p->reply == NULL)
+    return "out of memory";
+  p->conn_id = ctx->next_conn_id++;
+  ucx_reply_t r = {.magic = UCX_MAGIC, .host_id = ctx->host_id, .conn_id = p->conn_id,
+                   .addr_len = (uint32_t)ctx->waddr_len};
+  memcpy(p->reply, &r, sizeof r);
+  memcpy(p->reply + sizeof r, ctx->waddr, ctx->waddr_len);
+  return NULL;
+}
+
+/* Reads the hello and writes the answer as far as the socket allows.
+ * Returns 1 when the answer is out, 0 when not yet, -1 after a drop. */
+static int ucx_pend_step(ucx_listener_t *l, int i, int64_t now) {
+  ucx_pacc_t *p = &l->pend[i];
+  ssize_t k;
+  while (p->got < sizeof p->hello) {
+    k = recv(p->fd, (char *)&p->hello + p->got, sizeof p->hello - p->got, MSG_DONTWAIT);
+    if (k > 0) {
+      p->got += (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
+      ucx_pend_drop(l, i, "closed during the handshake");
+      return -1;
+    }
+    if (now - p->since_ms > l->ctx->timeout_ms) {
+      ucx_pend_drop(l, i, "no hello within the timeout");
+      return -1;
+    }
+    return 0;
+  }
+  const char *why = p->reply == NULL ? ucx_pend_answer(l, p) : NULL;
+  if (why != NULL) {
+    ucx_pend_drop(l, i, why);
+    return -1;
+  }
+  while (p->sent < p->reply_len) {
+    k = send(p->fd, p->reply + p->sent, p->reply_len - p->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (k > 0) {
+      p->sent += (size_t)k;
+      continue;
+    }
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && now - p->since_ms <= l->ctx->timeout_ms)
+      return 0;
+    ucx_pend_drop(l, i, k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) ? "answer not taken within the timeout"
+                                                                          : "closed during the handshake");
+    return -1;
+  }
+  return 1;
+}
+
+rcollResult_t ucx_accept(void *listen_comm, void **recv_comm) {
+  ucx_listener_t *l = listen_comm;
+  char abuf[UCX_ADDR_STR];
+  *recv_comm = NULL;
+  /* Peers' endpoints finish their wire-up through this worker. */
+  ucp_worker_progress(l->ctx->worker);
+  RCOLL_CHECK(ucx_accept_new(l));
+  int64_t now = rcoll_now_ms();
+  for (int i = 0; i < l->npend;) {
+    int rc = ucx_pend_step(l, i, now);
+    if (rc < 0)
+      continue; /* dropped: slot i holds another entry now */
+    if (rc == 0) {
+      i++;
+      continue;
+    }
+    ucx_pacc_t *p = &l->pend[i];
+    ucx_conn_t *c;
+    rcollResult_t r = ucx_conn_new(l->ctx, 0, p->fd, p->conn_id, ucx_addr_str(&p->addr, abuf), &c);
+    ucx_pend_remove(l, i, r != rcollSuccess); /* on success the comm owns the fd */
+    if (r != rcollSuccess)
+      return r;
+    RCOLL_INFO(RCOLL_SUB_NET, "ucx: rank %d accepted connection %u from %s", l->ctx->rank, c->conn_id, c->peer);
+    *recv_comm = c;
+    return rcollSuccess;
+  }
+  return rcollSuccess;
+}
+
+#endif /* RCOLL_HAVE_UCX */

@@ -1,0 +1,189 @@
+/* Private types of the UCX transport, shared by its files only.
+ *
+ * One UCP context and one worker per rcoll transport context (that is, per
+ * communicator). Data moves as UCP tagged messages; the tag carries the
+ * connection id (chosen by the receiving worker, unique within it) and a
+ * per-connection sequence number, so a receive matches exactly the message
+ * of its position on its connection and never one of another connection
+ * (tag matching in UCP is worker-wide, not per endpoint).
+ *
+ * How peers find each other. The listen handle holds a TCP address of a
+ * small rendezvous socket of ours, not the UCX worker address, and not a UCP
+ * listener's address. Measured with UCX 1.13 on the build machines:
+ * - The worker address is 108 bytes with UCX_TLS=tcp,self or posix,cma,self,
+ *   145 with sm,self and 215 with UCX's default transports, and it grows with
+ *   each network interface: it does not fit the 128-byte handle reliably.
+ * - A UCP listener (client/server connection through a connection manager)
+ *   needs endpoints with peer failure handling, which the shared-memory
+ *   transports lack: with UCX_TLS=posix,cma,self the connection fails with
+ *   "Destination is unreachable".
+ * The rendezvous socket carries the communicator's secret one way and the
+ * receiving worker's address (any length) and the connection id back; the
+ * sender then creates its endpoint from that address. The socket stays open
+ * for the life of the connection as a liveness line: when either process
+ * dies, the kernel closes it and the other side learns at once, whatever
+ * transport UCX picked.
+ *
+ * Endpoints to peers on another host use UCP_ERR_HANDLING_MODE_PEER with an
+ * error handler, so a peer failure fails the endpoint's requests. Endpoints
+ * to peers on the same host use UCP_ERR_HANDLING_MODE_NONE, because UCX's
+ * shared-memory transports (posix, sysv) support no other mode and asking for
+ * PEER would push local traffic onto TCP loopback; there the liveness line
+ * detects a dead peer. */
+#ifndef RCOLL_TRANSPORT_UCX_PRIV_H
+#define RCOLL_TRANSPORT_UCX_PRIV_H
+
+#if RCOLL_HAVE_UCX
+
+#include <stddef.h>
+#include <stdint.h>
+#include <ucp/api/ucp.h>
+
+#include "net.h"
+#include "sockutil.h"
+
+#define UCX_MAGIC 0x3178756c6c6f6372ull /* "rcollux1": also versions the handshake */
+#define UCX_NREQS 32                     /* request slots per connection */
+#define UCX_ADDR_STR 64
+#define UCX_WORKER_ADDR_MAX (64 * 1024)  /* sanity bound on a peer's worker address */
+#define UCX_CONN_ID_MAX 0x7fffffffu      /* ids use 31 bits; the tag's top bit stays 0 */
+/* After a peer is known to be gone, a receive still waits this long (never
+ * longer than RCOLL_TIMEOUT) for data already on its way: the liveness line
+ * may report the close before the last bytes sent have been processed. */
+#define UCX_LOST_GRACE_MS 1000
+#define UCX_PROBE_US 10000               /* how often test looks at the liveness line */
+#define UCX_CLOSE_FLUSH_MS 1000          /* longest a close waits for sends to drain */
+
+/* What the listen handle carries to the connecting peer. */
+typedef struct ucx_handle {
+  uint64_t magic;
+  uint64_t secret;
+  rcoll_sockaddr_t addr; /* the rendezvous socket */
+} ucx_handle_t;
+
+/* First bytes from the connecting side (host byte order: peers of one job
+ * share an architecture; the magic catches anything else). */
+typedef struct ucx_hello {
+  uint64_t magic;
+  uint64_t secret;
+  uint64_t host_id;
+} ucx_hello_t;
+
+/* The accepting side's answer, followed by addr_len bytes of worker address. */
+typedef struct ucx_reply {
+  uint64_t magic;
+  uint64_t host_id;
+  uint32_t conn_id;
+  uint32_t addr_len;
+} ucx_reply_t;
+
+/* Per-communicator context. */
+typedef struct ucx_ctx {
+  ucp_context_h ucp;
+  ucp_worker_h worker;
+  int efd;                 /* worker's event fd for wait, or -1 */
+  ucp_address_t *waddr;    /* this worker's address, sent to connecting peers */
+  size_t waddr_len;
+  uint64_t mem_types;      /* UCS_MEMORY_TYPE_* bits UCX supports here */
+  rcoll_sockaddr_t addr;   /* interface address for rendezvous sockets (port 0) */
+  char ifname[RCOLL_IFNAME_MAX];
+  uint64_t secret, host_id;
+  int rank;
+  int64_t timeout_ms;
+  uint32_t next_conn_id;
+  /* Test hook: use peer failure handling even for peers on this host. */
+  int force_peer_mode;
+  struct ucx_pconn *connects; /* connects in progress */
+  struct ucx_conn *zombies;   /* closed comms whose endpoint is still open */
+} ucx_ctx_t;
+
+enum ucx_req_kind { UCX_REQ_FREE = 0, UCX_REQ_SEND, UCX_REQ_RECV };
+
+struct ucx_conn;
+
+/* One isend or irecv. ucp_req is UCX's request, NULL once it finished (or
+ * when it finished at once); status then holds the outcome. */
+typedef struct ucx_req {
+  struct ucx_conn *conn;
+  int kind;
+  int done;
+  ucs_status_t status;
+  void *ucp_req;
+  size_t posted;
+  ucp_tag_recv_info_t info;
+} ucx_req_t;
+
+/* One direction of a connection: a send comm (with its endpoint) or a recv
+ * comm (receiving on the context's worker). */
+typedef struct ucx_conn {
+  ucx_ctx_t *ctx;
+  int is_send;
+  ucp_ep_h ep;          /* send comm only */
+  int peer_mode;        /* ep created with UCP_ERR_HANDLING_MODE_PEER */
+  int fd;               /* the liveness line (rendezvous socket) */
+  uint32_t conn_id;
+  uint32_t seq;         /* sequence number of the next message */
+  int64_t timeout_ms;
+  char peer[UCX_ADDR_STR];
+
+  ucx_req_t reqs[UCX_NREQS];
+  int free_idx[UCX_NREQS];
+  int nfree;
+
+  /* Failure state: lost_ms is when the peer was found gone (0: not yet);
+   * err is set once operations must fail, with errmsg saying why. */
+  int64_t lost_ms;
+  int64_t next_probe_us;
+  ucs_status_t ep_status; /* from the endpoint's error handler */
+  rcollResult_t err;
+  char errmsg[256];
+  struct ucx_conn *next_zombie;
+} ucx_conn_t;
+
+/* ucx.c */
+const char *ucx_addr_str(const rcoll_sockaddr_t *a, char buf[UCX_ADDR_STR]);
+
+/* ucx_accept.c: listen and accept. */
+rcollResult_t ucx_listen(void *ctx, int dev, void *handle, void **listen_comm);
+rcollResult_t ucx_accept(void *listen_comm, void **recv_comm);
+rcollResult_t ucx_close_listen(void *listen_comm);
+
+/* ucx_connect.c: connect. */
+rcollResult_t ucx_connect(void *ctx, int dev, const void *handle, void **send_comm);
+void ucx_connects_free(ucx_ctx_t *ctx);
+
+/* ucx_conn.c: comms, endpoints and failure detection. */
+rcollResult_t ucx_conn_new(ucx_ctx_t *ctx, int is_send, int fd, uint32_t conn_id, const char *peer,
+                           ucx_conn_t **out);
+rcollResult_t ucx_conn_connect_ep(ucx_conn_t *c, const void *waddr, int local);
+void ucx_conn_fail(ucx_conn_t *c, rcollResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+rcollResult_t ucx_conn_error(const ucx_conn_t *c);
+int ucx_conn_probe(ucx_conn_t *c, int force);
+rcollResult_t ucx_close_comm(void *comm);
+void ucx_zombies_free(ucx_ctx_t *ctx); /* after the worker is destroyed */
+/* Progresses w until req completes or deadline_ms passes; returns its status. */
+ucs_status_t ucx_progress_until(ucp_worker_h w, void *req, int64_t deadline_ms);
+
+/* ucx_io.c: requests. */
+rcollResult_t ucx_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
+rcollResult_t ucx_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags, void **mh,
+                        void **req);
+rcollResult_t ucx_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh, void **req);
+rcollResult_t ucx_test(void *request, int *done, size_t *sizes);
+void ucx_reqs_release(ucx_conn_t *c);
+
+/* ucx_mem.c: registration. */
+typedef struct ucx_mr {
+  ucx_ctx_t *ctx;
+  ucp_mem_h memh; /* NULL for an empty region */
+  const char *base;
+  size_t len;
+} ucx_mr_t;
+rcollResult_t ucx_reg_mr(void *comm, void *data, size_t size, int mem_type, void **mhandle);
+rcollResult_t ucx_dereg_mr(void *comm, void *mhandle);
+
+/* ucx_wait.c */
+rcollResult_t ucx_wait(void *const *comms, int n, int64_t timeout_us);
+
+#endif /* RCOLL_HAVE_UCX */
+#endif

@@ -1,0 +1,67 @@
+/* Sleeping until a connection may progress. The engine calls ucx_wait after
+ * a pass in which nothing moved. Each worker involved is progressed until it
+ * has nothing to do and then armed (ucp_worker_arm); if UCX says events are
+ * already pending, there is no sleep. Otherwise the thread polls the
+ * workers' event fds and the liveness lines of the comms (a peer's exit
+ * shows there) for at most timeout_us. A worker without an event fd makes
+ * the wait a short nap instead. */
+#if RCOLL_HAVE_UCX
+
+#include <errno.h>
+#include <poll.h>
+#include <time.h>
+
+#include "ucx_priv.h"
+
+#define UCX_WAIT_MAX 64
+#define UCX_NAP_US 200
+
+/* Returns 1 when the worker had work or events pending: no sleep then. */
+static int ucx_worker_ready(ucx_ctx_t *ctx) {
+  if (ucp_worker_progress(ctx->worker) != 0)
+    return 1;
+  return ctx->efd < 0 || ucp_worker_arm(ctx->worker) != UCS_OK;
+}
+
+static void ucx_nap(int64_t us) {
+  struct timespec ts = {.tv_sec = 0, .tv_nsec = (long)us * 1000};
+  nanosleep(&ts, NULL);
+}
+
+rcollResult_t ucx_wait(void *const *comms, int n, int64_t timeout_us) {
+  struct pollfd pfd[2 * UCX_WAIT_MAX];
+  ucx_ctx_t *ctxs[UCX_WAIT_MAX];
+  int np = 0, nctx = 0, ready = 0, nap = 0;
+  if (n > UCX_WAIT_MAX)
+    n = UCX_WAIT_MAX;
+  for (int i = 0; i < n && !ready; i++) {
+    ucx_conn_t *c = comms[i];
+    int seen = 0;
+    for (int j = 0; j < nctx && !seen; j++)
+      seen = ctxs[j] == c->ctx;
+    if (!seen) {
+      ctxs[nctx++] = c->ctx;
+      if (c->ctx->efd < 0)
+        nap = 1;
+      else if (ucx_worker_ready(c->ctx))
+        ready = 1;
+      else
+        pfd[np++] = (struct pollfd){.fd = c->ctx->efd, .events = POLLIN};
+    }
+    /* A line already found closed would wake every poll: leave it out. */
+    if (c->lost_ms == 0 && c->fd >= 0)
+      pfd[np++] = (struct pollfd){.fd = c->fd, .events = POLLIN};
+  }
+  if (ready || timeout_us <= 0)
+    return rcollSuccess;
+  if (nap) {
+    ucx_nap(timeout_us < UCX_NAP_US ? timeout_us : UCX_NAP_US);
+    return rcollSuccess;
+  }
+  int ms = (int)((timeout_us + 999) / 1000);
+  while (poll(pfd, (nfds_t)np, ms) < 0 && errno == EINTR) {
+  }
+  return rcollSuccess;
+}
+
+#endif /* RCOLL_HAVE_UCX */
