@@ -156,6 +156,7 @@ netns_netem_to_wire() {
 # the kernel has no sch_netem (or NETNS_USE_WIRE=1), the layout is made
 # again over netns_wire with the same shaping: namespaces, addresses and
 # RCOLL_NETNS_HOSTS stay as they were, running processes do not.
+# NETNS_WIRE_OPTS adds netns_wire options that netem lacks ("mtu=9000").
 netns_netem() {
   local i spec n=$NETNS_NODES
   if [[ ${NETNS_USE_WIRE:-0} != 1 ]]; then
@@ -165,6 +166,7 @@ netns_netem() {
     ((i > n)) && return 0
   fi
   spec=$(netns_netem_to_wire "$@") || return 1
+  spec="$spec${NETNS_WIRE_OPTS:+ $NETNS_WIRE_OPTS}"
   echo "netns: links shaped by netns_wire ($spec): no netem qdisc in this kernel" >&2
   netns_down
   netns_up_wire "$n" "$spec"
