@@ -126,6 +126,8 @@ int rcoll_plan_join(rcoll_plan_t *p, int dep0, int dep1) {
 }
 
 void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes) {
+  if (bytes == 0) /* an empty call: still a valid pointer */
+    bytes = sizeof(int);
   if (bytes > p->tmp_bytes) {
     void *t = realloc(p->tmp, bytes);
     if (t == NULL) {

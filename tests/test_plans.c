@@ -63,6 +63,9 @@ static void world_init(world_t *w, int n, const layout_t *l, size_t comm_chunk, 
     c->nscratch = 2 * nslots;
     c->peers = calloc((size_t)n, sizeof *c->peers);
     c->scratch_reader = calloc((size_t)c->nscratch, sizeof(int));
+    /* Made here: the library's lazy allocation aligns to pages, which
+     * these tiny chunks do not fill. */
+    c->scratch = calloc((size_t)c->nscratch, comm_chunk);
     cr_assert_eq(rcoll_topo_build(&c->topo, ids[0], sizeof ids[0], n, r), rcollSuccess);
     rcoll_plan_reset(&c->plan, c);
     c->plan.chunk_bytes = plan_chunk;
