@@ -236,23 +236,30 @@ void rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo, const rcoll_t
 
 /* What the engine spends on each message (posting, testing, completing;
  * more when ranks outnumber cores). Unlike latency, which messages in flight
- * overlap, this is paid message after message: it keeps the model from
- * cutting vectors into chunks that only add overhead. */
-#define MSG_US 2.0
+ * overlap, overheads are paid message after message: they keep the model
+ * from cutting vectors into chunks that only add cost. Messages over 64 KiB
+ * also pay the link's own overhead (the socket hands them to helper
+ * threads; smaller ones travel inline). */
+#define ENGINE_US 2.0
+#define BIG_MSG 65536.0
 
 typedef struct cost_link {
   double lat, b; /* latency in us; us per byte */
+  double big_us; /* extra overhead of a message over BIG_MSG */
 } cost_link_t;
 
 static double beta_of(double gbps) { return 1.0 / ((gbps > 1e-6 ? gbps : 1e-6) * 1e3); }
 
+static double msg_us(cost_link_t l, double bytes) { return ENGINE_US + (bytes > BIG_MSG ? l.big_us : 0); }
+
 /* The link a step runs at: the slower class when anything crosses nodes,
  * with `share` ranks of a node sending across together. */
 static cost_link_t link_for(const rcoll_tuner_t *t, int cross, int share) {
-  double bi = beta_of(t->prm.intra.gbps), be = beta_of(t->prm.inter.gbps) * (share > 1 ? share : 1);
+  const rcoll_tune_link_t *in = &t->prm.intra, *ex = &t->prm.inter;
+  double bi = beta_of(in->gbps), be = beta_of(ex->gbps) * (share > 1 ? share : 1);
   if (!cross)
-    return (cost_link_t){t->prm.intra.alpha_us, bi};
-  return (cost_link_t){fmax(t->prm.intra.alpha_us, t->prm.inter.alpha_us), fmax(bi, be)};
+    return (cost_link_t){in->alpha_us, bi, in->msg_us};
+  return (cost_link_t){fmax(in->alpha_us, ex->alpha_us), fmax(bi, be), fmax(in->msg_us, ex->msg_us)};
 }
 
 static double chunks(double bytes, size_t chunk) {
@@ -267,7 +274,8 @@ static double ring_time(const rcoll_tuner_t *t, double m, size_t c, int phases, 
   int n = t->nranks;
   cost_link_t l = link_for(t, t->ring_cross, t->ring_share);
   double s = m / n, k = chunks(s, c), gamma = beta_of(t->prm.reduce_gbps);
-  double step = fmax(t->ring_hop_us + MSG_US + fmin((double)c, s) * l.b, k * MSG_US + s * l.b);
+  double cs = fmin((double)c, s), o = msg_us(l, cs);
+  double step = fmax(t->ring_hop_us + o + cs * l.b, k * o + s * l.b);
   return phases * (n - 1) * step + (reduce ? (n - 1) * s * gamma : 0);
 }
 
@@ -282,7 +290,7 @@ static double tree_time(const rcoll_tuner_t *t, double m, size_t c) {
   double k = chunks(m / 2, c), cb = fmin((double)c, m / 2), gamma = beta_of(t->prm.reduce_gbps);
   double nic = t->tree_cross ? t->tree_share * beta_of(t->prm.inter.gbps) : 0;
   /* An inner rank reduces two children's chunks per slot. */
-  double slot = MSG_US + cb * (fmax(2 * t->tree_out * l.b, nic) + 2 * gamma);
+  double slot = msg_us(l, cb) + cb * (fmax(2 * t->tree_out * l.b, nic) + 2 * gamma);
   return pipeline(2 * t->tree_us, k, 2 * t->tree_height, slot);
 }
 
@@ -291,12 +299,12 @@ static double halving_time(const rcoll_tuner_t *t, double m, size_t c) {
   double gamma = beta_of(t->prm.reduce_gbps), time = 0, size = m;
   if (t->rhd_rem > 0) { /* fold in and hand back: the whole vector twice */
     cost_link_t l = link_for(t, t->fold_cross, t->fold_share);
-    time += 2 * (l.lat + chunks(m, c) * MSG_US + m * l.b) + m * gamma;
+    time += 2 * (l.lat + chunks(m, c) * msg_us(l, fmin((double)c, m)) + m * l.b) + m * gamma;
   }
   for (int s = 0; s < t->rhd_steps && s < RCOLL_TUNE_MAX_STEPS; s++) {
     size /= 2;
     cost_link_t l = link_for(t, t->step_cross[s], t->step_share[s]);
-    time += 2 * (l.lat + chunks(size, c) * MSG_US + size * l.b) + size * gamma;
+    time += 2 * (l.lat + chunks(size, c) * msg_us(l, fmin((double)c, size)) + size * l.b) + size * gamma;
   }
   return time;
 }
@@ -309,9 +317,9 @@ static double hier_time(const rcoll_tuner_t *t, double m, size_t c) {
   cost_link_t li = link_for(t, 0, 1), le = link_for(t, 1, L);
   double gamma = beta_of(t->prm.reduce_gbps), s1 = m / L, k = chunks(s1, c), cs = fmin((double)c, s1);
   double path = 2 * (L - 1) * li.lat + 2 * (N - 1) * le.lat;
-  double w1 = (L - 1) * (MSG_US + cs * (li.b + gamma));
-  double w2 = 2 * (N - 1) * (MSG_US + cs / N * le.b) + (N - 1) * cs / N * gamma;
-  double w3 = (L - 1) * (MSG_US + cs * li.b);
+  double w1 = (L - 1) * (msg_us(li, cs) + cs * (li.b + gamma));
+  double w2 = 2 * (N - 1) * (msg_us(le, cs / N) + cs / N * le.b) + (N - 1) * cs / N * gamma;
+  double w3 = (L - 1) * (msg_us(li, cs) + cs * li.b);
   return path + w1 + w2 + w3 + (k - 1) * fmax(w1 + w3, w2);
 }
 
@@ -320,7 +328,8 @@ static double hier_time(const rcoll_tuner_t *t, double m, size_t c) {
  * slot), `extra` hops beyond. */
 static double chain_time(const rcoll_tuner_t *t, double m, size_t c, int laps, int extra, int reduce) {
   cost_link_t l = link_for(t, t->ring_cross, t->ring_share);
-  double slot = MSG_US + fmin((double)c, m) * (laps * l.b + (reduce ? beta_of(t->prm.reduce_gbps) : 0));
+  double cs = fmin((double)c, m);
+  double slot = laps * msg_us(l, cs) + cs * (laps * l.b + (reduce ? beta_of(t->prm.reduce_gbps) : 0));
   return pipeline(laps * t->chain_us + extra * l.lat, chunks(m, c), laps * (t->nranks - 1) + extra, slot);
 }
 
@@ -328,7 +337,7 @@ static double btree_time(const rcoll_tuner_t *t, double m, size_t c) {
   cost_link_t l = link_for(t, t->btree_cross, 1);
   double fan = t->nranks > 2 ? 2 : 1;
   double nic = t->btree_cross ? t->btree_share * beta_of(t->prm.inter.gbps) : 0;
-  double slot = MSG_US + fmin((double)c, m) * fmax(fan * l.b, nic);
+  double cs = fmin((double)c, m), slot = fan * msg_us(l, cs) + cs * fmax(fan * l.b, nic);
   return pipeline(t->btree_us, chunks(m, c), t->tree_height, slot);
 }
 
@@ -363,16 +372,20 @@ double rcoll_tune_predict(const rcoll_tuner_t *t, int coll, int algo, size_t byt
 #undef CASE
   default: { /* point to point */
     cost_link_t l = link_for(t, t->nnodes > 1, 1);
-    return l.lat + MSG_US + m * l.b;
+    return l.lat + msg_us(l, m) + m * l.b;
   }
   }
 }
 
-/* Chunks tried: the slot size, then halves of it down to 4 KiB (and no
- * more than 8192 chunks, which keeps plans small). Larger chunks win ties:
- * fewer messages for the same predicted time. */
+/* Chunks tried: the slot size (or the largest half of it within the link's
+ * chunk cap), then halves down to 4 KiB, and no more than 8192 chunks,
+ * which keeps plans small. Larger chunks win ties: fewer messages for the
+ * same predicted time. */
 rcoll_tune_choice_t rcoll_tune_best(const rcoll_tuner_t *t, int coll, int algo, size_t bytes) {
+  size_t cap = t->nnodes > 1 ? t->prm.inter.chunk_cap : t->prm.intra.chunk_cap;
   size_t c = t->prm.max_chunk & ~(size_t)63;
+  while (cap >= 4096 && c > cap) /* halves of the slot, as below */
+    c /= 2;
   rcoll_tune_choice_t best = {(rcoll_algo_id_t)algo, c, rcoll_tune_predict(t, coll, algo, bytes, c)};
   for (c /= 2; c >= 4096 && best.time_us >= 0 && (double)c >= (double)bytes / 8192; c /= 2) {
     double time = rcoll_tune_predict(t, coll, algo, bytes, c);

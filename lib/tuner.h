@@ -54,8 +54,10 @@ typedef enum rcoll_algo_id {
 #define RCOLL_TUNE_CACHE 64     /* recent choices kept */
 
 typedef struct rcoll_tune_link {
-  double alpha_us; /* per message */
-  double gbps;     /* GB/s (10^9 bytes per second) */
+  double alpha_us;  /* latency of a message */
+  double gbps;      /* GB/s (10^9 bytes per second) */
+  double msg_us;    /* overhead of each message over 64 KiB (helper threads, registration) */
+  size_t chunk_cap; /* largest chunk worth cutting (0: any): shared memory stays in cache */
 } rcoll_tune_link_t;
 
 /* The parameters a model is built from (rcoll_tuner_setup). */

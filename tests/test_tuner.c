@@ -51,8 +51,10 @@ static rcoll_tuner_t *model_at(int nranks, int nnodes, const int *sizes, const c
   rcoll_topo_t topo;
   cr_assert_eq(rcoll_topo_build(&topo, ids[0], sizeof ids[0], nranks, 0), rcollSuccess);
   cr_assert_eq(topo.nnodes, nnodes);
-  rcoll_tune_params_t prm = {.intra = {0.5, 10}, .inter = {inter_us, 1.25}, .reduce_gbps = 8,
+  rcoll_tune_params_t prm = {.intra = rcoll_tune_default_link("shm"),
+                             .inter = rcoll_tune_default_link("socket"), .reduce_gbps = 8,
                              .max_chunk = 4 << 20, .deterministic = det};
+  prm.inter.alpha_us = inter_us;
   cr_assert_eq(rcoll_tune_parse_algos(algo, &prm.allowed), rcollSuccess);
   rcoll_tuner_t *t = malloc(sizeof *t);
   rcoll_tuner_setup(t, &topo, &prm);
@@ -137,7 +139,17 @@ Test(tuner, predicted_times_grow_with_size) {
 }
 
 Test(tuner, chunks_fit_the_staging_slot) {
-  rcoll_tuner_t *t = model(8, 2, NULL, "", 0);
+  /* Within one node, chunks stay within shared memory's cap (1 MiB); over
+   * sockets, whose large messages cost helper-thread hand-offs, large
+   * vectors go in whole slots. */
+  rcoll_tuner_t *t = model(4, 1, NULL, "", 0);
+  for (size_t b = 8; b <= (1ull << 32); b *= 4)
+    cr_assert_leq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).chunk, (size_t)1 << 20);
+  free(t);
+  t = model(4, 4, NULL, "ring", 0);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 1ull << 30).chunk, (size_t)4 << 20);
+  free(t);
+  t = model(8, 2, NULL, "", 0);
   for (int coll = 0; coll < RCOLL_COLL_NKINDS; coll++)
     for (size_t b = 1; b <= (1ull << 32); b *= 7) {
       rcoll_tune_choice_t c = rcoll_tune_choose(t, coll, b);
