@@ -10,12 +10,18 @@
 #if RCOLL_HAVE_UCX
 #include "../transports/ucx/ucx.h"
 #endif
+#if RCOLL_HAVE_IBVERBS
+#include "../transports/ib/ib.h"
+#endif
 
 static const rcoll_transport_ops_t *const transports[] = {
     &socket_ops,
     &shm_ops,
 #if RCOLL_HAVE_UCX
     &ucx_ops,
+#endif
+#if RCOLL_HAVE_IBVERBS
+    &ib_ops,
 #endif
 };
 

@@ -1,0 +1,154 @@
+#!/usr/bin/env bash
+# The verbs transport for real, on Soft-RoCE (rdma_rxe) inside QEMU: the host
+# kernel has no RDMA, but Debian's kernel boots under TCG and its rxe driver
+# is a real RoCE v2 device. tests/rxe/ holds the VM (initramfs builder, /init,
+# guest.sh with the steps); this script installs what is missing (as root,
+# with apt-get), builds the programs and the initramfs, and boots:
+#
+#   1. one VM: the GID table and rcoll's choice from it; multi-process
+#      conformance over RCOLL_NET=ib (automatic GID, then a forced index with
+#      2 QPs per connection); wrong indexes (empty, out of range: clear
+#      errors; link-local: a warning); a rank killed mid-call; rcoll
+#      all-reduce at 1 MiB and 16 MiB beside ib_write_bw in the same boot;
+#   2. two VMs joined by a UDP socket netdev (one L2 segment): conformance
+#      with ranks split across the VMs (2 and 3 ranks), all-reduce and
+#      ib_write_bw between them.
+#
+# Exit codes are checked; perftest's numbers are only reported. Exits 77
+# (skip) when QEMU or the kernel cannot be had. Knobs: RXE_ONE=0 / RXE_TWO=0
+# skip a part, RXE_STEPS=a,b runs only those guest steps, RXE_DIR holds logs.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+ROOT=$PWD
+DIR=${RXE_DIR:-$ROOT/build/rxe}
+mkdir -p "$DIR/bin"
+PKGS="qemu-system-x86 linux-image-amd64 busybox-static rdma-core ibverbs-providers ibverbs-utils perftest cpio kmod iproute2"
+
+skip() { echo "check_rxe: SKIP: $*"; exit 77; }
+fail() { echo "check_rxe: FAIL: $*"; exit 1; }
+
+# The newest installed kernel that has rdma_rxe and whose image we can read.
+pick_kernel() {
+  local k
+  for k in $(ls /lib/modules 2>/dev/null | sort -rV); do
+    if [[ -r /boot/vmlinuz-$k ]] && find "/lib/modules/$k" -name 'rdma_rxe.ko*' 2>/dev/null | grep -q .; then
+      echo "$k"
+      return
+    fi
+  done
+}
+
+have_all() {
+  command -v qemu-system-x86_64 ib_write_bw ibv_devinfo rdma cpio modprobe >/dev/null 2>&1 &&
+    [[ -x /bin/busybox ]] && ! ldd /bin/busybox >/dev/null 2>&1 &&
+    [[ -e /etc/libibverbs.d/rxe.driver ]] && [[ -n $(pick_kernel) ]]
+}
+
+if ! have_all; then
+  [[ $(id -u) == 0 ]] && command -v apt-get >/dev/null ||
+    skip "QEMU, a Debian kernel with rdma_rxe, busybox or the RDMA tools are missing; install with: apt-get install $PKGS"
+  echo "check_rxe: installing $PKGS (log: $DIR/apt.log)"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $PKGS ||
+    { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $PKGS; }; } \
+    >"$DIR/apt.log" 2>&1
+  have_all || skip "could not install $PKGS (see $DIR/apt.log)"
+fi
+KVER=$(pick_kernel)
+grep -q 'RCOLL_HAVE_IBVERBS=1' config.mk 2>/dev/null || skip "rcoll was configured without libibverbs"
+
+# ---- the programs that go into the VM ----
+CCFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib"
+LIBS="-Wl,--as-needed $(sed -n 's/^[A-Z]*_LIBS = //p' config.mk | tr '\n' ' ') -Wl,--no-as-needed -pthread -lm"
+make --no-print-directory lib/librcoll.a tests/bin/conformance >"$DIR/make.log" 2>&1 ||
+  fail "building lib/librcoll.a and tests/bin/conformance failed (see $DIR/make.log)"
+PROGS="$ROOT/tests/bin/conformance"
+make --no-print-directory tests/bin/rank_death >>"$DIR/make.log" 2>&1 && PROGS="$PROGS $ROOT/tests/bin/rank_death"
+BENCH_SRCS="bench/allreduce_perf.c $(ls bench/*.c | grep -v -e '_perf\.c$' -e rcoll_info.c | tr '\n' ' ')"
+# shellcheck disable=SC2086 # word lists on purpose
+${CC:-cc} $CCFLAGS -Ibench $BENCH_SRCS lib/librcoll.a $LIBS -o "$DIR/bin/allreduce_perf" &&
+  ${CC:-cc} $CCFLAGS tests/rxe/xhost.c lib/librcoll.a $LIBS -o "$DIR/bin/xhost" ||
+  fail "building the VM programs failed"
+PROGS="$PROGS $DIR/bin/allreduce_perf $DIR/bin/xhost"
+# shellcheck disable=SC2086
+tests/rxe/build-initramfs.sh "$DIR/initramfs.cpio.gz" "$KVER" tests/rxe $PROGS ||
+  fail "building the initramfs failed"
+echo "check_rxe: kernel $KVER, initramfs $(du -h "$DIR/initramfs.cpio.gz" | cut -f1)"
+
+# ---- the VMs ----
+STEPS=${RXE_STEPS:+rxesteps=$RXE_STEPS}
+vm() { # log limit role ip host netdev-args... (runs in the background)
+  local log=$1 limit=$2 role=$3 ip=$4 host=$5
+  shift 5
+  timeout -k 5 "$limit" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp "$SMP" -m 1536 \
+    -display none -monitor none -serial "file:$log" -no-reboot \
+    -kernel "/boot/vmlinuz-$KVER" -initrd "$DIR/initramfs.cpio.gz" \
+    -append "console=ttyS0 panic=-1 loglevel=3 rxerole=$role rxeip=$ip rxehost=$host $STEPS" "$@" &
+}
+
+failed=0
+check_steps() { # log expected-steps...
+  local log=$1 s line
+  shift
+  grep -q '^RXE-DONE' "$log" || { echo "   $(basename "$log"): the VM did not finish (timeout or crash)"; failed=1; }
+  for s in "$@"; do
+    [[ -n ${RXE_STEPS:-} && ",$RXE_STEPS," != *",$s,"* ]] && continue
+    line=$(grep -a "^RXE-STEP $s " "$log" | tail -n 1)
+    echo "   ${line:-RXE-STEP $s missing}"
+    [[ $line == *" rc=0 "* ]] || failed=1
+  done
+}
+
+show() { # log: what the VM saw and measured
+  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|ALLREDUCE|WARN) |^FAIL|^xhost:|^conformance:' "$1" | sed 's/^/   /'
+}
+
+# MB/s (10^6) from perftest's MiB/s and from the all-reduce times (2 ranks:
+# bus bandwidth = algorithm bandwidth = bytes / time).
+compare_bw() {
+  awk '/^RXE-WRITEBW/ { split($2, a, "="); if ($6 + 0 > 0) wb[a[2]] = $6 * 1.048576 }
+       /^RXE-ALLREDUCE/ && $4 == "float" && $7 + 0 > 0 && !($2 in ar) { ar[$2] = $2 / $7 }
+       END { for (s in ar) printf "   %5.1f MiB: rcoll all-reduce %.1f MB/s, ib_write_bw %s -> %s\n",
+               s / 1048576, ar[s], (s in wb) ? sprintf("%.1f MB/s", wb[s]) : "n/a",
+               (s in wb) ? sprintf("%.0f%%", 100 * ar[s] / wb[s]) : "n/a" }' "$1" | sort -n
+}
+
+if [[ ${RXE_ONE:-1} != 0 ]]; then
+  echo "-- check_rxe: one VM, ranks as processes over rxe0"
+  t0=$SECONDS
+  SMP=2
+  vm "$DIR/one.log" "${RXE_ONE_LIMIT:-360}" single 10.0.2.15/24 rxe-one -nic user,model=virtio-net-pci
+  wait $!
+  echo "   ($((SECONDS - t0)) s)"
+  show "$DIR/one.log"
+  check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
+    bandwidth
+  grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
+  compare_bw "$DIR/one.log"
+fi
+
+if [[ ${RXE_TWO:-1} != 0 ]]; then
+  echo "-- check_rxe: two VMs on one L2 segment (UDP socket netdev)"
+  t0=$SECONDS
+  port=$((20000 + RANDOM % 20000))
+  SMP=1 # two VMs share the host's cores
+  A=127.0.0.1:$port B=127.0.0.1:$((port + 1))
+  vm "$DIR/two-a.log" "${RXE_TWO_LIMIT:-360}" a 192.168.77.1/24 rxe-a \
+    -netdev "socket,id=n0,udp=$B,localaddr=$A" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:01
+  pa=$!
+  vm "$DIR/two-b.log" "${RXE_TWO_LIMIT:-360}" b 192.168.77.2/24 rxe-b \
+    -netdev "socket,id=n0,udp=$A,localaddr=$B" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02
+  pb=$!
+  wait $pa
+  wait $pb
+  echo "   ($((SECONDS - t0)) s)"
+  for v in a b; do
+    echo "   vm $v:"
+    show "$DIR/two-$v.log"
+    check_steps "$DIR/two-$v.log" xhost-2 xhost-3 xbandwidth xwritebw
+  done
+  cat "$DIR/two-a.log" "$DIR/two-b.log" | grep -a -E '^RXE-(WRITEBW|ALLREDUCE)' >"$DIR/two-bw.txt"
+  compare_bw "$DIR/two-bw.txt"
+fi
+
+[[ $failed == 0 ]] && echo "check_rxe: PASS" || echo "check_rxe: FAIL (logs in $DIR)"
+exit $failed

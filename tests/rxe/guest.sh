@@ -1,0 +1,192 @@
+#!/bin/busybox sh
+# The tests run inside the Soft-RoCE VM (started by /init):
+#   guest.sh single|a|b MY_IP PEER_IP
+# single: one VM, ranks as processes over rxe0 in loopback; a and b: two VMs,
+# ranks split across them (a holds rank 0, the bootstrap root). Every step
+# prints "RXE-STEP <name> rc=<status> <seconds>s"; tests/check_rxe.sh turns
+# those into the verdict. Kernel command line rxesteps=a,b limits the steps
+# (for development); rxetimeout=S sets RCOLL_TIMEOUT.
+# A step runs as `sh guest.sh run FUNCTION ARGS` under busybox timeout (which
+# cannot run shell functions); the state travels in the environment.
+if [ "$1" = run ]; then
+  shift
+  STEP_ONLY=1
+else
+  ROLE=$1 ME=$2 PEER=$3
+  STEPS=all
+  RCOLL_TIMEOUT=60
+  for a in $(cat /proc/cmdline); do
+    case $a in
+      rxesteps=*) STEPS=${a#rxesteps=} ;;
+      rxetimeout=*) RCOLL_TIMEOUT=${a#rxetimeout=} ;;
+    esac
+  done
+  P=/sys/class/infiniband/rxe0/ports/1
+  # The IPv4 RoCE v2 GID, for perftest and for the forced-index run.
+  GIDX=
+  for i in $(seq 0 15); do
+    read -r g <$P/gids/$i 2>/dev/null || continue
+    read -r t <$P/gid_attrs/types/$i
+    case "$g" in 0000:0000:0000:0000:0000:ffff:*) [ "$t" = "RoCE v2" ] && GIDX=$i && break ;; esac
+  done
+  echo "RXE-GIDX $GIDX"
+  export ROLE ME PEER STEPS GIDX RCOLL_TIMEOUT
+  export RCOLL_NET=ib
+fi
+
+want() { [ "$STEPS" = all ] || echo ",$STEPS," | grep -q ",$1,"; }
+now() { cut -d' ' -f1 /proc/uptime; }
+step() { # name time-limit command...
+  local name=$1 limit=$2 t rc
+  shift 2
+  want "$name" || return 0
+  echo "RXE-BEGIN $name"
+  t=$(now)
+  timeout "$limit" sh /rxe/guest.sh run "$@"
+  rc=$?
+  echo "RXE-STEP $name rc=$rc $(awk -v s="$t" -v e="$(now)" 'BEGIN {printf "%.1f", e - s}')s"
+}
+# Log lines without their "host:pid:tid rcoll LEVEL" prefix, once each.
+unprefix() { sed -n 's/^.* rcoll \(INFO\|WARN\) /\1 /p' | sort -u; }
+quick() { allreduce_perf -t 2 -b 8 -e 8 -n 1 -w 0 -c 1; }
+
+# ---- one VM ----
+
+gid_choice() {
+  RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=NET,INIT quick >/tmp/gid.log 2>&1
+  local rc=$?
+  grep -E 'ib: .*(GID table|uses|device memory|QP)' /tmp/gid.log | unprefix | sed 's/^/RXE-LOG /'
+  return $rc
+}
+
+# A configured index that cannot work must fail the communicator with a
+# message that says why; one that works badly (link-local) must warn.
+wrong_index() { # index expected-text expect-success
+  RCOLL_IB_GID_INDEX=$1 quick >/tmp/wrong.log 2>&1
+  local rc=$?
+  grep "RCOLL_IB_GID_INDEX=$1" /tmp/wrong.log | unprefix | head -n 1 | sed 's/^/RXE-MSG /'
+  grep -q "$2" /tmp/wrong.log || { echo "RXE-MSG (expected text \"$2\" missing)"; return 1; }
+  if [ "$3" = yes ]; then [ $rc -eq 0 ]; else [ $rc -ne 0 ]; fi
+}
+
+# perftest beside rcoll on the same device in the same boot. perftest's
+# numbers are reported, never judged (its clock calibration fails under TCG).
+write_bw() { # size iterations
+  ib_write_bw -d rxe0 -x "$GIDX" -F -s "$1" -n "$2" >/tmp/wb_srv.log 2>&1 &
+  local srv=$! rc
+  sleep 1
+  ib_write_bw -d rxe0 -x "$GIDX" -F -s "$1" -n "$2" "$3" >/tmp/wb_cli.log 2>&1
+  rc=$?
+  wait $srv || rc=$?
+  echo "RXE-WRITEBW size=$1 $(grep -E "^ *$1 " /tmp/wb_cli.log | head -n 1)"
+  return $rc
+}
+
+allreduce_bw() { # root-ip port ranks-here...
+  local root=$1 port=$2 rc=0 pids= r
+  shift 2
+  for r in "$@"; do
+    RANK=$r WORLD_SIZE=2 RCOLL_COMM_ID=$root:$port allreduce_perf -b 1M -e 16M -f 16 -n 8 -w 1 \
+      >/tmp/ar$r.log 2>&1 &
+    pids="$pids $!"
+  done
+  for p in $pids; do wait $p || rc=$?; done
+  for r in "$@"; do grep -E '^ +[0-9]+ +[0-9]+ +float|Avg bus|Out of bounds' /tmp/ar$r.log | sed 's/^/RXE-ALLREDUCE /'; done
+  for r in "$@"; do [ $rc -ne 0 ] && tail -n 5 /tmp/ar$r.log; done
+  return $rc
+}
+
+bandwidth() {
+  local rc=0
+  write_bw 1048576 100 "$ME" || rc=1
+  write_bw 16777216 10 "$ME" || rc=1
+  allreduce_bw "$ME" 29600 0 1 || rc=1
+  return $rc
+}
+
+# Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.
+dbg() {
+  RCOLL_TIMEOUT=10 RCOLL_DEBUG=TRACE RCOLL_DEBUG_SUBSYS=NET conformance -p 3 -s sweep -c 65537 >/tmp/dbg.log 2>&1
+  local rc=$?
+  grep -E "^(FAIL|conformance)" /tmp/dbg.log
+  grep -n "ib: " /tmp/dbg.log | tail -n 150
+  return $rc
+}
+
+# Development aid (rxesteps=perfscan): all-reduce bandwidth over a few
+# settings, to tune the defaults.
+perfscan() {
+  for cfg in "RCOLL_IB_QPS_PER_CONNECTION=1" "RCOLL_IB_QPS_PER_CONNECTION=2" \
+    "RCOLL_CHUNK_SIZE=262144" "RCOLL_CHUNK_SIZE=1048576" "RCOLL_SPIN_US=0"; do
+    echo "RXE-SCAN $cfg"
+    env $cfg sh /rxe/guest.sh run allreduce_bw "$ME" 29700 0 1
+  done
+}
+
+single() {
+  [ "$STEPS" != all ] && step dbg 40 dbg
+  [ "$STEPS" != all ] && step perfscan 400 perfscan
+  step gid 60 gid_choice
+  step conformance 300 conformance -p 2,3 -s sweep -c 0,1,7,4099,65537
+  step forced-index 200 env RCOLL_IB_GID_INDEX="$GIDX" RCOLL_IB_QPS_PER_CONNECTION=2 \
+    conformance -p 2 -s sweep -c 7,100003
+  step wrong-index-empty 30 wrong_index 9 "GID slot 9 of rxe0:1 is empty" no
+  step wrong-index-range 30 wrong_index 4096 "RCOLL_IB_GID_INDEX=4096 is out of range" no
+  step link-local-index 60 wrong_index 0 "selects the link-local GID" yes
+  [ -x /rxe/rank_death ] && step rank-death 90 env RCOLL_TIMEOUT=15 rank_death -n 3 -d 1 -m kill
+  step bandwidth 200 bandwidth
+}
+
+# ---- two VMs ----
+
+xhost_run() { # root-ip port world ranks-here...
+  local root=$1 port=$2 n=$3 rc=0 pids= r
+  shift 3
+  for r in "$@"; do
+    RANK=$r WORLD_SIZE=$n RCOLL_COMM_ID=$root:$port xhost -c 0,1,7,4099,65537 >/tmp/x$r.log 2>&1 &
+    pids="$pids $!"
+  done
+  for p in $pids; do wait $p || rc=$?; done
+  for r in "$@"; do grep -E '^(FAIL|xhost:)' /tmp/x$r.log | head -n 20; done
+  return $rc
+}
+
+two() { # a or b
+  local root=$ME
+  [ "$1" = b ] && root=$PEER
+  for i in $(seq 60); do ping -c 1 -W 1 "$PEER" >/dev/null 2>&1 && break; done
+  if [ "$1" = a ]; then
+    step xhost-2 200 xhost_run "$root" 29510 2 0
+    step xhost-3 200 xhost_run "$root" 29511 3 0 2
+    step xbandwidth 200 allreduce_bw "$root" 29512 0
+    step xwritebw 100 ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 10
+  else
+    step xhost-2 200 xhost_run "$root" 29510 2 1
+    step xhost-3 200 xhost_run "$root" 29511 3 1
+    step xbandwidth 200 allreduce_bw "$root" 29512 1
+    sleep 3
+    step xwritebw 100 write_bw_client 16777216 10 "$PEER"
+  fi
+}
+
+# The two-VM ib_write_bw: a serves, b connects (retrying until a listens).
+write_bw_client() {
+  local i rc=1
+  for i in 1 2 3 4 5 6 7 8 9 10; do
+    ib_write_bw -d rxe0 -x "$GIDX" -F -s "$1" -n "$2" "$3" >/tmp/wb_cli.log 2>&1 && { rc=0; break; }
+    sleep 2
+  done
+  echo "RXE-WRITEBW size=$1 $(grep -E "^ *$1 " /tmp/wb_cli.log | head -n 1)"
+  return $rc
+}
+
+if [ -n "${STEP_ONLY:-}" ]; then
+  "$@"
+  exit $?
+fi
+case $ROLE in
+  single) single ;;
+  a | b) two "$ROLE" ;;
+  *) echo "RXE-WARN unknown role $ROLE" ;;
+esac
+exit 0

@@ -1,0 +1,144 @@
+/* The receive side of a verbs connection: irecv (match an eager message
+ * that came first, or post a credit), eager messages landing, and the
+ * immediates of rendezvous writes. */
+#if RCOLL_HAVE_IBVERBS
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "ib_priv.h"
+#include "log.h"
+
+/* The posted receive for message `seq` (compared on the bits the
+ * immediate carries when `bits` is IB_IMM_SEQ), or NULL. */
+static ib_req_t *ib_recv_find(ib_comm_t *c, uint32_t seq, uint32_t bits) {
+  ib_req_t *r = c->by_seq[seq % IB_NREQS];
+  return r != NULL && r->kind == IB_REQ_RECV && (r->seq & bits) == (seq & bits) ? r : NULL;
+}
+
+static void ib_land_free(ib_comm_t *c, int land) {
+  if (ib_post_land(c, land) != rcollSuccess)
+    ib_comm_fail(c, rcollSystemError, "%s", rcoll_error_text());
+}
+
+/* An eager message meets its receive: copy it out, free the landing buffer
+ * (the sender learns so with the next credit). */
+static void ib_eager_deliver(ib_comm_t *c, ib_req_t *r, int land) {
+  const ib_eager_hdr_t *h = (const ib_eager_hdr_t *)ib_block_land(c, land);
+  if (h->size > r->size)
+    r->toobig = 1;
+  else if (h->size > 0)
+    memcpy(r->buf, (const char *)(h + 1), h->size);
+  r->got = h->size;
+  r->eager = 1;
+  r->pending = 0;
+  ib_land_free(c, land);
+  c->eager_returned++;
+}
+
+void ib_data_in(ib_comm_t *c, const struct ibv_wc *wc) {
+  uint32_t imm = ntohl(wc->imm_data);
+  ib_req_t *r = ib_recv_find(c, imm & IB_IMM_SEQ, IB_IMM_SEQ);
+  if (r == NULL || !(wc->wc_flags & IBV_WC_WITH_IMM) || r->eager) {
+    ib_comm_fail(c, rcollInternalError, "ib: data from %s for message %u, which no receive expects", c->peer,
+                 imm & IB_IMM_SEQ);
+    return;
+  }
+  if (imm & IB_IMM_TOOBIG)
+    r->toobig = 1;
+  r->got += wc->byte_len;
+  if (imm & IB_IMM_LAST)
+    r->pending--;
+}
+
+void ib_land_in(ib_comm_t *c, int land, const struct ibv_wc *wc) {
+  if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) { /* took a landing buffer without using it */
+    ib_data_in(c, wc);
+    ib_land_free(c, land);
+    return;
+  }
+  const ib_eager_hdr_t *h = (const ib_eager_hdr_t *)ib_block_land(c, land);
+  if (wc->byte_len < sizeof *h || h->size > IB_EAGER_BYTES || wc->byte_len != sizeof *h + h->size) {
+    ib_comm_fail(c, rcollInternalError, "ib: malformed eager message (%u bytes) from %s", wc->byte_len, c->peer);
+    return;
+  }
+  ib_req_t *r = ib_recv_find(c, h->seq, ~0u);
+  RCOLL_TRACE(RCOLL_SUB_NET, "ib: eager %u of %u bytes from %s %s", h->seq, h->size, c->peer,
+              r != NULL && !r->eager ? "matched" : "waits for its receive");
+  if (r != NULL && !r->eager) {
+    ib_eager_deliver(c, r, land);
+    return;
+  }
+  if (c->unexp_tail - c->unexp_head == IB_NLAND) {
+    ib_comm_fail(c, rcollInternalError, "ib: %s sent more eager messages than it had credits for", c->peer);
+    return;
+  }
+  c->unexp[c->unexp_tail++ % IB_NLAND] = (ib_unexp_t){.seq = h->seq, .land = land};
+}
+
+static int ib_post_credit(ib_comm_t *c, ib_req_t *r) {
+  int slot = ib_slot(c, r);
+  ib_credit_t *cr = ib_block_credit(c, slot);
+  *cr = (ib_credit_t){
+      .addr = r->addr, .size = r->size, .rkey = r->rkey, .seq = r->seq, .eager_returned = c->eager_returned};
+  struct ibv_sge sge = {.addr = (uintptr_t)cr, .length = sizeof *cr, .lkey = c->block_mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_CREDIT, slot),
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED},
+                     *bad;
+  int e = ibv_post_send(c->qps[0], &wr, &bad);
+  if (e != 0) {
+    ib_comm_fail(c, rcollSystemError, "ib: posting a credit to %s failed: %s", c->peer, strerror(e));
+    return -1;
+  }
+  r->credit_busy = 1;
+  return 0;
+}
+
+/* The receive's message may already be here: eager messages that came
+ * before their receive wait in arrival order, which is message order. */
+static void ib_recv_match(ib_comm_t *c, ib_req_t *r) {
+  if (c->unexp_head != c->unexp_tail && c->unexp[c->unexp_head % IB_NLAND].seq == r->seq)
+    ib_eager_deliver(c, r, c->unexp[c->unexp_head++ % IB_NLAND].land);
+  else
+    ib_progress(c);
+}
+
+/* One buffer per receive (max_recvs is 1); tags are not matched, messages
+ * pair in order. */
+rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags, void **mh,
+                       void **request) {
+  ib_comm_t *c = comm;
+  (void)tags;
+  *request = NULL;
+  if (n != 1)
+    return rcoll_error(rcollInvalidArgument, "ib: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
+  if (c->err != rcollSuccess)
+    return ib_comm_error(c);
+  ib_req_t *r = ib_req_alloc(c, IB_REQ_RECV, data[0], sizes[0]);
+  if (r == NULL) {
+    RCOLL_TRACE(RCOLL_SUB_NET, "ib: irecv %u from %s: no slot", c->seq, c->peer);
+    return rcollSuccess;
+  }
+  r->pending = ib_split(c, r->size) ? c->nqps : 1;
+  ib_recv_match(c, r);
+  RCOLL_TRACE(RCOLL_SUB_NET, "ib: irecv %u of %zu bytes from %s: %s (%u eager returned)", r->seq, r->size, c->peer,
+              r->eager ? "eager message already here" : "credit", c->eager_returned);
+  if (!r->eager) {
+    rcollResult_t rc = ib_req_mem(c, r, mh ? mh[0] : NULL, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (rc != rcollSuccess) {
+      ib_req_free(c, r);
+      c->seq--;
+      return rc;
+    }
+    if (ib_post_credit(c, r) != 0)
+      return ib_comm_error(c);
+  }
+  *request = r;
+  return rcollSuccess;
+}
+#endif

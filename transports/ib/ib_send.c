@@ -1,0 +1,157 @@
+/* The send side of a verbs connection: isend, the eager SEND, the
+ * rendezvous writes once a credit arrived, and taking credits in. */
+#if RCOLL_HAVE_IBVERBS
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "error.h"
+#include "ib_priv.h"
+#include "log.h"
+
+/* Header and payload are contiguous in the slot: one SGE. */
+static int ib_post_eager(ib_comm_t *c, ib_req_t *r) {
+  char *payload = ib_block_slot(c, ib_slot(c, r)) + IB_HDR;
+  ib_eager_hdr_t *h = (ib_eager_hdr_t *)(payload - sizeof *h);
+  *h = (ib_eager_hdr_t){.seq = r->seq, .size = (uint32_t)r->size};
+  struct ibv_sge sge = {.addr = (uintptr_t)h, .length = (uint32_t)(sizeof *h + r->size), .lkey = c->block_mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_EAGER, ib_slot(c, r)),
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED},
+                     *bad;
+  int e = ibv_post_send(c->qps[0], &wr, &bad);
+  if (e != 0) {
+    ib_comm_fail(c, rcollSystemError, "ib: posting an eager send to %s failed: %s", c->peer, strerror(e));
+    return -1;
+  }
+  r->pending = 1;
+  r->posted = 1;
+  c->eager_sent++;
+  return 0;
+}
+
+/* Writes `len` bytes at offset `off` of the message on one QP, in up to
+ * IB_WRS_PER_QP writes; each carries an immediate (the receiver adds up the
+ * bytes), the last one flagged LAST. */
+static int ib_post_piece(ib_comm_t *c, int q, ib_req_t *r, size_t off, size_t len, const ib_credit_t *cr,
+                         uint32_t flags) {
+  struct ibv_sge sge[IB_WRS_PER_QP];
+  struct ibv_send_wr wr[IB_WRS_PER_QP], *bad;
+  size_t max = c->max_wr_bytes;
+  int nw = len == 0 ? 1 : (int)((len + max - 1) / max);
+  if (nw > IB_WRS_PER_QP) {
+    ib_comm_fail(c, rcollInvalidUsage, "ib: a message of %zu bytes to %s is too large for %d queue pair(s)",
+                 r->size, c->peer, c->nqps);
+    return -1;
+  }
+  for (int w = 0; w < nw; w++) {
+    size_t o = off + (size_t)w * max, l = len - (size_t)w * max < max ? len - (size_t)w * max : max;
+    uint32_t imm = (r->seq & IB_IMM_SEQ) | flags | (w + 1 == nw ? IB_IMM_LAST : 0);
+    sge[w] = (struct ibv_sge){.addr = r->addr + o, .length = (uint32_t)l, .lkey = r->lkey};
+    wr[w] = (struct ibv_send_wr){
+        .wr_id = IB_WR_ID(IB_WR_DATA, ib_slot(c, r)),
+        .next = w + 1 < nw ? &wr[w + 1] : NULL,
+        .sg_list = l ? &sge[w] : NULL,
+        .num_sge = l ? 1 : 0,
+        .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+        .send_flags = IBV_SEND_SIGNALED,
+        .imm_data = htonl(imm),
+        .wr.rdma = {.remote_addr = cr->addr + o, .rkey = cr->rkey},
+    };
+  }
+  int e = ibv_post_send(c->qps[q], wr, &bad);
+  if (e != 0) {
+    ib_comm_fail(c, rcollSystemError, "ib: posting an RDMA write to %s failed: %s", c->peer, strerror(e));
+    return -1;
+  }
+  r->pending += nw;
+  return 0;
+}
+
+/* Posts a rendezvous send whose credit arrived. One larger than the receive
+ * posted for it writes nothing and says so in the immediate. */
+static int ib_post_rndv(ib_comm_t *c, ib_req_t *r, const ib_credit_t *cr) {
+  int split = ib_split(c, cr->size);
+  int nq = split ? c->nqps : 1, q0 = split ? 0 : (int)(r->seq % (uint32_t)c->nqps);
+  size_t size = r->size;
+  if (size > cr->size) {
+    r->toobig = 1;
+    r->got = (size_t)cr->size; /* for the message */
+    size = 0;
+  }
+  size_t per = (size + (size_t)nq - 1) / (size_t)nq;
+  per = (per + 4095) & ~(size_t)4095;
+  for (int k = 0; k < nq; k++) {
+    size_t off = (size_t)k * per;
+    size_t len = off >= size ? 0 : size - off < per ? size - off : per;
+    if (ib_post_piece(c, q0 + k, r, off < size ? off : 0, len, cr, r->toobig ? IB_IMM_TOOBIG : 0) != 0)
+      return -1;
+  }
+  r->posted = 1;
+  return 0;
+}
+
+/* Posts what can go, in message order: a send whose credit is here as
+ * rendezvous, a small one without its credit eagerly while eager credits
+ * last; the rest keep waiting. */
+void ib_send_ready(ib_comm_t *c) {
+  int kept = 0;
+  for (int i = 0; i < c->nunposted; i++) {
+    ib_req_t *r = c->unposted[i];
+    int k = (int)(r->seq % IB_NREQS), rc = 1;
+    if (c->err != rcollSuccess)
+      rc = 1; /* keep it: the failed comm reports through test */
+    else if (c->credit_valid[k] && c->credits[k].seq == r->seq)
+      rc = ib_post_rndv(c, r, &c->credits[k]);
+    else if (r->eager && (int32_t)(c->eager_sent - c->eager_ret) < IB_NEAGER)
+      rc = ib_post_eager(c, r);
+    if (rc != 0)
+      c->unposted[kept++] = r;
+  }
+  c->nunposted = kept;
+}
+
+void ib_credit_in(ib_comm_t *c, int slot) {
+  ib_credit_t cr;
+  memcpy(&cr, ib_block_credit(c, slot), sizeof cr);
+  RCOLL_TRACE(RCOLL_SUB_NET, "ib: credit %u (%llu bytes, %u eager returned) from %s", cr.seq,
+              (unsigned long long)cr.size, cr.eager_returned, c->peer);
+  c->credits[cr.seq % IB_NREQS] = cr;
+  c->credit_valid[cr.seq % IB_NREQS] = 1;
+  if ((int32_t)(cr.eager_returned - c->eager_ret) > 0)
+    c->eager_ret = cr.eager_returned;
+  if (ib_post_credit_recv(c, slot) != rcollSuccess)
+    ib_comm_fail(c, rcollSystemError, "%s", rcoll_error_text());
+}
+
+rcollResult_t ib_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
+  ib_comm_t *c = comm;
+  (void)tag;
+  *request = NULL;
+  if (c->err != rcollSuccess)
+    return ib_comm_error(c);
+  ib_req_t *r = ib_req_alloc(c, IB_REQ_SEND, (void *)data, size);
+  RCOLL_TRACE(RCOLL_SUB_NET, "ib: isend %u of %zu bytes to %s%s (eager %u sent, %u returned)", c->seq - (r != NULL),
+              size, c->peer, r == NULL ? ": no slot" : "", c->eager_sent, c->eager_ret);
+  if (r == NULL)
+    return rcollSuccess;
+  /* Eager candidates always use the bounce slot, which the eager SEND
+   * needs (header and payload in one piece). */
+  r->eager = size <= IB_EAGER_BYTES;
+  rcollResult_t rc = ib_req_mem(c, r, r->eager ? NULL : mh, 0);
+  if (rc != rcollSuccess) {
+    ib_req_free(c, r);
+    c->seq--;
+    return rc;
+  }
+  if (r->bounce && size > 0)
+    memcpy(ib_block_slot(c, ib_slot(c, r)) + IB_HDR, data, size);
+  c->unposted[c->nunposted++] = r;
+  ib_progress(c);
+  *request = r;
+  return rcollSuccess;
+}
+#endif
