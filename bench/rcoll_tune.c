@@ -122,7 +122,8 @@ int main(int argc, char **argv) {
   if (rcoll_tune_params_from_settings(&s, nets, links, chunk, &prm) != rcollSuccess)
     return 1;
   rcoll_tuner_t *t = malloc(sizeof *t);
-  rcoll_tuner_setup(t, &topo, &prm);
+  if (t == NULL || rcoll_tuner_setup(t, &topo, &prm) != rcollSuccess)
+    return 1;
   printf("# rcoll tuner model: %d ranks on %d nodes (%s, at most %d per node)\n", t->nranks, t->nnodes,
          o.round_robin ? "round robin" : "in blocks", t->ppn);
   printf("# intra %s: %.1f us, %.2f GB/s; inter %s: %.1f us, %.2f GB/s; reduce %.1f GB/s; "

@@ -12,6 +12,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -213,7 +214,8 @@ static void setup_halving(rcoll_tuner_t *t, const rcoll_topo_t *topo, int *per_n
   }
 }
 
-void rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo, const rcoll_tune_params_t *prm) {
+rcollResult_t rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo,
+                                const rcoll_tune_params_t *prm) {
   memset(t, 0, sizeof *t);
   t->prm = *prm;
   t->nranks = topo->nranks;
@@ -224,12 +226,16 @@ void rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo, const rcoll_t
     t->ppn = size > t->ppn ? size : t->ppn;
     t->uniform &= size == topo->node_first[1] - topo->node_first[0];
   }
-  int per_node[topo->nnodes > 0 ? topo->nnodes : 1];
+  int *per_node = calloc((size_t)topo->nnodes + 1, sizeof *per_node);
+  if (per_node == NULL)
+    return rcoll_error(rcollSystemError, "tuner: out of memory");
   setup_ring(t, topo, per_node);
   setup_trees(t, topo, per_node);
   setup_halving(t, topo, per_node);
+  free(per_node);
   for (int i = 0; i < RCOLL_TUNE_CACHE; i++)
     t->cache[i].coll = -1;
+  return rcollSuccess;
 }
 
 /* ---------------------------------------------------------------- model */

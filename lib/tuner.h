@@ -111,7 +111,8 @@ rcollResult_t rcoll_tune_parse_algos(const char *text, unsigned *allowed);
 
 /* Builds a model for the placement in `topo` (the table tool and tests
  * call this directly; communicators through rcoll_tuner_create). */
-void rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo, const rcoll_tune_params_t *prm);
+rcollResult_t rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo,
+                                const rcoll_tune_params_t *prm);
 
 /* Link parameters used when a transport reports none ("shm", "socket"...). */
 rcoll_tune_link_t rcoll_tune_default_link(const char *net);

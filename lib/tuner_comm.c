@@ -128,7 +128,11 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   rcoll_tuner_t *t = malloc(sizeof *t);
   if (t == NULL)
     return rcoll_error(rcollSystemError, "rank %d: out of memory for the tuner", c->rank);
-  rcoll_tuner_setup(t, &c->topo, &prm);
+  rcollResult_t r = rcoll_tuner_setup(t, &c->topo, &prm);
+  if (r != rcollSuccess) {
+    free(t);
+    return r;
+  }
   RCOLL_INFO(RCOLL_SUB_TUNE | RCOLL_SUB_INIT, "tune: rank %d: %d ranks on %d nodes (at most %d per node%s); "
              "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s, reduce %.1f GB/s, chunk <= %zu%s",
              c->rank, t->nranks, t->nnodes, t->ppn, t->uniform ? "" : ", uneven",

@@ -57,7 +57,7 @@ static rcoll_tuner_t *model_at(int nranks, int nnodes, const int *sizes, const c
   prm.inter.alpha_us = inter_us;
   cr_assert_eq(rcoll_tune_parse_algos(algo, &prm.allowed), rcollSuccess);
   rcoll_tuner_t *t = malloc(sizeof *t);
-  rcoll_tuner_setup(t, &topo, &prm);
+  cr_assert_eq(rcoll_tuner_setup(t, &topo, &prm), rcollSuccess);
   rcoll_topo_free(&topo);
   return t;
 }
