@@ -110,7 +110,7 @@ wire_checks() {
 # is off (the bounds are more than 4 standard deviations wide).
 lossy_pass() {
   local bridge_median
-  ping_check "bridge" 200 "received == sent"
+  ping_check "bridge" 1000 "received == sent"
   bridge_median=$PING_MEDIAN
   if ! netns_netem delay 1ms loss 1%; then
     fail "delay/loss pass: cannot shape the links"

@@ -7,8 +7,10 @@
  * port, switches Ethernet frames between the ports like a learning switch,
  * and shapes every frame it forwards the way netem shapes a qdisc: a fixed
  * delay plus uniform jitter, random loss, an optional rate cap and a queue
- * limit. Each frame crosses the wire once per direction, so delay=1ms gives
- * a 2 ms round trip between two namespaces.
+ * limit (in frames, netem's default 1000). Each frame crosses the wire once
+ * per direction, so delay=1ms gives a 2 ms round trip between namespaces.
+ * Unlike netem, jitter never reorders the frames of one output port (a frame
+ * leaves no earlier than the one before it), which TCP would take for loss.
  *
  *   netns_wire [key=value...] PORT...     run the switch (stops on SIGTERM,
  *                                         SIGINT, or when its parent dies)
@@ -37,6 +39,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -88,10 +91,6 @@ struct wire {
   int nmacs, next_mac_victim;
   uint64_t rng;
 };
-
-static volatile sig_atomic_t wire_stop;
-
-static void wire_on_signal(int sig) { wire_stop = sig; }
 
 static uint64_t wire_now_ns(void) {
   struct timespec ts;
@@ -152,7 +151,15 @@ static int wire_parse_rate(const char *s, uint64_t *bps) {
   return -1;
 }
 
+/* A whole unsigned number within [lo, hi]. */
+static int wire_parse_uint(const char *s, unsigned long long lo, unsigned long long hi, unsigned long long *v) {
+  char *end;
+  *v = strtoull(s, &end, 0);
+  return end != s && !*end && *v >= lo && *v <= hi ? 0 : -1;
+}
+
 static int wire_parse_option(struct wire_shape *sh, const char *key, const char *val) {
+  unsigned long long v;
   char *end;
   if (!strcmp(key, "delay"))
     return wire_parse_time(val, &sh->delay_ns);
@@ -164,18 +171,12 @@ static int wire_parse_option(struct wire_shape *sh, const char *key, const char 
     sh->loss = strtod(val, &end) / (*end == '%' ? 100.0 : 1.0);
     return end != val && (!*end || !strcmp(end, "%")) && sh->loss >= 0 && sh->loss <= 1 ? 0 : -1;
   }
-  if (!strcmp(key, "limit") || !strcmp(key, "mtu") || !strcmp(key, "seed")) {
-    unsigned long long v = strtoull(val, &end, 0);
-    if (end == val || *end)
-      return -1;
-    if (!strcmp(key, "seed"))
-      sh->seed = v;
-    else if (!strcmp(key, "limit"))
-      sh->limit = v > 0 && v < 1000000 ? (unsigned)v : 0;
-    else
-      sh->mtu = v >= 68 && v <= 65535 ? (unsigned)v : 0;
-    return (key[0] == 'l' && !sh->limit) || (key[0] == 'm' && !sh->mtu) ? -1 : 0;
-  }
+  if (!strcmp(key, "limit") && !wire_parse_uint(val, 1, 1000000, &v))
+    return sh->limit = (unsigned)v, 0;
+  if (!strcmp(key, "mtu") && !wire_parse_uint(val, 68, 65535, &v))
+    return sh->mtu = (unsigned)v, 0;
+  if (!strcmp(key, "seed") && !wire_parse_uint(val, 0, UINT64_MAX, &v))
+    return sh->seed = v, 0;
   return -1;
 }
 
@@ -341,61 +342,79 @@ static void wire_switch(struct wire *w, int in, const unsigned char *frame, size
       wire_enqueue(w, &w->ports[i], frame, len, now);
 }
 
-static void wire_read_port(struct wire *w, int in) {
+/* Returns -1 when the port is gone (its namespace was deleted, say), so
+ * that the loop stops polling it instead of waking for it forever. */
+static int wire_read_port(struct wire *w, int in) {
   static unsigned char buf[WIRE_MAX_FRAME];
   for (int n = 0; n < WIRE_READ_BATCH; n++) {
     ssize_t len = read(w->ports[in].fd, buf, sizeof buf);
-    if (len <= 0)
-      return; /* EAGAIN: drained; other errors reappear on the next poll */
+    if (len < 0)
+      return errno == EAGAIN || errno == EINTR ? 0 : -1;
+    if (len == 0)
+      return -1;
     wire_switch(w, in, buf, (size_t)len, wire_now_ns());
   }
+  return 0;
 }
 
 /* ------------------------------------------------------------ main loop */
 
-/* SIGTERM/SIGINT end the loop; they stay blocked except inside ppoll(), so
- * a signal can never slip in between the check and the wait. The parent's
- * death sends SIGTERM too, so a killed test leaves no switch behind. */
-static int wire_signals_setup(sigset_t *waitmask) {
-  struct sigaction sa = {.sa_handler = wire_on_signal};
-  sigset_t block;
+/* SIGTERM, SIGINT and SIGHUP stay blocked and arrive through a signalfd
+ * polled with the ports: a handler run by ppoll() would never run while
+ * some port is always readable (ppoll only delivers signals when it would
+ * otherwise wait). The parent's death sends SIGTERM too, so a killed test
+ * leaves no switch behind. Returns the signalfd, or -1. */
+static int wire_signals_setup(void) {
+  sigset_t set;
   pid_t parent = getppid();
-  sigemptyset(&block);
-  sigaddset(&block, SIGTERM);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGHUP);
-  sigprocmask(SIG_BLOCK, &block, waitmask);
-  sigdelset(waitmask, SIGTERM);
-  sigdelset(waitmask, SIGINT);
-  sigdelset(waitmask, SIGHUP);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  int sfd;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  sigprocmask(SIG_BLOCK, &set, NULL);
   signal(SIGPIPE, SIG_IGN);
-  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
+  sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0 || prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
     return -1;
   /* Frames due in 200 us must not wake 50 us late (the default slack). */
   prctl(PR_SET_TIMERSLACK, 1UL);
-  return 0;
+  return sfd;
 }
 
-static void wire_loop(struct wire *w, const sigset_t *waitmask) {
-  struct pollfd pfds[WIRE_MAX_PORTS];
+static struct timespec *wire_timeout(struct timespec *ts, uint64_t next, uint64_t now) {
+  uint64_t wait = next > now ? next - now : 0;
+  if (next == UINT64_MAX)
+    return NULL;
+  *ts = (struct timespec){.tv_sec = (time_t)(wait / 1000000000u), .tv_nsec = (long)(wait % 1000000000u)};
+  return ts;
+}
+
+/* The ports are pfds[0..nports-1], the signalfd is pfds[nports]. A port
+ * that fails is dropped from the poll set (fd -1); with fewer than two
+ * left there is nothing to switch. */
+static void wire_loop(struct wire *w, int sfd) {
+  struct pollfd pfds[WIRE_MAX_PORTS + 1];
+  int live = w->nports;
   for (int i = 0; i < w->nports; i++)
     pfds[i] = (struct pollfd){.fd = w->ports[i].fd, .events = POLLIN};
-  while (!wire_stop) {
+  pfds[w->nports] = (struct pollfd){.fd = sfd, .events = POLLIN};
+  while (live >= 2) {
+    struct timespec ts;
     uint64_t now = wire_now_ns(), next = wire_release(w, now);
-    struct timespec ts, *timeout = NULL;
-    if (next != UINT64_MAX) {
-      uint64_t wait = next > now ? next - now : 0;
-      ts = (struct timespec){.tv_sec = (time_t)(wait / 1000000000u), .tv_nsec = (long)(wait % 1000000000u)};
-      timeout = &ts;
+    if (ppoll(pfds, (nfds_t)w->nports + 1, wire_timeout(&ts, next, now), NULL) <= 0)
+      continue; /* a frame is due: sent at the top */
+    if (pfds[w->nports].revents)
+      return;
+    for (int i = 0; i < w->nports; i++) {
+      if (!pfds[i].revents)
+        continue;
+      if (((pfds[i].revents & POLLIN) ? wire_read_port(w, i) : -1) < 0) {
+        fprintf(stderr, "netns_wire: port %s is gone\n", w->ports[i].name);
+        pfds[i].fd = -1;
+        live--;
+      }
     }
-    if (ppoll(pfds, (nfds_t)w->nports, timeout, waitmask) <= 0)
-      continue; /* a due frame, or a signal: both handled at the top */
-    for (int i = 0; i < w->nports; i++)
-      if (pfds[i].revents & POLLIN)
-        wire_read_port(w, i);
   }
 }
 
@@ -408,34 +427,47 @@ static void wire_report(const struct wire *w) {
   }
 }
 
-static int wire_main(int argc, char **argv) {
-  static struct wire w = {.shape = {.limit = 1000}};
-  sigset_t waitmask;
+/* Options first, wherever they stand, so that mtu= applies to every port;
+ * the remaining words name the ports. */
+static int wire_parse_args(struct wire *w, int argc, char **argv, const char **names) {
+  int n = 0;
   for (int i = 1; i < argc; i++) {
     char *eq = strchr(argv[i], '='), key[16];
-    if (eq) {
-      snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
-      if (wire_parse_option(&w.shape, key, eq + 1) < 0) {
-        fprintf(stderr, "netns_wire: bad option %s\n", argv[i]);
-        return 2;
+    if (!eq) {
+      if (n == WIRE_MAX_PORTS) {
+        fprintf(stderr, "netns_wire: at most %d ports\n", WIRE_MAX_PORTS);
+        return -1;
       }
-    } else if (w.nports == WIRE_MAX_PORTS) {
-      fprintf(stderr, "netns_wire: at most %d ports\n", WIRE_MAX_PORTS);
-      return 2;
-    } else if (wire_port_open(&w.ports[w.nports++], argv[i], w.shape.mtu) < 0) {
-      return 1;
+      names[n++] = argv[i];
+      continue;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - argv[i]), argv[i]);
+    if (wire_parse_option(&w->shape, key, eq + 1) < 0) {
+      fprintf(stderr, "netns_wire: bad option %s\n", argv[i]);
+      return -1;
     }
   }
-  if (w.nports < 2) {
+  if (n < 2)
     fprintf(stderr, "usage: netns_wire [delay=T jitter=T loss=P%% rate=R limit=N mtu=N seed=N] PORT PORT...\n");
+  return n < 2 ? -1 : n;
+}
+
+static int wire_main(int argc, char **argv) {
+  static struct wire w = {.shape = {.limit = 1000}};
+  const char *names[WIRE_MAX_PORTS];
+  int n = wire_parse_args(&w, argc, argv, names), sfd;
+  if (n < 0)
     return 2;
-  }
+  for (w.nports = 0; w.nports < n; w.nports++)
+    if (wire_port_open(&w.ports[w.nports], names[w.nports], w.shape.mtu) < 0)
+      return 1;
   w.rng = w.shape.seed ? w.shape.seed : wire_now_ns() ^ (uint64_t)getpid() << 32;
-  if (wire_signals_setup(&waitmask) < 0)
+  sfd = wire_signals_setup();
+  if (sfd < 0)
     return 1; /* the parent is already gone */
   printf("netns_wire: ready, %d ports\n", w.nports);
   fflush(stdout);
-  wire_loop(&w, &waitmask);
+  wire_loop(&w, sfd);
   wire_report(&w);
   return 0;
 }
@@ -447,10 +479,14 @@ struct wire_probe {
   uint64_t sent_ns;
 };
 
+/* Large receive buffers: a probe dropped because the echo was descheduled
+ * on a busy machine would be counted as the wire's loss. */
 static int wire_udp_socket(void) {
-  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0), size = 8 << 20;
   if (s < 0)
     perror("netns_wire: socket");
+  else if (setsockopt(s, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size) < 0)
+    setsockopt(s, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
   return s;
 }
 
