@@ -239,8 +239,9 @@ static int stream_verify(const stream_t *rx, const size_t *sizes, char *why, siz
   return 0;
 }
 
-/* Sends sizes[i] bytes as message i from one thread to another. */
-static void exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
+/* Sends sizes[i] bytes as message i from one thread to another; returns
+ * how often the two sides found the transport out of request slots. */
+static int exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
   stream_t *tx = stream_new(p->send, 1, n, sizes, 0), *rx = stream_new(p->recv, 0, n, sizes, extra);
   pthread_t t;
   pthread_create(&t, NULL, stream_run, tx);
@@ -252,8 +253,10 @@ static void exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
   cr_assert_eq(stream_verify(rx, sizes, why, sizeof why), 0, "%s", why);
   for (int i = 0; i < n; i++)
     cr_assert_eq(tx->got[i], sizes[i], "send %d reported %zu, sent %zu", i, tx->got[i], sizes[i]);
+  int nulls = tx->nulls + rx->nulls;
   stream_free(tx);
   stream_free(rx);
+  return nulls;
 }
 
 static const size_t sizes_all[] = {0,        1,        31,          32,          SLOT - 33,
@@ -292,7 +295,8 @@ Test(shm, threads_crossover_interleaves_paths) {
 }
 
 /* More messages than request slots, of mixed sizes, in flight at once: both
- * sides meet NULL requests and order must hold. */
+ * sides meet NULL requests (out of slots: retry after completing older ones)
+ * and order must hold. */
 Test(shm, many_in_flight_keep_order) {
   enum { N = 400 };
   size_t sizes[N];
@@ -300,33 +304,7 @@ Test(shm, many_in_flight_keep_order) {
     sizes[i] = (i % 7 == 0) ? (size_t)(200000 + i * 977) : (size_t)((i * 37) % (SLOT + 100));
   pair_t p;
   pair_open(&p, &(cfg_t){.slots = 16, .slot_size = SLOT, .memcpy_min = 100000});
-  exchange(&p, N, sizes, 11);
-  pair_close(&p);
-}
-
-Test(shm, out_of_slots_gives_null_request) {
-  pair_t p;
-  char buf[8];
-  size_t sz = sizeof buf;
-  int tag = 0;
-  void *bp = buf, *req = NULL, *first = NULL;
-  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
-  int posted = 0;
-  for (; posted < 100; posted++) {
-    cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
-    if (req == NULL)
-      break;
-    if (first == NULL)
-      first = req;
-  }
-  cr_assert_eq(posted, SHM_NREQS, "pool gave %d requests", posted);
-  void *sreq;
-  cr_assert_eq(ops->isend(p.send, "abcdefgh", 8, 0, NULL, &sreq), rcollSuccess);
-  cr_assert_eq(wait_req(sreq, NULL, 5000), rcollSuccess);
-  cr_assert_eq(wait_req(first, NULL, 5000), rcollSuccess);
-  cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0);
-  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
-  cr_assert_not_null(req);
+  cr_assert_gt(exchange(&p, N, sizes, 11), 0, "%d messages fit in %d request slots?", N, SHM_NREQS);
   pair_close(&p);
 }
 
@@ -591,47 +569,36 @@ Test(shm, receiver_killed_fails_sender) {
   free(b);
 }
 
-/* Closing one end while the other has requests pending fails them. */
+/* Closing one end fails the other's pending requests, but what was sent
+ * before the sender closed is still delivered. */
 Test(shm, peer_close_fails_pending_requests) {
   pair_t p;
-  pair_open(&p, &(cfg_t){.slots = 2, .slot_size = SLOT, .memcpy_min = 0});
   size_t n = MIB;
-  char *b = calloc(1, n);
-  void *sreq, *rreq, *bp = b;
+  char *b = calloc(1, n), out[100];
+  void *req, *bp = b;
   int tag = 0;
-  cr_assert_eq(ops->isend(p.send, b, n, 0, NULL, &sreq), rcollSuccess);
+  pair_open(&p, &(cfg_t){.slots = 2, .slot_size = SLOT, .memcpy_min = 0});
+  cr_assert_eq(ops->isend(p.send, b, n, 0, NULL, &req), rcollSuccess);
   ops->close_recv(p.recv);
   p.recv = NULL;
-  cr_assert_eq(wait_req(sreq, NULL, 2000), rcollRemoteError);
+  cr_assert_eq(wait_req(req, NULL, 2000), rcollRemoteError);
   cr_assert(strstr(rcoll_error_text(), "closed the connection"), "text: %s", rcoll_error_text());
   pair_close(&p);
-  pair_open(&p, &(cfg_t){.slots = 2, .slot_size = SLOT});
-  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &rreq), rcollSuccess);
-  ops->close_send(p.send);
-  p.send = NULL;
-  cr_assert_eq(wait_req(rreq, NULL, 2000), rcollRemoteError);
-  pair_close(&p);
-  free(b);
-}
 
-/* A data that was sent before the sender closed is still delivered. */
-Test(shm, data_sent_before_close_is_delivered) {
-  pair_t p;
   pair_open(&p, &(cfg_t){.slots = 8, .slot_size = SLOT});
-  char out[100], in[100];
   fill(out, sizeof out, 3);
-  void *req, *bp = in;
-  size_t n = sizeof in;
-  int tag = 0;
   cr_assert_eq(ops->isend(p.send, out, sizeof out, 0, NULL, &req), rcollSuccess);
   cr_assert_eq(wait_req(req, NULL, 1000), rcollSuccess, "a ring send completes without the receiver");
   ops->close_send(p.send);
   p.send = NULL;
   cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
   cr_assert_eq(wait_req(req, &n, 1000), rcollSuccess, "%s", rcoll_error_text());
-  cr_assert_eq(n, sizeof out);
-  cr_assert_eq(check(in, sizeof in, 3), -1);
+  cr_assert(n == sizeof out && check(b, sizeof out, 3) == -1, "sent before close: %zu bytes", n);
+  n = MIB;
+  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
+  cr_assert_eq(wait_req(req, NULL, 2000), rcollRemoteError, "nothing more will come");
   pair_close(&p);
+  free(b);
 }
 
 /* The wait op sleeps in the kernel (no busy spin) and wakes as data comes. */
@@ -678,75 +645,61 @@ Test(shm, wait_sleeps_and_wakes_on_data) {
   double cpu = thread_cpu_ms() - cpu0;
   pthread_join(t, NULL);
   cr_assert(done);
-  cr_assert(dt >= 290000 && dt < 400000, "woke after %lld us for data sent at 300 ms", (long long)dt);
+  cr_assert(dt >= 290000 && dt < 1000000, "woke after %lld us for data sent at 300 ms", (long long)dt);
   cr_assert_lt(cpu, 30.0, "waiting 300 ms burned %.1f ms of CPU in %lld wakeups", cpu, (long long)woke);
   /* Nothing to wait for: the timeout bounds the sleep. */
   t0 = rcoll_now_us();
   cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
   cr_assert_eq(ops->wait(&p.recv, 1, 50000), rcollSuccess);
   dt = rcoll_now_us() - t0;
-  cr_assert(dt >= 45000 && dt < 200000, "a 50 ms wait took %lld us", (long long)dt);
+  cr_assert(dt >= 45000 && dt < 500000, "a 50 ms wait took %lld us", (long long)dt);
   pair_close(&p);
 }
 
-Test(shm, unusable_directory_fails_init) {
+static void expect_init_error(const cfg_t *c, const char *dir, rcollResult_t want, const char *needle) {
   rcoll_settings_t s;
-  settings(&s, &(cfg_t){.slots = 4, .slot_size = SLOT});
-  snprintf(s.shm_dir, sizeof s.shm_dir, "/nonexistent/rcoll-shm");
-  void *ctx = (void *)1;
   rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollSystemError);
+  void *ctx = (void *)1;
+  settings(&s, c);
+  if (dir != NULL)
+    snprintf(s.shm_dir, sizeof s.shm_dir, "%s", dir);
+  cr_assert_eq(ops->init(&cfg, &ctx), want, "%s", rcoll_error_text());
   cr_assert_null(ctx);
-  cr_assert(strstr(rcoll_error_text(), "/nonexistent/rcoll-shm"), "text: %s", rcoll_error_text());
-  /* Rings larger than the directory can hold. */
-  settings(&s, &(cfg_t){.slots = 4096, .slot_size = 64 * MIB});
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollSystemError);
-  cr_assert(strstr(rcoll_error_text(), "free"), "text: %s", rcoll_error_text());
+  cr_assert(strstr(rcoll_error_text(), needle), "\"%s\" does not say %s", rcoll_error_text(), needle);
 }
 
-Test(shm, bad_settings_are_rejected) {
-  rcoll_settings_t s;
-  rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
-  void *ctx = NULL;
-  settings(&s, &(cfg_t){.slots = 1, .slot_size = SLOT});
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
-  cr_assert(strstr(rcoll_error_text(), "SHM_SLOTS"));
-  settings(&s, &(cfg_t){.slots = 4, .slot_size = 1000});
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
-  cr_assert(strstr(rcoll_error_text(), "SHM_SLOT_SIZE"));
-  settings(&s, &(cfg_t){.slots = 4, .slot_size = SLOT, .cma = -1});
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
-  cr_assert_null(ctx);
+/* A missing directory, or one too small for the rings, makes init fail (the
+ * core then uses the next transport); so do settings out of range. */
+Test(shm, init_refuses_unusable_dirs_and_bad_settings) {
+  expect_init_error(&(cfg_t){.slots = 4, .slot_size = SLOT}, "/nonexistent/rcoll-shm", rcollSystemError,
+                    "/nonexistent/rcoll-shm");
+  expect_init_error(&(cfg_t){.slots = 4096, .slot_size = 64 * MIB}, NULL, rcollSystemError, "free");
+  expect_init_error(&(cfg_t){.slots = 1, .slot_size = SLOT}, NULL, rcollInvalidArgument, "SHM_SLOTS");
+  expect_init_error(&(cfg_t){.slots = 4, .slot_size = 1000}, NULL, rcollInvalidArgument, "SHM_SLOT_SIZE");
+  expect_init_error(&(cfg_t){.slots = 4, .slot_size = SLOT, .cma = -1}, NULL, rcollInvalidArgument,
+                    "THRESHOLD");
 }
 
 Test(shm, properties_registration_and_flush) {
   pair_t p;
   rcoll_net_props_t props;
-  int ndev = 0;
-  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
-  cr_assert_eq(ops->size, sizeof(rcoll_transport_ops_t));
-  cr_assert_str_eq(ops->name, "shm");
-  cr_assert_eq(ops->caps, RCOLL_NET_CAP_LOCAL_ONLY);
-  cr_assert_eq(ops->devices(p.sctx, &ndev), rcollSuccess);
-  cr_assert_eq(ndev, 1);
-  cr_assert_eq(ops->get_properties(p.sctx, 0, &props), rcollSuccess);
-  cr_assert_eq(props.ptr_support, RCOLL_PTR_HOST);
-  cr_assert_eq(props.max_recvs, 1);
-  cr_assert_neq(ops->get_properties(p.sctx, 1, &props), rcollSuccess);
   char buf[64];
-  void *mh = NULL, *req = NULL, *bp = buf;
-  size_t sz = sizeof buf;
-  int tags[2] = {0, 0}, done = 0;
+  void *mh = NULL, *req = NULL, *bp = buf, *bufs[2] = {buf, buf};
+  size_t sz = sizeof buf, sizes[2] = {8, 8};
+  int ndev = 0, tags[2] = {0, 0}, done = 0;
+  pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
+  cr_assert(ops->size == sizeof(rcoll_transport_ops_t) && !strcmp(ops->name, "shm"));
+  cr_assert_eq(ops->caps, RCOLL_NET_CAP_LOCAL_ONLY);
+  cr_assert(ops->devices(p.sctx, &ndev) == rcollSuccess && ndev == 1);
+  cr_assert_eq(ops->get_properties(p.sctx, 0, &props), rcollSuccess);
+  cr_assert(props.ptr_support == RCOLL_PTR_HOST && props.max_recvs == 1);
+  cr_assert_neq(ops->get_properties(p.sctx, 1, &props), rcollSuccess);
   cr_assert_eq(ops->reg_mr(p.recv, buf, sizeof buf, RCOLL_MEM_HOST, &mh), rcollSuccess);
-  cr_assert_not_null(mh);
-  cr_assert_eq(ops->dereg_mr(p.recv, mh), rcollSuccess);
+  cr_assert(mh != NULL && ops->dereg_mr(p.recv, mh) == rcollSuccess);
   cr_assert_eq(ops->reg_mr(p.recv, buf, sizeof buf, RCOLL_MEM_CUDA, &mh), rcollInvalidUsage);
   cr_assert_eq(ops->iflush(p.recv, 1, &bp, &sz, &mh, &req), rcollSuccess);
-  cr_assert_not_null(req);
-  cr_assert_eq(ops->test(req, &done, NULL), rcollSuccess);
-  cr_assert_eq(done, 1);
-  void *bufs[2] = {buf, buf};
-  size_t sizes[2] = {8, 8};
+  cr_assert_not_null(req, "a NULL flush request would read as 'out of slots'");
+  cr_assert(ops->test(req, &done, NULL) == rcollSuccess && done == 1);
   cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
   pair_close(&p);
 }

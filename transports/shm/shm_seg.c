@@ -86,8 +86,10 @@ rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_
                        e == ENOSPC ? " (the shared-memory directory is full; RCOLL_SHM_DISABLE=1 avoids it)"
                                    : "");
   }
-  /* Touch every page now, so that no message pays for a page fault. */
+  /* Touch every page now, so that no message pays for a page fault; a
+   * child the application forks has no use for the ring. */
   memset(p, 0, bytes);
+  madvise(p, bytes, MADV_DONTFORK);
   shm_seg_init(p, ctx->nslots, ctx->slot_size, bytes);
   *out = p;
   return rcollSuccess;
@@ -126,6 +128,7 @@ rcollResult_t shm_seg_open(const char *dir, const char *name, shm_seg_t **out, s
   close(fd);
   if (p == MAP_FAILED)
     return rcoll_error_quiet(rcollSystemError, "shm: cannot map %s: %s", path, strerror(e));
+  madvise(p, len, MADV_DONTFORK);
   if (!shm_seg_valid(p, len)) {
     munmap(p, len);
     return rcoll_error_quiet(rcollSystemError, "shm: %s has a bad header", path);

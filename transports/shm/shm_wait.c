@@ -14,10 +14,12 @@
  *
  * A peer that exits never wakes anybody: the waits are bounded (the engine
  * passes at most a few milliseconds) and afterwards every connection checks,
- * at most every SHM_CHECK_MS, whether its unix socket reads end-of-file. */
+ * at most every SHM_CHECK_MS, whether its unix socket reads end-of-file or
+ * the peer's pid has gone. */
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -79,6 +81,9 @@ int shm_peer_check(shm_conn_t *c, int force) {
   char b;
   ssize_t k = recv(c->fd, &b, 1, MSG_DONTWAIT | MSG_PEEK);
   if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+    c->gone = 1;
+  /* A child forked by the peer keeps the socket open after the peer died. */
+  if (c->peer_pid > 0 && c->peer_pid != getpid() && kill(c->peer_pid, 0) != 0 && errno == ESRCH)
     c->gone = 1;
   return c->gone;
 }
