@@ -15,14 +15,17 @@
  * final writes of chunk j. Phase 2 runs a whole small ring all-reduce per
  * chunk (its vector cut into N pieces), so it shares phase 1's chunking.
  *
- * Deadlock freedom: rounds are (phase 1, step, chunk), then (phase 2, chunk,
- * step), then (phase 3, step, chunk), planned in that order on every rank.
- * Phases 1 and 3 use the connections between local neighbours, phase 2 only
- * connections between nodes, and every member of a ring plans the same
- * rounds with the same sizes, so both ends of a connection order its
- * messages alike. In a round each rank sends one piece and receives one, and
- * neither waits for the other, only for earlier rounds: the earliest
- * unfinished round always completes, even when sends are not buffered.
+ * Deadlock freedom: the plan is a sequence of rounds, the same on every
+ * rank: round i holds phase 1 of chunk i, phase 2 of chunk i - LAG and
+ * phase 3 of chunk i - 2 LAG, each a few ring steps. Phases 1 and 3 use the
+ * connections between local neighbours, phase 2 only connections between
+ * nodes, and every member of a ring plans the same rounds with the same
+ * sizes, so both ends of a connection order its messages alike. Within a
+ * round a ring step's send waits for the previous step's receive (a chain
+ * that starts with sends waiting for nothing) and other dependencies point
+ * to earlier rounds, so the earliest unfinished round always completes, even
+ * when sends are not buffered. Rounds stay small, which keeps that true
+ * within the engine's window of steps.
  *
  * Buffers: rb holds partial sums throughout, as in the flat ring; a receive
  * that overwrites a segment this rank sent earlier can only arrive after
@@ -40,7 +43,6 @@ typedef struct hier {
   int left, right;    /* local ring neighbours */
   int N, node;        /* nodes, ours */
   int xleft, xright;  /* neighbours in the ring of our local index across nodes */
-  int *prev;          /* per chunk: the last step that wrote it (phases 1, 3) */
   int *fin;           /* per chunk of our shard: phase 1's, then phase 2's result */
 } hier_t;
 
@@ -57,27 +59,25 @@ static size_t seg_chunk(const hier_t *h, int k, size_t j, size_t *off) {
 
 static int mod(int x, int n) { return ((x % n) + n) % n; }
 
-/* Phase 1: local ring reduce-scatter into rb, as in allreduce_ring.c. */
-static void plan_local_rs(rcoll_plan_t *p, hier_t *h) {
+/* Phase 1 for chunk j: local ring reduce-scatter into rb, as in
+ * allreduce_ring.c; returns the last reduction, which finished our shard's
+ * chunk j for this node. */
+static int plan_local_rs(rcoll_plan_t *p, hier_t *h, size_t j) {
   const rcoll_coll_args_t *a = h->a;
   const char *sb = a->sendbuff;
   char *rb = a->recvbuff;
+  int prev = RCOLL_NO_DEP;
   for (int t = 0; t < h->L - 1; t++) {
     int sseg = mod(h->l - t, h->L), rseg = mod(h->l - t - 1, h->L);
-    for (size_t j = 0; j < h->nchunks; j++) {
-      size_t off, len = seg_chunk(h, sseg, j, &off);
-      if (len > 0)
-        rcoll_plan_send(p, h->right, (t == 0 ? sb : rb) + off * h->tsz, len * h->tsz, h->prev[j],
-                        RCOLL_NO_DEP);
-      len = seg_chunk(h, rseg, j, &off);
-      h->prev[j] = len == 0 ? RCOLL_NO_DEP
-                            : rcoll_plan_recv_reduce(p, h->left, rb + off * h->tsz, sb + off * h->tsz,
-                                                     len, a->dtype, a->op, 0, RCOLL_NO_DEP,
-                                                     RCOLL_NO_DEP);
-    }
+    size_t off, len = seg_chunk(h, sseg, j, &off);
+    if (len > 0)
+      rcoll_plan_send(p, h->right, (t == 0 ? sb : rb) + off * h->tsz, len * h->tsz, prev, RCOLL_NO_DEP);
+    len = seg_chunk(h, rseg, j, &off);
+    prev = len == 0 ? RCOLL_NO_DEP
+                    : rcoll_plan_recv_reduce(p, h->left, rb + off * h->tsz, sb + off * h->tsz, len,
+                                             a->dtype, a->op, 0, RCOLL_NO_DEP, RCOLL_NO_DEP);
   }
-  for (size_t j = 0; j < h->nchunks; j++)
-    h->fin[j] = h->prev[j];
+  return prev;
 }
 
 /* Piece k of N of the chunk [off, off + len). */
@@ -117,30 +117,39 @@ static int plan_cross_chunk(rcoll_plan_t *p, hier_t *h, size_t off, size_t len, 
   return done;
 }
 
-static void plan_cross(rcoll_plan_t *p, hier_t *h) {
-  int shard = mod(h->l + 1, h->L);
-  for (size_t j = 0; j < h->nchunks; j++) {
-    size_t off, len = seg_chunk(h, shard, j, &off);
+/* Phase 3 for chunk j: local ring all-gather; we start with our shard's
+ * chunk, finished by phase 2 at step `ready`. */
+static void plan_local_ag(rcoll_plan_t *p, hier_t *h, size_t j, int ready) {
+  char *rb = h->a->recvbuff;
+  int prev = ready;
+  for (int t = 0; t < h->L - 1; t++) {
+    int sseg = mod(h->l + 1 - t, h->L), rseg = mod(h->l - t, h->L);
+    size_t off, len = seg_chunk(h, sseg, j, &off);
     if (len > 0)
-      h->fin[j] = plan_cross_chunk(p, h, off, len, h->fin[j]);
+      rcoll_plan_send(p, h->right, rb + off * h->tsz, len * h->tsz, prev, RCOLL_NO_DEP);
+    len = seg_chunk(h, rseg, j, &off);
+    prev = len == 0 ? RCOLL_NO_DEP
+                    : rcoll_plan_recv(p, h->left, rb + off * h->tsz, len * h->tsz, RCOLL_NO_DEP,
+                                      RCOLL_NO_DEP);
   }
 }
 
-/* Phase 3: local ring all-gather; we start with our shard. */
-static void plan_local_ag(rcoll_plan_t *p, hier_t *h) {
-  char *rb = h->a->recvbuff;
-  for (int t = 0; t < h->L - 1; t++) {
-    int sseg = mod(h->l + 1 - t, h->L), rseg = mod(h->l - t, h->L);
-    for (size_t j = 0; j < h->nchunks; j++) {
-      size_t off, len = seg_chunk(h, sseg, j, &off);
-      if (len > 0)
-        rcoll_plan_send(p, h->right, rb + off * h->tsz, len * h->tsz, t == 0 ? h->fin[j] : h->prev[j],
-                        RCOLL_NO_DEP);
-      len = seg_chunk(h, rseg, j, &off);
-      h->prev[j] = len == 0 ? RCOLL_NO_DEP
-                            : rcoll_plan_recv(p, h->left, rb + off * h->tsz, len * h->tsz,
-                                              RCOLL_NO_DEP, RCOLL_NO_DEP);
-    }
+/* Round i: phase 1 of chunk i, phase 2 of chunk i - LAG, phase 3 of chunk
+ * i - 2 LAG. Phase 1 may run that far ahead of the slower phases before its
+ * messages queue behind phase 3's on the local links. */
+#define HIER_LAG 4
+
+static void plan_rounds(rcoll_plan_t *p, hier_t *h) {
+  int shard = mod(h->l + 1, h->L);
+  for (size_t i = 0; i < h->nchunks + 2 * HIER_LAG; i++) {
+    if (i < h->nchunks)
+      h->fin[i] = plan_local_rs(p, h, i);
+    size_t j = i - HIER_LAG, off, len;
+    if (i >= HIER_LAG && j < h->nchunks && (len = seg_chunk(h, shard, j, &off)) > 0)
+      h->fin[j] = plan_cross_chunk(p, h, off, len, h->fin[j]);
+    j = i - 2 * HIER_LAG;
+    if (i >= 2 * HIER_LAG && j < h->nchunks)
+      plan_local_ag(p, h, j, h->fin[j]);
   }
 }
 
@@ -170,16 +179,7 @@ void rcoll_allreduce_hier(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   h.left = rcoll_topo_rank_at(t, h.node, mod(h.l - 1, h.L));
   h.xright = rcoll_topo_rank_at(t, mod(h.node + 1, h.N), h.l);
   h.xleft = rcoll_topo_rank_at(t, mod(h.node - 1, h.N), h.l);
-  int *tmp = rcoll_plan_tmp(p, (2 * h.nchunks + 1) * sizeof *tmp);
-  if (tmp == NULL)
-    return;
-  h.prev = tmp;
-  h.fin = tmp + h.nchunks;
-  for (size_t j = 0; j < h.nchunks; j++)
-    h.prev[j] = RCOLL_NO_DEP;
-  plan_local_rs(p, &h);
-  plan_cross(p, &h);
-  for (size_t j = 0; j < h.nchunks; j++)
-    h.prev[j] = RCOLL_NO_DEP;
-  plan_local_ag(p, &h);
+  h.fin = rcoll_plan_tmp(p, (h.nchunks + 1) * sizeof *h.fin);
+  if (h.fin != NULL)
+    plan_rounds(p, &h);
 }

@@ -17,22 +17,10 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 
 BIN_DIR=${TEST_BIN_DIR:-tests/bin}
-mkdir -p "$BIN_DIR"
-[[ -f lib/librcoll.a ]] || { echo "lib/librcoll.a is missing: run make first" >&2; exit 1; }
-# The static library needs the optional libraries configure found.
-LIBS=$(sed -n 's/^\(IBVERBS\|RDMACM\|UCX\|HWLOC\|CUDA\)_LIBS = //p' config.mk 2>/dev/null | tr '\n' ' ')
-
-build() { # program name; rebuilt when its source, headers or the library are newer
-  local prog=$BIN_DIR/$1 src=tests/$1.c
-  if [[ ! -x $prog || $src -nt $prog || lib/librcoll.a -nt $prog || tests/conformance_case.h -nt $prog ||
-        tests/conformance_ref.h -nt $prog ]]; then
-    # shellcheck disable=SC2086
-    ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib \
-      "$src" lib/librcoll.a $LIBS -pthread -lm -o "$prog" || exit 1
-  fi
-}
-build conformance
-build algo_check
+# The Makefile knows what the static library needs (UCX, verbs, CUDA...).
+for prog in conformance algo_check; do
+  make --no-print-directory TESTBIN="$BIN_DIR" "$BIN_DIR/$prog" >/dev/null || exit 1
+done
 
 export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
 failed=0
