@@ -60,21 +60,23 @@ DEP_LIBS := $(IBVERBS_LIBS) $(RDMACM_LIBS) $(UCX_LIBS) $(HWLOC_LIBS) \
 LIB_LDLIBS := -Wl,--as-needed $(DEP_LIBS) -Wl,--no-as-needed -pthread -lm
 
 # ------------------------------------------------------------------ library
-LIB_SRCS := $(wildcard lib/*.c) $(wildcard transports/*/*.c) $(wildcard algorithms/*.c)
+LIB_SRCS := $(wildcard lib/*.c) $(wildcard lib/cuda/*.c) $(wildcard transports/*/*.c) \
+            $(wildcard algorithms/*.c)
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 
-# CUDA hook: with a CUDA toolkit found, lib/cuda/*.cu are compiled by nvcc into
-# the same library (host code that calls the CUDA runtime belongs in lib/*.c
-# under #if RCOLL_HAVE_CUDA). Add more device-side rules here.
-ifeq ($(RCOLL_HAVE_CUDA),1)
-CU_SRCS := $(wildcard lib/cuda/*.cu)
-LIB_OBJS += $(CU_SRCS:%.cu=$(BUILD)/%.cu.o)
+# CUDA hook: lib/cuda/*.c are host code, built everywhere (they load the CUDA
+# libraries with dlopen, so the library needs none of them to load). Device
+# code is lib/cuda/kernels.cu (which may #include other lib/cuda/*.cu): with a
+# toolkit found, nvcc compiles it into one fatbin that is embedded in the
+# library as bytes (lib/cuda/embed_fatbin.sh) and loaded through the driver
+# API on first use; nothing needs the CUDA runtime's registration at load
+# time. Without a toolkit the embedded image is empty.
+CU_MAIN := lib/cuda/kernels.cu
+CU_EMBED := $(BUILD)/lib/cuda/rcoll_kernels_embed
+LIB_OBJS += $(CU_EMBED).o
 NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
                 -gencode arch=compute_90,code=compute_90
-NVCC_FLAGS ?= -O3 -g -std=c++17 $(NVCC_GENCODE)
-# nvcc's host stubs are C++ (static-init guards, exception personality).
-LIB_LDLIBS += $(if $(CU_SRCS),-lstdc++)
-endif
+NVCC_FLAGS ?= -O3 -std=c++17 $(NVCC_GENCODE)
 
 LIB_SO := $(LIBOUT)/librcoll.so
 LIB_A := $(LIBOUT)/librcoll.a
@@ -121,10 +123,19 @@ $(BUILD)/%.o: %.c config.mk
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(LIB_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/%.cu.o: %.cu config.mk
+ifeq ($(RCOLL_HAVE_CUDA),1)
+$(BUILD)/lib/cuda/rcoll_kernels.fatbin: $(wildcard lib/cuda/*.cu) lib/reduce_math.h config.mk
 	@mkdir -p $(dir $@)
-	$(call msg,NVCC,$@)$(NVCC) $(NVCC_FLAGS) -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Ilib $(CONFIG_DEFS) \
-	  -DRCOLL_BUILDING_LIBRARY -MMD -MP -c $< -o $@
+	$(call msg,NVCC,$@)$(NVCC) $(NVCC_FLAGS) -fatbin -Iinclude -Ilib -o $@ $(CU_MAIN)
+$(CU_EMBED).c: $(BUILD)/lib/cuda/rcoll_kernels.fatbin lib/cuda/embed_fatbin.sh
+	$(call msg,EMBED,$@)lib/cuda/embed_fatbin.sh $< > $@.tmp && mv $@.tmp $@
+else
+$(CU_EMBED).c: lib/cuda/embed_fatbin.sh config.mk
+	@mkdir -p $(dir $@)
+	$(call msg,EMBED,$@ (no CUDA))lib/cuda/embed_fatbin.sh > $@.tmp && mv $@.tmp $@
+endif
+$(CU_EMBED).o: $(CU_EMBED).c
+	$(call msg,CC,$@)$(CC) $(LIB_CFLAGS) $(CFLAGS) -c $< -o $@
 
 # The real file carries the full version; the soname link is what programs
 # load at run time, the plain .so what the linker finds with -lrcoll.

@@ -74,7 +74,10 @@ typedef struct {
 typedef struct rcollComm *rcollComm_t;
 
 /* A stream is a cudaStream_t for device buffers and NULL for host buffers.
- * Declared opaque here so that users without CUDA can include this header. */
+ * Declared opaque here so that users without CUDA can include this header.
+ * A call on device buffers returns at once: it starts after the work queued
+ * on its stream (NULL: the default stream) and work queued after it waits
+ * for it, as with NCCL; its errors show in rcollCommGetAsyncError. */
 typedef void *rcollStream_t;
 
 /* Communicator options; initialise with RCOLL_CONFIG_INITIALIZER. */
@@ -141,6 +144,14 @@ RCOLL_API rcollResult_t rcollSend(const void *sendbuff, size_t count, rcollDataT
                                   int peer, rcollComm_t comm, rcollStream_t stream);
 RCOLL_API rcollResult_t rcollRecv(void *recvbuff, size_t count, rcollDataType_t datatype, int peer,
                                   rcollComm_t comm, rcollStream_t stream);
+
+/* Registers [buff, buff + size) (host or device memory) with comm, for
+ * transports that can then move it without copies or per-call registration;
+ * *handle names the registration for rcollCommDeregister. Calls work on
+ * unregistered buffers too. Registrations end with the communicator. */
+RCOLL_API rcollResult_t rcollCommRegister(const rcollComm_t comm, void *buff, size_t size,
+                                          void **handle);
+RCOLL_API rcollResult_t rcollCommDeregister(const rcollComm_t comm, void *handle);
 
 RCOLL_API rcollResult_t rcollGroupStart(void);
 RCOLL_API rcollResult_t rcollGroupEnd(void);

@@ -6,6 +6,7 @@
 
 #include "algo.h"
 #include "comm.h"
+#include "cuda/cuda_comm.h"
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
@@ -33,21 +34,17 @@ static const coll_desc_t SEND = {"rcollSend", RCOLL_COLL_SEND, 0, 1, 0, 0, 1, 0}
 static const coll_desc_t RECV = {"rcollRecv", RCOLL_COLL_RECV, 0, 1, 0, 0, 0, 1};
 
 static rcollResult_t check_buffer(const coll_desc_t *d, const char *what, const void *buf,
-                                  size_t bytes, rcollStream_t stream) {
+                                  size_t bytes, rcoll_mem_info_t *mi) {
   if (buf == NULL)
     return rcoll_error(rcollInvalidArgument, "%s: %s is NULL", d->name, what);
-  rcoll_mem_info_t mi;
-  RCOLL_CHECK(rcoll_mem_query(buf, bytes, &mi));
-  if (mi.type != RCOLL_MEM_HOST)
-    return rcoll_error(rcollInvalidUsage, "%s: %s is device memory; this build moves host buffers "
-                       "only", d->name, what);
-  if (stream != NULL)
-    return rcoll_error(rcollInvalidUsage, "%s: stream must be NULL for host buffers", d->name);
-  return rcollSuccess;
+  return rcoll_mem_query(buf, bytes, mi);
 }
 
+/* *device: the CUDA device of the buffers, -1 for host buffers (memtype.h
+ * says which combinations of buffers and stream a call may use). */
 static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *c,
-                                rcollStream_t stream) {
+                                rcollStream_t stream, int *device) {
+  *device = -1;
   if (a->dtype < 0 || a->dtype >= rcollNumTypes)
     return rcoll_error(rcollInvalidArgument, "%s: datatype %d is not an rcollDataType_t", d->name,
                        (int)a->dtype);
@@ -69,11 +66,13 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
   int is_root = a->rank == a->root;
   int send_used = d->need_send || (d->coll == RCOLL_COLL_BROADCAST && is_root);
   int recv_used = d->need_recv || (d->coll == RCOLL_COLL_REDUCE && is_root);
+  rcoll_mem_info_t smi, rmi;
   if (send_used)
-    RCOLL_CHECK(check_buffer(d, "sendbuff", a->sendbuff, sbytes, stream));
+    RCOLL_CHECK(check_buffer(d, "sendbuff", a->sendbuff, sbytes, &smi));
   if (recv_used)
-    RCOLL_CHECK(check_buffer(d, "recvbuff", a->recvbuff, rbytes, stream));
-  return rcollSuccess;
+    RCOLL_CHECK(check_buffer(d, "recvbuff", a->recvbuff, rbytes, &rmi));
+  return rcoll_mem_check_call(c, d->name, send_used ? &smi : NULL, recv_used ? &rmi : NULL, stream,
+                              device);
 }
 
 /* Asks the tuner (made on the communicator's first call) for the algorithm
@@ -95,6 +94,7 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
 
 static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollComm_t comm,
                               rcollStream_t stream) {
+  int device = -1;
   rcollResult_t r = rcoll_comm_check(comm, d->name);
   if (r == rcollSuccess && comm->async_error != rcollSuccess)
     r = rcoll_error(rcollInvalidUsage, "%s: communicator failed earlier (%s); destroy or abort it",
@@ -102,7 +102,7 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   if (r == rcollSuccess) {
     a->rank = comm->rank;
     a->nranks = comm->nranks;
-    r = check_args(d, a, comm, stream);
+    r = check_args(d, a, comm, stream, &device);
   }
   if (r != rcollSuccess) {
     if (rcoll_group_active())
@@ -120,6 +120,8 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,
              rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
              a->root, comm->plan.algo, comm->net_summary, comm->plan.chunk_bytes);
+  if (device >= 0) /* queued on the stream for the comm's CUDA proxy */
+    return rcoll_cuda_submit(comm, stream, device, d->name);
   if (rcoll_group_active())
     return rcoll_group_add(comm);
   rcoll_plan_t *plans[1] = {&comm->plan};

@@ -9,7 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda/cuda_comm.h"
 #include "log.h"
+#include "memtype.h"
 #include "sockutil.h"
 
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
@@ -60,6 +62,8 @@ static rcollResult_t comm_alloc(struct rcollComm *c) {
 }
 
 static void comm_free(struct rcollComm *c) {
+  rcoll_cuda_comm_destroy(c); /* first: its proxy may still use the connections */
+  rcoll_reg_free_all(c);
   rcoll_conn_close_all(c);
   rcoll_comm_close_nets(c);
   rcoll_bootstrap_close(c->bootstrap);
@@ -137,9 +141,10 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
 }
 
 RCOLL_API rcollResult_t rcollCommFinalize(rcollComm_t comm) {
-  /* Calls on host buffers complete before they return, so nothing is
-   * outstanding here; the error state is what finalize reports. */
+  /* Calls on host buffers complete before they return; device calls queued
+   * on the proxy are waited for. The error state is what finalize reports. */
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommFinalize"));
+  RCOLL_CHECK(rcoll_cuda_comm_drain(comm));
   return (rcollResult_t)comm->async_error;
 }
 
@@ -201,7 +206,9 @@ RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device) {
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommCuDevice"));
   if (device == NULL)
     return rcoll_error(rcollInvalidArgument, "rcollCommCuDevice: device is NULL");
-  *device = -1; /* host communicator: no CUDA device bound */
+  /* A communicator is bound to the device of its first device call; -1
+   * while it has only moved host buffers. */
+  *device = comm->cuda != NULL ? comm->cuda->device : -1;
   return rcollSuccess;
 }
 

@@ -95,6 +95,11 @@ struct rcollComm {
   rcoll_plan_t plan;   /* reused by every call: no allocation on the hot path */
   int in_group;        /* plan holds steps of an open group */
 
+  /* Device buffers (lib/cuda/cuda_comm.h): made by the first device call. */
+  struct rcoll_cuda_comm *cuda;
+  /* Buffers registered with rcollCommRegister (memtype.h). */
+  struct rcoll_reg *regs;
+
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;
   _Atomic int active;      /* threads inside the engine: abort waits for them */
@@ -128,7 +133,12 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans);
 void rcoll_conn_close_all(struct rcollComm *comm);
 
 /* Runs plans of one or more communicators to completion (the calling thread
- * drives progress). On failure every involved communicator gets the error. */
+ * drives progress). On failure every involved communicator gets the error.
+ * Plans of device calls (a group's, at rcollGroupEnd) are handed to the
+ * communicators' CUDA proxy instead, and host plans first wait for device
+ * work queued on their communicators. */
 rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans);
+/* The same without those hooks: what the CUDA proxy thread runs. */
+rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans);
 
 #endif

@@ -76,7 +76,14 @@
   X(STR, tune_reduce_bw, "TUNE_REDUCE_BW", NULL, "8",                                            \
     "Tuner: GB/s at which a rank reduces (adds) received data into its own")                     \
   X(INT, spin_us, "SPIN_US", NULL, "50",                                                         \
-    "Microseconds a wait spins before it yields the core, then sleeps")
+    "Microseconds a wait spins before it yields the core, then sleeps")                          \
+  X(STR, net_gdr_level, "NET_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", "PHB",                            \
+    "GPUDirect RDMA for device buffers: LOC (0) never; PIX, PXB, PHB, SYS (1..5) whenever the "  \
+    "transport registers device memory (no PCI distance is computed yet)")                       \
+  X(INT, p2p_disable, "P2P_DISABLE", "NCCL_P2P_DISABLE", "0",                                    \
+    "1: no CUDA IPC between ranks of one node; device data is staged through host memory")       \
+  X(STR, cuda_wait, "CUDA_WAIT", NULL, "auto",                                                   \
+    "How a stream waits for a device call: auto or memop (cuStreamWaitValue32), kernel (spin)")
 
 #define RCOLL_SETTING_STR_MAX 256
 

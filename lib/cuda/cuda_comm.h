@@ -1,0 +1,163 @@
+/* The device path of a communicator: what lib/coll.c, lib/engine.c and
+ * lib/comm.c call when buffers are CUDA device memory, and the state behind
+ * it. docs/gpu.md explains the design; in short:
+ *
+ * - A call with device buffers is validated and planned in the calling thread
+ *   exactly like a host call. The plan is then handed over: the call records
+ *   an event on the user's stream, makes the stream wait for a flag, queues
+ *   the plan for the communicator's proxy thread and returns.
+ * - The proxy waits for the event (work queued before the call is done), runs
+ *   the plan with the ordinary engine, whose per-step work for device plans
+ *   comes here (dev_step.c), then writes the flag, which lets the stream go.
+ * - Every function below is safe in a build or on a machine without CUDA:
+ *   with no device there are no device buffers, so none of it runs. */
+#ifndef RCOLL_CUDA_COMM_H
+#define RCOLL_CUDA_COMM_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "cuda/cuda_api.h"
+#include "cuda/ipc.h"
+
+#define RCOLL_CUDA_MAX_STREAMS 16 /* distinct streams in one group */
+
+/* How this rank moves device data to and from one peer (per connection,
+ * decided once, logged once). */
+enum rcoll_cuda_mode {
+  RCOLL_CUDA_MODE_NONE = 0, /* not decided yet */
+  RCOLL_CUDA_MODE_STAGE,    /* through pinned host slots (socket, shm, ucx, ib without GDR) */
+  RCOLL_CUDA_MODE_GDR,      /* the transport reads and writes device memory itself */
+  RCOLL_CUDA_MODE_IPC,      /* same node: CUDA IPC ring in the sender's device memory */
+};
+
+enum rcoll_cuda_wait_mode { RCOLL_CUDA_WAIT_MEMOP = 0, RCOLL_CUDA_WAIT_KERNEL };
+
+#define RCOLL_CUDA_MAX_RETIRED 16
+
+typedef struct rcoll_cuda_retired {
+  char *buf;
+  void *mh;
+} rcoll_cuda_retired_t;
+
+/* Pinned host slots of one direction of one peer (STAGE and GDR modes). */
+typedef struct rcoll_cuda_slots {
+  char *base;             /* nslots x chunk_bytes, cudaHostAlloc(mapped) */
+  void *mh;               /* the transport's registration of base */
+  unsigned next;
+  uint8_t busy[RCOLL_MAX_SLOTS];
+  char *big;              /* for messages larger than a slot (point-to-point) */
+  size_t big_bytes;
+  void *big_mh;
+  int big_busy;
+  rcoll_cuda_retired_t retired[RCOLL_CUDA_MAX_RETIRED]; /* outgrown big buffers */
+  int nretired;
+} rcoll_cuda_slots_t;
+
+typedef struct rcoll_cuda_peer {
+  int mode;
+  rcoll_cuda_slots_t send, recv;
+  rcoll_ipc_tx_t tx; /* IPC: our ring towards this peer */
+  rcoll_ipc_rx_t rx; /* IPC: the peer's ring, mapped here */
+} rcoll_cuda_peer_t;
+
+/* Per-step state of a device plan, beside the plan's own steps. */
+typedef struct rcoll_cuda_stepx {
+  int mode;        /* the peer's mode when the step was posted */
+  int slot;        /* staging slot, -1 none, -2 the big buffer */
+  int staged;      /* a send's data is already in its slot */
+  uint32_t part;   /* IPC: parts of the message done */
+  void *mh;        /* GDR: registration of the user buffer for this step */
+} rcoll_cuda_stepx_t;
+
+struct rcoll_cuda_unit; /* proxy.c */
+
+typedef struct rcoll_cuda_comm {
+  struct rcollComm *comm;
+  int device;
+  int wait_mode;        /* enum rcoll_cuda_wait_mode */
+  int gdr_level;        /* RCOLL_NET_GDR_LEVEL: 0 never ... 5 always when the transport can */
+  int p2p_disable;      /* RCOLL_P2P_DISABLE: no CUDA IPC */
+  rcoll_cuda_stream_t stream; /* the proxy's own (non-blocking) stream */
+  /* Mapped pinned words: flag is the seq of the last unit this comm owned
+   * that finished; wait_timed_out is set by the wait kernel. */
+  _Atomic uint32_t *flag;
+  rcoll_cu_deviceptr_t flag_dev, timed_out_dev;
+  uint32_t next_seq;    /* last seq given to a unit owned by this comm */
+  char *dev_scratch;    /* device twin of comm->scratch (nscratch x chunk_bytes) */
+  rcoll_cuda_peer_t *peers;
+  /* The proxy thread and its queue (proxy.c). */
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  struct rcoll_cuda_node *head, *tail;
+  int queued;
+  int stop;
+  int thread_started;
+  pthread_t thread;
+  _Atomic int executing;          /* the proxy runs one of our plans now */
+  struct rcoll_cuda_unit *run_unit; /* ... this one */
+  rcoll_step_t *spare_steps;      /* a steps array kept for the next call */
+  int spare_cap;
+  /* Device calls of an open group (kept until rcollGroupEnd). */
+  int group_pending;
+  int ngroup_streams;
+  rcoll_cuda_stream_t group_streams[RCOLL_CUDA_MAX_STREAMS];
+} rcoll_cuda_comm_t;
+
+/* ---- hooks for lib/coll.c ---- */
+
+/* After a call whose buffers are on `device` was validated and planned into
+ * comm->plan: queues it on `stream` and returns (inside a group: keeps it
+ * for rcollGroupEnd). On failure the plan is discarded. */
+rcollResult_t rcoll_cuda_submit(struct rcollComm *c, rcollStream_t stream, int device,
+                                const char *fn);
+
+/* 1 when comm has device calls in the calling thread's open group (a host
+ * call may not join them: memtype.c refuses it). */
+int rcoll_cuda_group_has_device(const struct rcollComm *c);
+
+/* ---- hooks for lib/engine.c ---- */
+
+/* rcollGroupEnd's plans: when they hold device calls, submits them as one
+ * unit, sets *r and returns 1; returns 0 for host plans. */
+int rcoll_cuda_group_divert(rcoll_plan_t **plans, int nplans, rcollResult_t *r);
+/* Before host plans run: waits (up to the timeout) for device work queued on
+ * their communicators, which uses the same connections. */
+rcollResult_t rcoll_cuda_drain_plans(rcoll_plan_t **plans, int nplans);
+/* 1 while the comm's proxy runs a device plan: the engine then hands each
+ * step to rcoll_cuda_step_post/test and idles with rcoll_cuda_idle. */
+int rcoll_cuda_executing(const struct rcollComm *c);
+int rcoll_cuda_step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
+int rcoll_cuda_step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
+void rcoll_cuda_idle(int64_t idle_us, int64_t spin_us);
+
+/* ---- hooks for lib/comm.c ---- */
+
+/* Waits for queued device work (finalize); returns the first failure. */
+rcollResult_t rcoll_cuda_comm_drain(struct rcollComm *c);
+/* Stops the proxy (after draining, unless the comm was aborted: then every
+ * held stream is released at once) and frees the device resources. */
+void rcoll_cuda_comm_destroy(struct rcollComm *c);
+
+/* ---- inside lib/cuda ---- */
+
+/* The comm's device state, made on its first device call (in the calling
+ * thread, before any stream waits on us: allocations that might synchronize
+ * the device must never happen while a stream waits for the proxy). */
+rcollResult_t rcoll_cuda_comm_get(struct rcollComm *c, int device, rcoll_cuda_comm_t **out);
+/* Decides each peer's mode and allocates what a plan's steps will need. */
+rcollResult_t rcoll_cuda_plan_prepare(rcoll_cuda_comm_t *cc, rcoll_plan_t *p);
+/* The step extension of a plan of the unit being run. */
+rcoll_cuda_stepx_t *rcoll_cuda_stepx(const rcoll_plan_t *p, const rcoll_step_t *st);
+/* Makes `device` current in the calling thread; restores the old one. */
+int rcoll_cuda_device_enter(int device, int *saved);
+void rcoll_cuda_device_leave(int saved);
+/* 1 when a wait kernel gave up on this comm's flag (a collective outlasted
+ * 4 x RCOLL_TIMEOUT, so later work on that stream may have run too early). */
+int rcoll_cuda_wait_timed_out(const rcoll_cuda_comm_t *cc);
+/* Waits for the work queued on the proxy stream. */
+rcollResult_t rcoll_cuda_sync(rcoll_cuda_comm_t *cc, const char *what);
+
+#endif

@@ -1,0 +1,97 @@
+/* Steps of device plans: what the engine calls instead of its host code while
+ * a proxy thread runs a plan whose buffers are device memory. Every buffer a
+ * device plan names is device memory (the user's buffers, or the device twin
+ * of the scratch ring that rcoll_cuda_plan_prepare substituted), so copies
+ * and reductions run on the proxy's stream; messages go the way the peer's
+ * mode says (stage.c, ipc.c). Each GPU operation is waited for before the
+ * step moves on: the proxy thread has nothing else to do meanwhile, and the
+ * transports' helper threads keep moving other chunks. */
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda/cuda_comm.h"
+#include "cuda/ipc.h"
+#include "cuda/module.h"
+#include "cuda/stage.h"
+#include "cuda/unit.h"
+#include "reduce.h"
+
+int rcoll_cuda_executing(const struct rcollComm *c) {
+  return c->cuda != NULL && atomic_load_explicit(&c->cuda->executing, memory_order_acquire);
+}
+
+rcoll_cuda_stepx_t *rcoll_cuda_stepx(const rcoll_plan_t *p, const rcoll_step_t *st) {
+  const rcoll_cuda_unit_t *u = p->comm->cuda->run_unit;
+  for (int i = 0; i < u->nplans; i++)
+    if (u->plan_ptrs[i] == p)
+      return &u->x[i][st - p->steps];
+  return NULL; /* cannot happen: the proxy runs only its unit's plans */
+}
+
+/* A local copy (memmove semantics) and the avg finish a step may carry. */
+static rcollResult_t dev_copy(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
+  if (st->src != NULL && st->src != st->dst && st->bytes > 0) {
+    const char *s = st->src;
+    char *d = st->dst;
+    if (s + st->bytes <= d || d + st->bytes <= s) {
+      RCOLL_CHECK(rcoll_dev_copy_issue(cc, d, s, st->bytes));
+    } else {
+      rcoll_stage_piece_t pieces[64];
+      size_t n = rcoll_stage_pieces(d, s, st->bytes, pieces, 64);
+      if (n == 0)
+        return rcoll_error(rcollInternalError, "rank %d: device copy over %zu bytes overlapping by "
+                           "all but a few", cc->comm->rank, st->bytes);
+      for (size_t i = 0; i < n; i++) {
+        RCOLL_CHECK(rcoll_dev_copy_issue(cc, d + pieces[i].dst_off, s + pieces[i].src_off,
+                                         pieces[i].bytes));
+        RCOLL_CHECK(rcoll_cuda_sync(cc, "an overlapping device copy"));
+      }
+    }
+  }
+  if (st->flags & RCOLL_STEP_FINISH) {
+    rcollDataType_t t = (rcollDataType_t)st->dtype;
+    RCOLL_CHECK(rcoll_cuda_finish(st->dst, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op,
+                                  cc->comm->nranks, cc->stream));
+  }
+  return rcoll_cuda_sync(cc, "a device copy");
+}
+
+int rcoll_cuda_step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
+  struct rcollComm *c = p->comm;
+  rcoll_cuda_comm_t *cc = c->cuda;
+  if (st->kind == RCOLL_STEP_COPY) {
+    if ((*err = dev_copy(cc, st)) != rcollSuccess)
+      return 0;
+    st->state = RCOLL_STEP_DONE;
+    return 1;
+  }
+  const rcoll_peer_t *pe = &c->peers[st->peer];
+  if (st->seq != (st->kind == RCOLL_STEP_SEND ? pe->send_posted : pe->recv_posted))
+    return 0; /* an earlier message on this connection goes first */
+  switch (cc->peers[st->peer].mode) {
+  case RCOLL_CUDA_MODE_IPC: return rcoll_ipc_post(p, st, err);
+  case RCOLL_CUDA_MODE_GDR: return rcoll_gdr_post(p, st, err);
+  default: return rcoll_stage_post(p, st, err);
+  }
+}
+
+int rcoll_cuda_step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
+  switch (rcoll_cuda_stepx(p, st)->mode) {
+  case RCOLL_CUDA_MODE_IPC: return rcoll_ipc_test(p, st, err);
+  case RCOLL_CUDA_MODE_GDR: return rcoll_gdr_test(p, st, err);
+  default: return rcoll_stage_test(p, st, err);
+  }
+}
+
+/* IPC progress is visible only in shared memory, which no transport's wait
+ * can watch: after the spin, short naps keep the latency of a part in the
+ * tens of microseconds without burning the core. */
+void rcoll_cuda_idle(int64_t idle_us, int64_t spin_us) {
+  if (idle_us < spin_us || idle_us < 1000) {
+    sched_yield();
+    return;
+  }
+  struct timespec ts = {0, 20000};
+  nanosleep(&ts, NULL);
+}

@@ -1,0 +1,287 @@
+/* CUDA IPC between ranks of one node (ipc.h). */
+#include "cuda/ipc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cuda/cuda_comm.h"
+#include "cuda/module.h"
+#include "cuda/stage.h"
+#include "log.h"
+#include "reduce.h"
+
+static _Atomic unsigned ipc_counter;
+
+static size_t ctrl_bytes(void) {
+  long page = sysconf(_SC_PAGESIZE);
+  size_t p = page > 0 ? (size_t)page : 4096;
+  return (sizeof(rcoll_ipc_ctrl_t) + p - 1) / p * p;
+}
+
+/* The control page lives in a file of RCOLL_SHM_DIR; the receiver unlinks it
+ * once mapped, the sender at teardown in case the receiver never came. */
+static rcollResult_t ctrl_create(struct rcollComm *c, int peer, rcoll_ipc_tx_t *tx) {
+  snprintf(tx->hello.path, sizeof tx->hello.path, "%s/rcoll-ipc-%d-%u-%d-%d", c->settings.shm_dir,
+           (int)getpid(), atomic_fetch_add(&ipc_counter, 1), c->rank, peer);
+  int fd = open(tx->hello.path, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return rcoll_error(rcollSystemError, "rank %d: cannot create %s: %s", c->rank, tx->hello.path,
+                       strerror(errno));
+  void *p = MAP_FAILED;
+  if (ftruncate(fd, (off_t)ctrl_bytes()) == 0)
+    p = mmap(NULL, ctrl_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int saved = errno;
+  close(fd);
+  if (p == MAP_FAILED) {
+    unlink(tx->hello.path);
+    return rcoll_error(rcollSystemError, "rank %d: cannot map %s: %s", c->rank, tx->hello.path,
+                       strerror(saved));
+  }
+  tx->ctrl = p;
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_ipc_tx_alloc(rcoll_cuda_comm_t *cc, int peer) {
+  struct rcollComm *c = cc->comm;
+  rcoll_ipc_tx_t *tx = &cc->peers[peer].tx;
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  size_t bytes = (size_t)c->nslots * c->chunk_bytes;
+  void *ring = NULL;
+  int r = a->malloc(&ring, bytes);
+  if (r != 0)
+    return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaMalloc of a %zu-byte IPC ring failed: %s",
+                       c->rank, bytes, rcoll_cuda_strerror(r));
+  tx->ring = ring;
+  tx->hello = (rcoll_ipc_hello_t){.magic = RCOLL_IPC_MAGIC, .pid = getpid(), .device = cc->device,
+                                  .nslots = c->nslots, .slot_bytes = c->chunk_bytes,
+                                  .ring_addr = (uint64_t)(uintptr_t)ring};
+  r = a->ipc_get_mem_handle(&tx->hello.handle, ring);
+  if (r != 0) {
+    rcoll_ipc_tx_free(tx);
+    return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaIpcGetMemHandle failed: %s (set "
+                       "RCOLL_P2P_DISABLE=1 to stage through host memory)", c->rank,
+                       rcoll_cuda_strerror(r));
+  }
+  rcollResult_t res = ctrl_create(c, peer, tx);
+  if (res != rcollSuccess)
+    rcoll_ipc_tx_free(tx);
+  return res;
+}
+
+void rcoll_ipc_tx_free(rcoll_ipc_tx_t *tx) {
+  if (tx->ctrl != NULL) {
+    unlink(tx->hello.path); /* ENOENT when the receiver already did */
+    munmap(tx->ctrl, ctrl_bytes());
+  }
+  if (tx->ring != NULL)
+    rcoll_cuda_api()->free(tx->ring);
+  memset(tx, 0, sizeof *tx);
+}
+
+void rcoll_ipc_rx_free(rcoll_ipc_rx_t *rx) {
+  if (rx->ctrl != NULL)
+    munmap(rx->ctrl, ctrl_bytes());
+  if (rx->opened)
+    rcoll_cuda_api()->ipc_close_mem_handle(rx->ring);
+  memset(rx, 0, sizeof *rx);
+}
+
+/* ---- the hello: the sender posts it, the receiver maps what it names ---- */
+
+static int tx_connect(struct rcollComm *c, int peer, rcoll_ipc_tx_t *tx, rcollResult_t *err) {
+  const rcoll_transport_ops_t *ops = rcoll_peer_net(c, peer);
+  rcollResult_t r;
+  if (tx->state == RCOLL_IPC_NONE) {
+    r = ops->isend(c->peers[peer].send_comm, &tx->hello, sizeof tx->hello, 0, NULL, &tx->req);
+    if (r == rcollSuccess && tx->req != NULL)
+      tx->state = RCOLL_IPC_HELLO;
+  } else {
+    int done = 0;
+    r = ops->test(tx->req, &done, NULL);
+    if (r == rcollSuccess && done) {
+      tx->req = NULL;
+      tx->state = RCOLL_IPC_READY;
+    }
+  }
+  if (r != rcollSuccess)
+    *err = rcoll_dev_peer_error(c, peer, r, "CUDA IPC hello to");
+  return r == rcollSuccess && tx->state != RCOLL_IPC_NONE;
+}
+
+static rcollResult_t rx_map(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx) {
+  const rcoll_ipc_hello_t *h = &rx->hello;
+  if (h->pid == getpid()) {
+    rx->ring = (char *)(uintptr_t)h->ring_addr;
+  } else {
+    void *p = NULL;
+    int r = rcoll_cuda_api()->ipc_open_mem_handle(&p, h->handle, RCOLL_CUDA_IPC_LAZY_PEER_ACCESS);
+    if (r != 0)
+      return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaIpcOpenMemHandle of rank %d's ring "
+                         "(device %d) failed: %s (set RCOLL_P2P_DISABLE=1 to stage through host "
+                         "memory)", c->rank, peer, (int)h->device, rcoll_cuda_strerror(r));
+    rx->ring = p;
+    rx->opened = 1;
+  }
+  int fd = open(h->path, O_RDWR | O_CLOEXEC);
+  if (fd < 0)
+    return rcoll_error(rcollSystemError, "rank %d: cannot open rank %d's IPC control page %s: %s",
+                       c->rank, peer, h->path, strerror(errno));
+  void *p = mmap(NULL, ctrl_bytes(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  int saved = errno;
+  close(fd);
+  unlink(h->path);
+  if (p == MAP_FAILED)
+    return rcoll_error(rcollSystemError, "rank %d: cannot map %s: %s", c->rank, h->path,
+                       strerror(saved));
+  rx->ctrl = p;
+  return rcollSuccess;
+}
+
+static rcollResult_t rx_check(struct rcollComm *c, int peer, const rcoll_ipc_rx_t *rx, size_t got) {
+  const rcoll_ipc_hello_t *h = &rx->hello;
+  if (got == sizeof *h && h->magic == RCOLL_IPC_MAGIC && h->nslots >= 1 &&
+      h->nslots <= RCOLL_MAX_SLOTS && h->slot_bytes > 0 && memchr(h->path, 0, sizeof h->path))
+    return rcollSuccess;
+  char name[128];
+  rcoll_comm_peer_name(c, peer, name, sizeof name);
+  return rcoll_error(rcollInvalidUsage, "rank %d: expected the CUDA IPC hello of %s but got %zu other "
+                     "bytes: every rank of a call must use device buffers (or all host buffers), "
+                     "and RCOLL_P2P_DISABLE must be the same on every rank", c->rank, name, got);
+}
+
+static int rx_connect(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx, rcollResult_t *err) {
+  const rcoll_transport_ops_t *ops = rcoll_peer_net(c, peer);
+  rcollResult_t r;
+  if (rx->state == RCOLL_IPC_NONE) {
+    void *buf = &rx->hello;
+    size_t size = sizeof rx->hello;
+    int tag = 0;
+    r = ops->irecv(c->peers[peer].recv_comm, 1, &buf, &size, &tag, NULL, &rx->req);
+    if (r == rcollSuccess && rx->req != NULL)
+      rx->state = RCOLL_IPC_HELLO;
+    if (r != rcollSuccess)
+      *err = rcoll_dev_peer_error(c, peer, r, "CUDA IPC hello from");
+    return rx->state != RCOLL_IPC_NONE;
+  }
+  int done = 0;
+  size_t got = 0;
+  r = ops->test(rx->req, &done, &got);
+  if (r != rcollSuccess) {
+    *err = rcoll_dev_peer_error(c, peer, r, "CUDA IPC hello from");
+    return 0;
+  }
+  if (!done)
+    return 0;
+  rx->req = NULL;
+  if ((*err = rx_check(c, peer, rx, got)) != rcollSuccess || (*err = rx_map(c, peer, rx)) != rcollSuccess)
+    return 0;
+  rx->state = RCOLL_IPC_READY;
+  return 1;
+}
+
+int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
+  struct rcollComm *c = p->comm;
+  rcoll_cuda_peer_t *cp = &c->cuda->peers[st->peer];
+  if (st->kind == RCOLL_STEP_SEND && cp->tx.state != RCOLL_IPC_READY)
+    return tx_connect(c, st->peer, &cp->tx, err);
+  if (st->kind != RCOLL_STEP_SEND && cp->rx.state != RCOLL_IPC_READY)
+    return rx_connect(c, st->peer, &cp->rx, err);
+  rcoll_cuda_stepx_t *x = rcoll_cuda_stepx(p, st);
+  x->mode = RCOLL_CUDA_MODE_IPC;
+  x->part = 0;
+  st->state = RCOLL_STEP_POSTED;
+  return 1;
+}
+
+/* ---- parts ---- */
+
+/* Copies as many parts as the ring has room for, waits for the copies once,
+ * then publishes them. The step is done when its last part is in the ring:
+ * the user's buffer is no longer needed. */
+static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                          rcollResult_t *err) {
+  rcoll_cuda_comm_t *cc = c->cuda;
+  rcoll_ipc_tx_t *tx = &cc->peers[st->peer].tx;
+  size_t slot_bytes = c->chunk_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
+  uint64_t consumed = atomic_load_explicit(&tx->ctrl->consumed, memory_order_acquire);
+  uint32_t issued = 0;
+  while (x->part + issued < nparts && tx->next_part + issued - consumed < (uint64_t)c->nslots) {
+    size_t k = x->part + issued, slot = (size_t)((tx->next_part + issued) % (uint64_t)c->nslots);
+    size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
+    if ((*err = rcoll_dev_copy_issue(cc, tx->ring + slot * slot_bytes,
+                                     (const char *)st->src + k * slot_bytes, n)) != rcollSuccess)
+      return 0;
+    tx->ctrl->part_bytes[slot] = n;
+    tx->ctrl->msg_bytes[slot] = st->bytes;
+    issued++;
+  }
+  if (issued == 0)
+    return 0;
+  if ((*err = rcoll_cuda_sync(cc, "a copy into the IPC ring")) != rcollSuccess)
+    return 0;
+  tx->next_part += issued;
+  x->part += issued;
+  atomic_store_explicit(&tx->ctrl->filled, tx->next_part, memory_order_release);
+  if (x->part == nparts) {
+    c->peers[st->peer].send_posted++;
+    st->state = RCOLL_STEP_DONE;
+  }
+  return 1;
+}
+
+static rcollResult_t ipc_mismatch(struct rcollComm *c, const rcoll_step_t *st, uint64_t sent) {
+  char name[128];
+  rcoll_comm_peer_name(c, st->peer, name, sizeof name);
+  return rcoll_error(rcollInvalidUsage, "rank %d: %s sent %llu bytes where %zu were expected "
+                     "(counts, types or call order differ between ranks)", c->rank, name,
+                     (unsigned long long)sent, st->bytes);
+}
+
+/* Copies out (or reduces from) every part that has arrived, waits once,
+ * then hands the slots back. */
+static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                          rcollResult_t *err) {
+  rcoll_cuda_comm_t *cc = c->cuda;
+  rcoll_ipc_rx_t *rx = &cc->peers[st->peer].rx;
+  size_t slot_bytes = rx->hello.slot_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
+  uint64_t filled = atomic_load_explicit(&rx->ctrl->filled, memory_order_acquire);
+  uint32_t issued = 0;
+  while (x->part + issued < nparts && rx->next_part + issued < filled) {
+    size_t k = x->part + issued, slot = (size_t)((rx->next_part + issued) % (uint64_t)rx->hello.nslots);
+    size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
+    if (rx->ctrl->msg_bytes[slot] != st->bytes || rx->ctrl->part_bytes[slot] != n) {
+      *err = ipc_mismatch(c, st, rx->ctrl->msg_bytes[slot]);
+      return 0;
+    }
+    const char *part = rx->ring + slot * slot_bytes;
+    *err = st->kind == RCOLL_STEP_RECV_REDUCE
+               ? rcoll_dev_reduce_issue(cc, st, k * slot_bytes, part, n)
+               : rcoll_dev_copy_issue(cc, (char *)st->dst + k * slot_bytes, part, n);
+    if (*err != rcollSuccess)
+      return 0;
+    issued++;
+  }
+  if (issued == 0)
+    return 0;
+  if ((*err = rcoll_cuda_sync(cc, "a copy out of the IPC ring")) != rcollSuccess)
+    return 0;
+  rx->next_part += issued;
+  x->part += issued;
+  atomic_store_explicit(&rx->ctrl->consumed, rx->next_part, memory_order_release);
+  if (x->part == nparts) {
+    c->peers[st->peer].recv_posted++;
+    st->state = RCOLL_STEP_DONE;
+  }
+  return 1;
+}
+
+int rcoll_ipc_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
+  rcoll_cuda_stepx_t *x = rcoll_cuda_stepx(p, st);
+  if (st->kind == RCOLL_STEP_SEND)
+    return ipc_send_parts(p->comm, st, x, err);
+  return ipc_recv_parts(p->comm, st, x, err);
+}

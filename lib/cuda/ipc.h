@@ -1,0 +1,83 @@
+/* Device data between ranks of one node through CUDA IPC.
+ *
+ * Each connection (sender -> receiver) gets a ring of nslots slots of
+ * chunk_bytes in the sender's device memory, exported once with
+ * cudaIpcGetMemHandle, and a control page of POSIX shared memory. A message
+ * is cut into parts of at most a slot: the sender copies a part into the next
+ * slot (device to device) and publishes `filled`; the receiver copies it out
+ * (or reduces straight from the slot, which the kernel reads through the IPC
+ * mapping) and publishes `consumed`, which frees the slot. Nothing travels
+ * over the transport but one hello per connection (the ring's handle and the
+ * control page's name), sent the first time a device plan uses it.
+ *
+ * Why a ring owned by the comm rather than the user's buffers: mapping each
+ * user buffer in every peer would keep freed allocations alive in the peers
+ * and cost an open per new buffer; the ring is mapped once and its memory is
+ * bounded. Ranks sharing one GPU (several processes, or threads) work the
+ * same way; within one process the ring's pointer is used directly, because
+ * a process cannot open its own IPC handle. */
+#ifndef RCOLL_CUDA_IPC_H
+#define RCOLL_CUDA_IPC_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "comm.h"
+#include "cuda/cuda_api.h"
+
+#define RCOLL_IPC_MAGIC 0x6370696c6c6f6372ull
+#define RCOLL_IPC_PATH_MAX 320
+
+/* The control page, shared by the two processes of a connection. */
+typedef struct rcoll_ipc_ctrl {
+  _Alignas(64) _Atomic uint64_t filled;   /* parts the sender has written */
+  _Alignas(64) _Atomic uint64_t consumed; /* parts the receiver is done with */
+  _Alignas(64) uint64_t part_bytes[RCOLL_MAX_SLOTS];
+  uint64_t msg_bytes[RCOLL_MAX_SLOTS];    /* size of the message a part belongs to */
+} rcoll_ipc_ctrl_t;
+
+typedef struct rcoll_ipc_hello {
+  uint64_t magic;
+  int64_t pid;
+  int32_t device;
+  int32_t nslots;
+  uint64_t slot_bytes;
+  uint64_t ring_addr; /* used as is by a receiver in the same process */
+  rcoll_cuda_ipc_handle_t handle;
+  char path[RCOLL_IPC_PATH_MAX];
+} rcoll_ipc_hello_t;
+
+enum rcoll_ipc_state { RCOLL_IPC_NONE = 0, RCOLL_IPC_HELLO, RCOLL_IPC_READY };
+
+typedef struct rcoll_ipc_tx {
+  int state;
+  char *ring;
+  rcoll_ipc_ctrl_t *ctrl;
+  void *req;
+  uint64_t next_part;
+  rcoll_ipc_hello_t hello;
+} rcoll_ipc_tx_t;
+
+typedef struct rcoll_ipc_rx {
+  int state;
+  int opened; /* ring came from cudaIpcOpenMemHandle */
+  char *ring;
+  rcoll_ipc_ctrl_t *ctrl;
+  void *req;
+  uint64_t next_part;
+  rcoll_ipc_hello_t hello;
+} rcoll_ipc_rx_t;
+
+struct rcoll_cuda_comm;
+
+/* The ring and control page towards `peer` (in the calling thread, with the
+ * comm's device current). */
+rcollResult_t rcoll_ipc_tx_alloc(struct rcoll_cuda_comm *cc, int peer);
+void rcoll_ipc_tx_free(rcoll_ipc_tx_t *tx);
+void rcoll_ipc_rx_free(rcoll_ipc_rx_t *rx);
+
+/* Executors for steps whose peer is reached through IPC (dev_step.c). */
+int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
+int rcoll_ipc_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
+
+#endif

@@ -1,0 +1,77 @@
+/* Device code of the CUDA path: element-wise reductions for every type and
+ * op, the avg finish, and the flag wait that holds a user stream until the
+ * proxy thread has finished a collective (the fallback when the driver has no
+ * stream memory operations).
+ *
+ * This file is compiled by `nvcc -fatbin` into an image that is embedded in
+ * the library as bytes and loaded through the driver API on first use
+ * (lib/cuda/module.c). Nothing here is linked as host code, so the library
+ * needs no CUDA runtime registration at load time. Kernels are extern "C" so
+ * that module.c finds them by plain names: rcoll_k_<op>_<type>,
+ * rcoll_k_avg_<type> and rcoll_k_wait_flag.
+ *
+ * The arithmetic is lib/reduce_math.h, the header the host loops use, so the
+ * CPU unit tests pin exactly what these kernels compute. */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reduce_math.h"
+
+/* Grid-stride loops: any grid size covers any count; module.c sizes the
+ * grid to fill the GPU without launching more blocks than elements. */
+#define RCOLL_REDUCE_KERNEL(op, sfx, T)                                                      \
+  extern "C" __global__ void rcoll_k_##op##_##sfx(T *dst, const T *a, const T *b, size_t n) { \
+    size_t stride = (size_t)gridDim.x * blockDim.x;                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)       \
+      dst[i] = rcoll_##op##_##sfx(a[i], b[i]);                                               \
+  }
+
+#define RCOLL_AVG_KERNEL(sfx, T)                                                             \
+  extern "C" __global__ void rcoll_k_avg_##sfx(T *buf, size_t n, int nranks) {               \
+    size_t stride = (size_t)gridDim.x * blockDim.x;                                          \
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride)       \
+      buf[i] = rcoll_avg_##sfx(buf[i], nranks);                                              \
+  }
+
+/* avg reduces with sum and divides once at the end (rcoll_k_avg_*). */
+#define RCOLL_TYPE_KERNELS(sfx, T) \
+  RCOLL_REDUCE_KERNEL(sum, sfx, T) \
+  RCOLL_REDUCE_KERNEL(prod, sfx, T) \
+  RCOLL_REDUCE_KERNEL(max, sfx, T) \
+  RCOLL_REDUCE_KERNEL(min, sfx, T) \
+  RCOLL_AVG_KERNEL(sfx, T)
+
+RCOLL_TYPE_KERNELS(i8, int8_t)
+RCOLL_TYPE_KERNELS(u8, uint8_t)
+RCOLL_TYPE_KERNELS(i32, int32_t)
+RCOLL_TYPE_KERNELS(u32, uint32_t)
+RCOLL_TYPE_KERNELS(i64, int64_t)
+RCOLL_TYPE_KERNELS(u64, uint64_t)
+RCOLL_TYPE_KERNELS(f16, uint16_t)
+RCOLL_TYPE_KERNELS(f32, float)
+RCOLL_TYPE_KERNELS(f64, double)
+RCOLL_TYPE_KERNELS(bf16, uint16_t)
+
+static __device__ __forceinline__ unsigned long long rcoll_globaltimer_ns(void) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* Holds the stream until *flag reaches value (the same cyclic comparison as
+ * CU_STREAM_WAIT_VALUE_GEQ, so counters may wrap). One thread polls a word
+ * of mapped pinned host memory, sleeping between reads so that it costs the
+ * bus almost nothing. It gives up after timeout_ns and sets *timed_out, so
+ * that a dead proxy can never hang the stream forever. */
+extern "C" __global__ void rcoll_k_wait_flag(const volatile uint32_t *flag, uint32_t value,
+                                             unsigned long long timeout_ns,
+                                             volatile uint32_t *timed_out) {
+  unsigned long long start = rcoll_globaltimer_ns();
+  while ((int32_t)(*flag - value) < 0) {
+    if (rcoll_globaltimer_ns() - start > timeout_ns) {
+      *timed_out = 1;
+      break;
+    }
+    __nanosleep(2000);
+  }
+}

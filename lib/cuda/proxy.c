@@ -1,0 +1,384 @@
+/* Units of device work and the proxy threads that run them (unit.h).
+ *
+ * Locks: units_mu orders launches (a unit is appended to all its queues
+ * before any later launch touches them, so no two queues can disagree on
+ * order) and guards every unit's arrived/done/refs; each comm's mu guards its
+ * queue. units_mu is taken before a comm's mu, never after. */
+#include <errno.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda/unit.h"
+#include "log.h"
+#include "sockutil.h"
+
+static pthread_mutex_t units_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t units_cv = PTHREAD_COND_INITIALIZER;
+
+static struct timespec deadline_in(int64_t ms) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  return ts;
+}
+
+/* ---- units ---- */
+
+static void unit_free(rcoll_cuda_unit_t *u) {
+  for (int i = 0; u->plans != NULL && i < u->nplans; i++) {
+    rcoll_plan_t *p = &u->plans[i];
+    rcoll_cuda_comm_t *cc = p->comm->cuda;
+    pthread_mutex_lock(&cc->mu);
+    if (cc->spare_steps == NULL) { /* the next call plans into it: no allocation */
+      cc->spare_steps = p->steps;
+      cc->spare_cap = p->cap;
+      p->steps = NULL;
+    }
+    pthread_mutex_unlock(&cc->mu);
+    free(p->steps);
+    free(u->x[i]);
+  }
+  free(u->plans);
+  free(u->plan_ptrs);
+  free(u->x);
+  free(u->nodes);
+  free(u);
+}
+
+static rcoll_cuda_unit_t *unit_alloc(rcoll_plan_t **plans, int n) {
+  rcoll_cuda_unit_t *u = calloc(1, sizeof *u);
+  if (u == NULL)
+    return NULL;
+  u->plans = calloc((size_t)n, sizeof *u->plans);
+  u->plan_ptrs = calloc((size_t)n, sizeof *u->plan_ptrs);
+  u->x = calloc((size_t)n, sizeof *u->x);
+  u->nodes = calloc((size_t)n, sizeof *u->nodes);
+  int ok = u->plans && u->plan_ptrs && u->x && u->nodes;
+  for (int i = 0; ok && i < n; i++)
+    ok = (u->x[i] = calloc((size_t)(plans[i]->nsteps > 0 ? plans[i]->nsteps : 1), sizeof **u->x)) != NULL;
+  if (!ok) {
+    for (int i = 0; u->x && i < n; i++)
+      free(u->x[i]);
+    free(u->plans);
+    free(u->plan_ptrs);
+    free(u->x);
+    free(u->nodes);
+    free(u);
+    return NULL;
+  }
+  return u;
+}
+
+/* The unit takes the plan's steps; the plan gets the comm's spare array (or
+ * none, and allocates on its next call) and is left with no steps. */
+static void unit_take_plan(rcoll_cuda_unit_t *u, int i, rcoll_plan_t *p) {
+  rcoll_cuda_comm_t *cc = p->comm->cuda;
+  u->plans[i] = *p;
+  u->plans[i].tuner = NULL; /* planner state stays with the comm's plan */
+  u->plans[i].tmp = NULL;
+  u->plans[i].tmp_bytes = 0;
+  u->plan_ptrs[i] = &u->plans[i];
+  u->nodes[i].unit = u;
+  for (int k = 0; k < p->nsteps; k++)
+    u->x[i][k].slot = -1;
+  pthread_mutex_lock(&cc->mu);
+  p->steps = cc->spare_steps;
+  p->cap = cc->spare_cap;
+  cc->spare_steps = NULL;
+  cc->spare_cap = 0;
+  pthread_mutex_unlock(&cc->mu);
+  p->nsteps = 0;
+}
+
+rcoll_cuda_unit_t *rcoll_cuda_unit_create(rcoll_plan_t **plans, int nplans) {
+  rcoll_cuda_unit_t *u = unit_alloc(plans, nplans);
+  if (u == NULL)
+    return NULL;
+  for (int i = 0; i < nplans; i++)
+    unit_take_plan(u, i, plans[i]);
+  u->nplans = nplans;
+  u->owner = plans[0]->comm->cuda;
+  u->refs = nplans;
+  return u;
+}
+
+rcollResult_t rcoll_cuda_unit_add_stream(rcoll_cuda_unit_t *u, rcoll_cuda_stream_t s, int device) {
+  for (int i = 0; i < u->nstreams; i++)
+    if (u->streams[i] == s && u->devices[i] == device)
+      return rcollSuccess;
+  if (u->nstreams == RCOLL_CUDA_MAX_STREAMS)
+    return rcoll_error(rcollInvalidUsage, "rcollGroupEnd: device calls of one group use more than "
+                       "%d distinct streams", RCOLL_CUDA_MAX_STREAMS);
+  u->streams[u->nstreams] = s;
+  u->devices[u->nstreams++] = device;
+  return rcollSuccess;
+}
+
+/* Undoes the connection order the plans reserved: they will not run. */
+static void unit_unplan(rcoll_cuda_unit_t *u) {
+  for (int i = 0; i < u->nplans; i++)
+    rcoll_plan_discard(&u->plans[i]);
+}
+
+void rcoll_cuda_unit_discard(rcoll_cuda_unit_t *u) {
+  unit_unplan(u);
+  unit_free(u);
+}
+
+/* Records an event on every stream: the proxy starts once all have fired. */
+static rcollResult_t unit_record(rcoll_cuda_unit_t *u) {
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  for (int i = 0; i < u->nstreams; i++) {
+    int saved = -1;
+    int r = rcoll_cuda_device_enter(u->devices[i], &saved);
+    if (r == 0)
+      r = a->event_create_with_flags(&u->events[i], RCOLL_CUDA_EVENT_DISABLE_TIMING);
+    if (r == 0)
+      r = a->event_record(u->events[i], u->streams[i]);
+    rcoll_cuda_device_leave(saved);
+    if (r != 0)
+      return rcoll_error(rcollUnhandledCudaError, "cudaEventRecord on stream %p (device %d) failed: "
+                         "%s (is it a valid stream of that device?)", u->streams[i], u->devices[i],
+                         rcoll_cuda_strerror(r));
+  }
+  return rcollSuccess;
+}
+
+static rcollResult_t unit_hold(rcoll_cuda_unit_t *u) {
+  for (int i = 0; i < u->nstreams; i++) {
+    int saved = -1;
+    rcollResult_t r = rcoll_cuda_device_enter(u->devices[i], &saved) == 0
+                          ? rcoll_cuda_stream_hold(u->owner, u->streams[i], u->seq)
+                          : rcoll_error(rcollUnhandledCudaError, "cannot select device %d", u->devices[i]);
+    rcoll_cuda_device_leave(saved);
+    RCOLL_CHECK(r);
+  }
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_cuda_unit_launch(rcoll_cuda_unit_t *u) {
+  pthread_mutex_lock(&units_mu);
+  u->seq = ++u->owner->next_seq;
+  rcollResult_t r = unit_record(u);
+  if (r == rcollSuccess)
+    r = unit_hold(u);
+  if (r != rcollSuccess) {
+    /* Some streams may already wait for seq: the unit still goes through
+     * the queue, in order, but only to release them. */
+    u->preset = r;
+    snprintf(u->preset_text, sizeof u->preset_text, "%s", rcoll_error_text());
+    unit_unplan(u);
+  }
+  for (int i = 0; i < u->nplans; i++) {
+    rcoll_cuda_comm_t *cc = u->plans[i].comm->cuda;
+    pthread_mutex_lock(&cc->mu);
+    if (cc->tail != NULL)
+      cc->tail->next = &u->nodes[i];
+    else
+      cc->head = &u->nodes[i];
+    cc->tail = &u->nodes[i];
+    cc->queued++;
+    pthread_cond_broadcast(&cc->cv);
+    pthread_mutex_unlock(&cc->mu);
+  }
+  pthread_mutex_unlock(&units_mu);
+  return r;
+}
+
+/* ---- running a unit ---- */
+
+static rcollResult_t unit_events(rcoll_cuda_unit_t *u) {
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  struct rcollComm *c = u->owner->comm;
+  int64_t start = rcoll_now_us();
+  for (int i = 0; i < u->nstreams; i++) {
+    for (int polls = 0;; polls++) {
+      int r = a->event_query(u->events[i]);
+      if (r == 0)
+        break;
+      if (r != RCOLL_CUDA_ERROR_NOT_READY)
+        return rcoll_error(rcollUnhandledCudaError, "rank %d: the stream of a device call failed "
+                           "before it: %s", c->rank, rcoll_cuda_strerror(r));
+      if (c->aborted)
+        return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted", c->rank);
+      if (rcoll_now_us() - start > c->timeout_ms * 1000)
+        return rcoll_error(rcollTimeout, "rank %d: the work queued on the stream before a device "
+                           "call did not finish within %lld ms (RCOLL_TIMEOUT)", c->rank,
+                           (long long)c->timeout_ms);
+      struct timespec ts = {0, polls < 64 ? 0 : 50000};
+      if (polls < 64)
+        sched_yield();
+      else
+        nanosleep(&ts, NULL);
+    }
+  }
+  return rcollSuccess;
+}
+
+static void unit_fail(rcoll_cuda_unit_t *u, rcollResult_t r) {
+  for (int i = 0; i < u->nplans; i++) {
+    struct rcollComm *c = u->plans[i].comm;
+    snprintf(c->last_error, sizeof c->last_error, "%s", rcoll_error_text());
+    rcoll_comm_set_error(c, r);
+  }
+}
+
+static int unit_comms_failed(const rcoll_cuda_unit_t *u) {
+  for (int i = 0; i < u->nplans; i++)
+    if (u->plans[i].comm->async_error != rcollSuccess)
+      return 1;
+  return 0;
+}
+
+static void unit_set_executing(rcoll_cuda_unit_t *u, int on) {
+  for (int i = 0; i < u->nplans; i++) {
+    rcoll_cuda_comm_t *cc = u->plans[i].comm->cuda;
+    cc->run_unit = on ? u : NULL;
+    atomic_store_explicit(&cc->executing, on, memory_order_release);
+  }
+}
+
+/* Returns 0 when the owner's comm was aborted while waiting. */
+static int unit_wait_arrivals(rcoll_cuda_unit_t *u) {
+  pthread_mutex_lock(&units_mu);
+  while (u->arrived < u->nplans - 1 && !u->owner->comm->aborted) {
+    struct timespec ts = deadline_in(100);
+    pthread_cond_timedwait(&units_cv, &units_mu, &ts);
+  }
+  int all = u->arrived == u->nplans - 1;
+  pthread_mutex_unlock(&units_mu);
+  return all;
+}
+
+/* The owner's part: wait for the other proxies and for the streams, run the
+ * plans, release the streams whatever happened, then wake the others. */
+static void unit_run(rcoll_cuda_unit_t *u) {
+  rcollResult_t r = u->preset;
+  if (!unit_wait_arrivals(u) && r == rcollSuccess) {
+    r = rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted", u->owner->comm->rank);
+    unit_fail(u, r);
+  }
+  if (r == rcollSuccess && !unit_comms_failed(u)) {
+    unit_set_executing(u, 1);
+    r = unit_events(u);
+    if (r == rcollSuccess)
+      r = rcoll_engine_run_now(u->plan_ptrs, u->nplans); /* records its own failures */
+    else
+      unit_fail(u, r);
+    unit_set_executing(u, 0);
+  }
+  for (int i = 0; i < u->nstreams; i++)
+    if (u->events[i] != NULL)
+      rcoll_cuda_api()->event_destroy(u->events[i]);
+  rcoll_cuda_stream_release(u->owner, u->seq);
+  pthread_mutex_lock(&units_mu);
+  u->result = r;
+  u->done = 1;
+  pthread_cond_broadcast(&units_cv);
+  pthread_mutex_unlock(&units_mu);
+}
+
+/* A non-owner's part: say we are here, then wait until the owner is done. */
+static void unit_park(rcoll_cuda_unit_t *u) {
+  pthread_mutex_lock(&units_mu);
+  u->arrived++;
+  pthread_cond_broadcast(&units_cv);
+  while (!u->done) {
+    struct timespec ts = deadline_in(100);
+    pthread_cond_timedwait(&units_cv, &units_mu, &ts);
+  }
+  pthread_mutex_unlock(&units_mu);
+}
+
+static void unit_unref(rcoll_cuda_unit_t *u) {
+  pthread_mutex_lock(&units_mu);
+  int last = --u->refs == 0;
+  pthread_mutex_unlock(&units_mu);
+  if (last)
+    unit_free(u);
+}
+
+/* ---- the proxy thread ---- */
+
+static rcoll_cuda_node_t *proxy_next(rcoll_cuda_comm_t *cc) {
+  pthread_mutex_lock(&cc->mu);
+  while (cc->head == NULL && !cc->stop) {
+    struct timespec ts = deadline_in(100);
+    pthread_cond_timedwait(&cc->cv, &cc->mu, &ts);
+  }
+  rcoll_cuda_node_t *n = cc->head;
+  pthread_mutex_unlock(&cc->mu);
+  return n;
+}
+
+static void proxy_pop(rcoll_cuda_comm_t *cc, rcoll_cuda_node_t *n) {
+  pthread_mutex_lock(&cc->mu);
+  cc->head = n->next;
+  if (cc->head == NULL)
+    cc->tail = NULL;
+  cc->queued--;
+  pthread_cond_broadcast(&cc->cv);
+  pthread_mutex_unlock(&cc->mu);
+}
+
+static void *proxy_main(void *arg) {
+  rcoll_cuda_comm_t *cc = arg;
+  rcoll_log_set_rank(cc->comm->rank);
+  /* Runtime calls of this thread (copies, kernels) go to the comm's device. */
+  rcoll_cuda_api()->set_device(cc->device);
+  for (rcoll_cuda_node_t *n; (n = proxy_next(cc)) != NULL;) {
+    rcoll_cuda_unit_t *u = n->unit;
+    if (u->owner == cc)
+      unit_run(u);
+    else
+      unit_park(u);
+    proxy_pop(cc, n);
+    unit_unref(u);
+  }
+  return NULL;
+}
+
+rcollResult_t rcoll_cuda_proxy_start(rcoll_cuda_comm_t *cc) {
+  int e = pthread_create(&cc->thread, NULL, proxy_main, cc);
+  if (e != 0)
+    return rcoll_error(rcollSystemError, "rank %d: cannot start the CUDA proxy thread: %s",
+                       cc->comm->rank, strerror(e));
+  cc->thread_started = 1;
+  return rcollSuccess;
+}
+
+int rcoll_cuda_proxy_stop(rcoll_cuda_comm_t *cc, int64_t timeout_ms) {
+  if (!cc->thread_started)
+    return 1;
+  pthread_mutex_lock(&cc->mu);
+  cc->stop = 1;
+  pthread_cond_broadcast(&cc->cv);
+  pthread_mutex_unlock(&cc->mu);
+  struct timespec ts = deadline_in(timeout_ms);
+  if (pthread_timedjoin_np(cc->thread, NULL, &ts) != 0)
+    return 0;
+  cc->thread_started = 0;
+  return 1;
+}
+
+rcollResult_t rcoll_cuda_proxy_drain(rcoll_cuda_comm_t *cc, int64_t timeout_ms) {
+  struct timespec ts = deadline_in(timeout_ms);
+  int e = 0;
+  pthread_mutex_lock(&cc->mu);
+  while (cc->queued > 0 && e != ETIMEDOUT)
+    e = pthread_cond_timedwait(&cc->cv, &cc->mu, &ts);
+  int left = cc->queued;
+  pthread_mutex_unlock(&cc->mu);
+  if (left > 0)
+    return rcoll_error(rcollTimeout, "rank %d: %d device calls still queued after %lld ms",
+                       cc->comm->rank, left, (long long)timeout_ms);
+  return rcollSuccess;
+}
