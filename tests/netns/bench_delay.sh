@@ -7,18 +7,22 @@
 # the automatic choice's time compares with it. Not part of `make check`.
 #
 #   tests/netns/bench_delay.sh              200us per link, 8 B .. 64 MiB
-#   DELAY=1ms ALGOS="ring hier" BENCH_ARGS="-b 1M -e 16M -f 2 -n 5" tests/netns/bench_delay.sh
+#   DELAY=1ms ALGOS="ring hier" BENCH_ARGS="-b 1M -e 16M -f 2 -n 5" EXTRA_ARGS= tests/netns/bench_delay.sh
 #
-# Over netns_wire the links carry jumbo frames (WIRE_OPTS, default mtu=9000):
-# with 1500-byte frames the userspace switch, not the algorithm, would bound
-# the large sizes. Needs root, MPICH, and `make` run first.
+# -b 8 -f 4 never lands on 64 MiB (8 x 4^k), so EXTRA_ARGS adds that size in
+# a second run per algorithm (empty: none). Over netns_wire the frames are
+# up to 64 KiB (WIRE_OPTS, default mtu=65000): netem on a veth delays TCP's
+# 64 KiB segmentation-offload frames whole, and with 1500-byte frames the
+# userspace switch, not the algorithm, would bound the large sizes. Needs
+# root, MPICH, and `make` run first.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BENCH=${BENCH_DIR:-$PWD/bench}/allreduce_perf
 DELAY=${DELAY:-200us}
 ALGOS=${ALGOS:-ring tree hier rabenseifner}
 BENCH_ARGS=${BENCH_ARGS:--b 8 -e 64M -f 4 -c 0}
-export NETNS_WIRE_OPTS=${WIRE_OPTS:-mtu=9000}
+EXTRA_ARGS=${EXTRA_ARGS--b 64M -e 64M -c 0}
+export NETNS_WIRE_OPTS=${WIRE_OPTS:-mtu=65000}
 export MPIEXEC=${MPIEXEC:-$(command -v mpiexec.mpich || true)}
 export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-120}
 
@@ -36,21 +40,29 @@ netns_up 2 || exit 1
 netns_netem delay "$DELAY" || exit 1
 link=$([[ $NETNS_LAYOUT == wire ]] && echo "netns_wire $NETNS_WIRE_OPTS" || echo netem)
 
-# One benchmark run per algorithm; its rows become "size time busbw" lines
-# in SCRATCH/ALGO (out-of-place columns). `wait` keeps the traps responsive.
-for algo in auto $ALGOS; do
-  echo "bench_delay: RCOLL_ALGO=$algo ..." >&2
-  force=()
+# bench ALGO ARGS...: one benchmark run; its rows are added to SCRATCH/ALGO
+# as "size time busbw" (out-of-place columns). `wait` keeps traps responsive.
+bench() {
+  local algo=$1 force=()
+  shift
   [[ $algo != auto ]] && force=("RCOLL_ALGO=$algo")
+  echo "bench_delay: RCOLL_ALGO=$algo $*" >&2
   env "${force[@]}" bash -c \
-    "source tests/netns/netns.sh; NETNS_NODES=2; NETNS_PREFIX=$NETNS_PREFIX; netns_run 2 4 $BENCH $BENCH_ARGS" \
+    "source tests/netns/netns.sh; NETNS_NODES=2; NETNS_PREFIX=$NETNS_PREFIX; netns_run 2 4 $BENCH $*" \
     >"$SCRATCH/$algo.log" 2>&1 &
   RUN_PID=$!
   wait "$RUN_PID" || { echo "bench_delay: RCOLL_ALGO=$algo failed:" >&2; tail -n 5 "$SCRATCH/$algo.log" >&2; }
-  awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6, $8}' "$SCRATCH/$algo.log" >"$SCRATCH/$algo"
+  awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6, $8}' "$SCRATCH/$algo.log" >>"$SCRATCH/$algo"
+}
+
+for algo in auto $ALGOS; do
+  # shellcheck disable=SC2086 # the arguments are lists of flags
+  bench "$algo" $BENCH_ARGS
+  # shellcheck disable=SC2086
+  [[ -n $EXTRA_ARGS ]] && bench "$algo" $EXTRA_ARGS
 done
 
-echo "# allreduce_perf $BENCH_ARGS: 2 nodes x 2 ranks, $DELAY added per link ($link)"
+echo "# allreduce_perf $BENCH_ARGS${EXTRA_ARGS:+, then $EXTRA_ARGS}: 2 nodes x 2 ranks, $DELAY added per link ($link)"
 echo "# per algorithm: out-of-place busbw GB/s / time us; auto/best: auto's time over the best forced time"
 # shellcheck disable=SC2086 # ALGOS is a list
 awk -v algos="auto $ALGOS" -v dir="$SCRATCH" '
@@ -64,6 +76,10 @@ awk -v algos="auto $ALGOS" -v dir="$SCRATCH" '
         time[f[1], a] = f[2]; bw[f[1], a] = f[3]
       }
     }
+    for (i = 2; i <= nsizes; i++)   # the extra run may add sizes in between
+      for (j = i; j > 1 && sizes[j - 1] + 0 > sizes[j] + 0; j--) {
+        t = sizes[j]; sizes[j] = sizes[j - 1]; sizes[j - 1] = t
+      }
     printf "%10s", "size"
     for (a = 1; a <= n; a++) printf " %17s", names[a]
     printf " %13s %9s\n", "best forced", "auto/best"
