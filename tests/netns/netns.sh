@@ -167,7 +167,8 @@ netns_netem() {
   fi
   spec=$(netns_netem_to_wire "$@") || return 1
   spec="$spec${NETNS_WIRE_OPTS:+ $NETNS_WIRE_OPTS}"
-  echo "netns: links shaped by netns_wire ($spec): no netem qdisc in this kernel" >&2
+  echo "netns: links shaped by netns_wire ($spec):" \
+    "$([[ ${NETNS_USE_WIRE:-0} == 1 ]] && echo NETNS_USE_WIRE=1 || echo no netem qdisc in this kernel)" >&2
   netns_down
   netns_up_wire "$n" "$spec"
 }
