@@ -352,6 +352,11 @@ clean:
 distclean: clean
 	rm -rf config.mk config.status config.log configure autom4te.cache
 
+# Link flags a program needs with lib/librcoll.a (scripts that build their
+# own test programs ask for them).
+print-ldlibs:
+	@echo $(LIB_LDLIBS)
+
 help:
 	@echo "make            build lib/librcoll.so, lib/librcoll.a, bench/*_perf, bench/rcoll_info, examples"
 	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark"

@@ -48,7 +48,8 @@ static rcollResult_t send_hello(struct rcollComm *c, const rcoll_transport_ops_t
  * later call pays for page faults. */
 static rcollResult_t peer_staging(struct rcollComm *c, int peer) {
   rcoll_peer_t *pe = &c->peers[peer];
-  size_t bytes = (size_t)c->nslots * c->chunk_bytes;
+  /* aligned_alloc wants a multiple of the alignment. */
+  size_t bytes = ((size_t)c->nslots * c->chunk_bytes + 4095) & ~(size_t)4095;
   pe->staging = aligned_alloc(4096, bytes);
   if (pe->staging == NULL)
     return rcoll_error(rcollSystemError, "rank %d: cannot allocate %zu bytes of staging", c->rank,

@@ -145,7 +145,8 @@ void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes) {
  * reduce only) and touched at once, so later calls pay no page faults. */
 static int plan_scratch_alloc(rcoll_plan_t *p) {
   struct rcollComm *c = p->comm;
-  size_t bytes = (size_t)c->nscratch * c->chunk_bytes;
+  /* aligned_alloc wants a multiple of the alignment. */
+  size_t bytes = ((size_t)c->nscratch * c->chunk_bytes + 4095) & ~(size_t)4095;
   c->scratch = aligned_alloc(4096, bytes);
   if (c->scratch == NULL) {
     p->failed = 1;

@@ -20,12 +20,14 @@ cd "$(dirname "$0")/.." || exit 1
 
 BIN_DIR=${TEST_BIN_DIR:-tests/bin}
 PROG=$BIN_DIR/conformance
+# Libraries the static library needs (UCX, verbs...), as the Makefile knows them.
+LDLIBS=$(make --no-print-directory -s print-ldlibs 2>/dev/null || echo "-pthread -lm")
 mkdir -p "$BIN_DIR"
 if [[ ! -x $PROG || tests/conformance.c -nt $PROG || tests/conformance_case.h -nt $PROG ||
       tests/conformance_ref.h -nt $PROG || lib/librcoll.a -nt $PROG ]]; then
   [[ -f lib/librcoll.a ]] || { echo "lib/librcoll.a is missing: run make first" >&2; exit 1; }
   ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib \
-    tests/conformance.c lib/librcoll.a -pthread -lm -o "$PROG" || exit 1
+    tests/conformance.c lib/librcoll.a $LDLIBS -o "$PROG" || exit 1
 fi
 
 export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
@@ -67,7 +69,7 @@ if [[ -f $ASAN_LIB ]]; then
   if [[ ! -x $ASAN_PROG || tests/conformance.c -nt $ASAN_PROG || $ASAN_LIB -nt $ASAN_PROG ]]; then
     ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -pthread -Iinclude -Ilib \
       -fsanitize=address,undefined -fno-omit-frame-pointer \
-      tests/conformance.c "$ASAN_LIB" -pthread -lm -o "$ASAN_PROG" || exit 1
+      tests/conformance.c "$ASAN_LIB" $LDLIBS -o "$ASAN_PROG" || exit 1
   fi
   export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   run "ASan+UBSan, threads, ranks 1,2,3,4,5" 240 "$ASAN_PROG" -t 1,2,3,4,5 -c 0,1,7,100003

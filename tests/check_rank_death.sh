@@ -13,7 +13,8 @@ mkdir -p "$BIN_DIR"
 if [[ ! -x $PROG || tests/rank_death.c -nt $PROG || lib/librcoll.a -nt $PROG ]]; then
   [[ -f lib/librcoll.a ]] || { echo "lib/librcoll.a is missing: run make first" >&2; exit 1; }
   ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib \
-    tests/rank_death.c lib/librcoll.a -pthread -lm -o "$PROG" || exit 1
+    tests/rank_death.c lib/librcoll.a $(make --no-print-directory -s print-ldlibs 2>/dev/null ||
+                                         echo "-pthread -lm") -o "$PROG" || exit 1
 fi
 
 export RCOLL_TIMEOUT=10
