@@ -11,6 +11,7 @@
 
 #include "error.h"
 #include "log.h"
+#include "sockutil.h"
 #include "ucx.h"
 #include "ucx_priv.h"
 
@@ -80,9 +81,34 @@ static rcollResult_t ucx_ucp_open(ucx_ctx_t *ctx) {
   return rcollSuccess;
 }
 
+/* UCX 1.13 (as Debian builds it, with assertions) aborts the process when a
+ * worker is destroyed while an endpoint still has operations queued, which
+ * happens after a close with transfers in flight (an abort, a failed peer).
+ * So the worker is flushed first. After clean closes only UCX's own
+ * acknowledgements can be outstanding, which are safe to drop after a short
+ * wait; after an unclean one, a worker that does not drain in time is left
+ * allocated with its context: a leak on an error path, where the
+ * alternative is to take the application down. Returns 0 for that case. */
+static int ucx_worker_quiesce(ucx_ctx_t *ctx) {
+  ucp_request_param_t param = {.op_attr_mask = 0};
+  void *req = ucp_worker_flush_nbx(ctx->worker, &param);
+  if (!UCS_PTR_IS_PTR(req))
+    return 1;
+  int wait_ms = ctx->unclean ? UCX_CLOSE_UNCLEAN_MS : UCX_CLOSE_CLEAN_MS;
+  ucs_status_t st = ucx_progress_until(ctx->worker, req, rcoll_now_ms() + wait_ms);
+  ucp_request_free(req);
+  if (st != UCS_INPROGRESS || !ctx->unclean)
+    return 1;
+  RCOLL_WARN("ucx: rank %d: transfers still in flight %d ms after closing; leaving the UCX worker allocated",
+             ctx->rank, wait_ms);
+  return 0;
+}
+
 static void ucx_ucp_close(ucx_ctx_t *ctx) {
   if (ctx->waddr != NULL)
     ucp_worker_release_address(ctx->worker, ctx->waddr);
+  if (ctx->worker != NULL && !ucx_worker_quiesce(ctx))
+    return;
   if (ctx->worker != NULL)
     ucp_worker_destroy(ctx->worker);
   if (ctx->ucp != NULL)

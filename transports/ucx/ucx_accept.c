@@ -183,6 +183,20 @@ static int ucx_pend_step(ucx_listener_t *l, int i, int64_t now) {
   return 1;
 }
 
+/* The receive for the connecting side's greeting (ucx_connect.c). Nobody
+ * waits for it here: UCX acknowledges it when it matches, and close
+ * releases the request. */
+static rcollResult_t ucx_greet_recv(ucx_conn_t *c) {
+  ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
+  void *req = ucp_tag_recv_nbx(c->ctx->worker, NULL, 0, UCX_TAG_CTRL | ((ucp_tag_t)c->conn_id << 32), UINT64_MAX,
+                               &param);
+  if (UCS_PTR_IS_ERR(req))
+    return rcoll_error(rcollSystemError, "ucx: posting the greeting receive failed: %s",
+                       ucs_status_string(UCS_PTR_STATUS(req)));
+  c->greet_req = req;
+  return rcollSuccess;
+}
+
 rcollResult_t ucx_accept(void *listen_comm, void **recv_comm) {
   ucx_listener_t *l = listen_comm;
   char abuf[UCX_ADDR_STR];
@@ -200,11 +214,15 @@ rcollResult_t ucx_accept(void *listen_comm, void **recv_comm) {
       continue;
     }
     ucx_pacc_t *p = &l->pend[i];
-    ucx_conn_t *c;
+    ucx_conn_t *c = NULL;
     rcollResult_t r = ucx_conn_new(l->ctx, 0, p->fd, p->conn_id, ucx_addr_str(&p->addr, abuf), &c);
     ucx_pend_remove(l, i, r != rcollSuccess); /* on success the comm owns the fd */
-    if (r != rcollSuccess)
+    if (r == rcollSuccess)
+      r = ucx_greet_recv(c);
+    if (r != rcollSuccess) {
+      ucx_close_comm(c);
       return r;
+    }
     RCOLL_INFO(RCOLL_SUB_NET, "ucx: rank %d accepted connection %u from %s", l->ctx->rank, c->conn_id, c->peer);
     *recv_comm = c;
     return rcollSuccess;

@@ -94,7 +94,7 @@ int ucx_conn_probe(ucx_conn_t *c, int force) {
 
 /* One line naming the transports of the endpoint's lanes, e.g.
  * "posix/memory.0,cma/memory.0", parsed from ucp_ep_print_info. */
-static void ucx_lanes_summary(ucp_ep_h ep, char *out, size_t outlen) {
+void ucx_lanes_summary(ucp_ep_h ep, char *out, size_t outlen) {
   char *text = NULL, *line, *save = NULL;
   size_t len = 0, used = 0;
   out[0] = '\0';
@@ -178,27 +178,26 @@ ucs_status_t ucx_progress_until(ucp_worker_h w, void *req, int64_t deadline_ms) 
   return st;
 }
 
-/* A healthy endpoint is flushed so that sends already completed locally
- * leave the process; a failed one is released at once when its mode allows
- * (UCX allows the forced close only with peer failure handling). Returns 0
- * when the endpoint could not be closed in time: it then stays with the
- * worker, which releases it when it is destroyed. */
-static int ucx_ep_close(ucx_conn_t *c) {
+/* After a clean close the endpoint is flushed, so that sends that completed
+ * locally leave the process, with a short wait. After a failure, or with
+ * transfers in flight, an endpoint with peer failure handling is released at
+ * once (UCX allows the forced close only in that mode); one without gets the
+ * longer wait. Returns 0 when the endpoint did not close in time: it then
+ * stays with the worker, which releases it when it is destroyed. */
+static int ucx_ep_close(ucx_conn_t *c, int unclean) {
   ucp_worker_h w = c->ctx->worker;
-  int healthy = c->err == rcollSuccess && !ucx_conn_probe(c, 1);
-  if (!healthy && !c->peer_mode)
-    return 0;
-  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
-                           .flags = healthy ? 0 : UCP_EP_CLOSE_FLAG_FORCE};
+  int force = unclean && c->peer_mode;
+  ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
   void *req = ucp_ep_close_nbx(c->ep, &p);
   if (!UCS_PTR_IS_PTR(req))
     return 1;
-  ucs_status_t st = ucx_progress_until(w, req, rcoll_now_ms() + UCX_CLOSE_FLUSH_MS);
+  int wait_ms = unclean ? UCX_CLOSE_UNCLEAN_MS : UCX_CLOSE_CLEAN_MS;
+  ucs_status_t st = ucx_progress_until(w, req, rcoll_now_ms() + wait_ms);
   ucp_request_free(req);
   if (st != UCS_INPROGRESS)
     return 1;
   RCOLL_INFO(RCOLL_SUB_NET, "ucx: endpoint to %s did not close within %d ms; leaving it to the worker", c->peer,
-             UCX_CLOSE_FLUSH_MS);
+             wait_ms);
   return 0;
 }
 
@@ -208,8 +207,17 @@ rcollResult_t ucx_close_comm(void *comm) {
   ucx_conn_t *c = comm;
   if (c == NULL)
     return rcollSuccess;
-  ucx_reqs_release(c);
-  int closed = c->ep == NULL || ucx_ep_close(c);
+  int unclean = ucx_reqs_release(c) > 0 || c->err != rcollSuccess;
+  if (c->greet_req != NULL) {
+    if (!c->is_send)
+      ucp_request_cancel(c->ctx->worker, c->greet_req);
+    ucp_request_free(c->greet_req);
+  }
+  /* An endpoint that merely did not finish its flush after a clean close
+   * leaves nothing queued that UCX could trip over: the context stays clean. */
+  int closed = c->ep == NULL || ucx_ep_close(c, unclean);
+  if (unclean)
+    c->ctx->unclean = 1;
   if (c->fd >= 0)
     close(c->fd);
   c->fd = -1;

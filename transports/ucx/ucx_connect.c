@@ -2,12 +2,17 @@
  * advances the rendezvous socket as far as it goes without waiting (open,
  * connect in progress, hello sent, answer read) and, once the answer with the
  * peer's worker address is in, creates the UCP endpoint. The send comm is
- * returned once a flush of the new endpoint completes: that is when UCX's own
- * wire-up with the peer is done (it needs the peer's worker to progress,
- * which its accept and test calls do), so that a first small send completes
- * without waiting for the peer. Progress lives in the context, keyed by the
- * handle's address and bytes, because the handle the caller passes is
- * read-only. */
+ * returned once a greeting on the new endpoint completes: an empty
+ * synchronous tagged send (ucp_tag_send_sync_nbx) that the accepting side
+ * posted a receive for. It completes only when the peer acknowledged it,
+ * which it does on its way back to us, so UCX's wire-up is finished in both
+ * directions. Two things depend on that: a first small send then completes
+ * without waiting for the peer to progress (one thread may drive both ends,
+ * rcollCommInitAll), and no wire-up reply is left queued at the peer, which
+ * UCX 1.13 aborts on (an assertion in its pending-queue purge) if the
+ * connection then fails or its worker is destroyed. Progress lives in the
+ * context, keyed by the handle's address and bytes, because the handle the
+ * caller passes is read-only. */
 #if RCOLL_HAVE_UCX
 
 #include <errno.h>
@@ -37,7 +42,6 @@ typedef struct ucx_pconn {
   char *waddr;  /* the peer's worker address, reply.addr_len bytes */
   size_t waddr_got;
   ucx_conn_t *conn; /* once the endpoint exists */
-  void *flush_req;  /* the endpoint's first flush, while in flight */
   int64_t deadline_ms, retry_ms;
 } ucx_pconn_t;
 
@@ -65,8 +69,6 @@ static void ucx_pconn_free(ucx_ctx_t *ctx, ucx_pconn_t *p, int close_fd) {
   *pp = p->next;
   if (close_fd && p->fd >= 0)
     close(p->fd);
-  if (p->flush_req != NULL)
-    ucp_request_free(p->flush_req);
   if (p->conn != NULL)
     ucx_close_comm(p->conn);
   free(p->waddr);
@@ -182,41 +184,42 @@ static int ucx_pconn_answer(ucx_pconn_t *p, rcollResult_t *err) {
 }
 
 /* The answer is in: the comm takes over the socket as its liveness line,
- * and the endpoint is created and flushed. */
+ * and the endpoint is created and greeted. */
 static rcollResult_t ucx_pconn_start_ep(ucx_ctx_t *ctx, ucx_pconn_t *p) {
   char abuf[UCX_ADDR_STR];
   RCOLL_CHECK(ucx_conn_new(ctx, 1, p->fd, p->reply.conn_id, ucx_addr_str(&p->handle.addr, abuf), &p->conn));
   p->fd = -1;
   RCOLL_CHECK(ucx_conn_connect_ep(p->conn, p->waddr, p->reply.host_id == ctx->host_id));
-  ucp_request_param_t param = {.op_attr_mask = 0};
-  void *req = ucp_ep_flush_nbx(p->conn->ep, &param);
+  ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
+  void *req = ucp_tag_send_sync_nbx(p->conn->ep, NULL, 0, UCX_TAG_CTRL | ((ucp_tag_t)p->conn->conn_id << 32),
+                                    &param);
   if (UCS_PTR_IS_ERR(req))
-    return rcoll_error_quiet(rcollRemoteError, "ucx: connecting to %s failed: %s", p->conn->peer,
+    return rcoll_error_quiet(rcollRemoteError, "ucx: greeting %s failed: %s", p->conn->peer,
                              ucs_status_string(UCS_PTR_STATUS(req)));
-  p->flush_req = req;
+  p->conn->greet_req = req;
   return rcollSuccess;
 }
 
-/* 1 once the endpoint's wire-up is done, 0 while not, -1 with *err set. */
+/* 1 once the greeting is acknowledged, 0 while not, -1 with *err set. */
 static int ucx_pconn_wired(ucx_ctx_t *ctx, ucx_pconn_t *p, rcollResult_t *err) {
   if (p->conn == NULL && (*err = ucx_pconn_start_ep(ctx, p)) != rcollSuccess)
     return -1;
-  if (p->flush_req == NULL)
+  ucx_conn_t *c = p->conn;
+  if (c->greet_req == NULL)
     return 1;
   ucp_worker_progress(ctx->worker);
-  ucs_status_t st = ucp_request_check_status(p->flush_req);
+  ucs_status_t st = ucp_request_check_status(c->greet_req);
   if (st == UCS_INPROGRESS) {
-    if (!ucx_conn_probe(p->conn, 0))
+    if (!ucx_conn_probe(c, 0))
       return 0;
-    *err = rcoll_error_quiet(rcollRemoteError, "ucx: %s went away while connecting", p->conn->peer);
+    *err = rcoll_error_quiet(rcollRemoteError, "ucx: %s went away while connecting", c->peer);
     return -1;
   }
-  ucp_request_free(p->flush_req);
-  p->flush_req = NULL;
+  ucp_request_free(c->greet_req);
+  c->greet_req = NULL;
   if (st == UCS_OK)
     return 1;
-  *err = rcoll_error_quiet(rcollRemoteError, "ucx: connecting to %s failed: %s", p->conn->peer,
-                           ucs_status_string(st));
+  *err = rcoll_error_quiet(rcollRemoteError, "ucx: connecting to %s failed: %s", c->peer, ucs_status_string(st));
   return -1;
 }
 
@@ -247,7 +250,7 @@ static int ucx_pconn_step(ucx_ctx_t *ctx, ucx_pconn_t *p, rcollResult_t *err) {
     return 0;
   *err = rcoll_error_quiet(rcollTimeout, "ucx: connect to %s timed out after %lld s (%s)",
                            ucx_addr_str(&p->handle.addr, abuf), (long long)(ctx->timeout_ms / 1000),
-                           p->state == PC_WIREUP  ? "UCX wire-up did not finish"
+                           p->state == PC_WIREUP  ? "the greeting was not acknowledged"
                            : p->state == PC_REPLY ? "no answer to the hello"
                                                   : "not connected");
   return -1;

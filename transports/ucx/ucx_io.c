@@ -191,10 +191,12 @@ rcollResult_t ucx_test(void *request, int *done, size_t *sizes) {
 }
 
 /* At close: pending receives are cancelled and given a moment to settle, so
- * that UCX is done with the caller's buffers; every UCX request is released. */
-void ucx_reqs_release(ucx_conn_t *c) {
+ * that UCX is done with the caller's buffers; every UCX request is released.
+ * Returns how many requests had not completed. */
+int ucx_reqs_release(ucx_conn_t *c) {
   ucp_worker_h w = c->ctx->worker;
-  int64_t deadline = rcoll_now_ms() + 100;
+  int64_t deadline = rcoll_now_ms() + UCX_CLOSE_CLEAN_MS;
+  int busy = 0;
   for (int i = 0; i < UCX_NREQS; i++)
     if (c->reqs[i].ucp_req != NULL && c->reqs[i].kind == UCX_REQ_RECV)
       ucp_request_cancel(w, c->reqs[i].ucp_req);
@@ -202,11 +204,13 @@ void ucx_reqs_release(ucx_conn_t *c) {
     ucx_req_t *r = &c->reqs[i];
     if (r->ucp_req == NULL)
       continue;
+    busy++;
     if (r->kind == UCX_REQ_RECV)
       ucx_progress_until(w, r->ucp_req, deadline);
     ucp_request_free(r->ucp_req);
     r->ucp_req = NULL;
   }
+  return busy;
 }
 
 #endif /* RCOLL_HAVE_UCX */

@@ -47,12 +47,19 @@
 #define UCX_ADDR_STR 64
 #define UCX_WORKER_ADDR_MAX (64 * 1024)  /* sanity bound on a peer's worker address */
 #define UCX_CONN_ID_MAX 0x7fffffffu      /* ids use 31 bits; the tag's top bit stays 0 */
+#define UCX_TAG_CTRL (1ull << 63)        /* the top bit marks the connection's greeting */
 /* After a peer is known to be gone, a receive still waits this long (never
  * longer than RCOLL_TIMEOUT) for data already on its way: the liveness line
  * may report the close before the last bytes sent have been processed. */
 #define UCX_LOST_GRACE_MS 1000
 #define UCX_PROBE_US 10000               /* how often test looks at the liveness line */
-#define UCX_CLOSE_FLUSH_MS 1000          /* longest a close waits for sends to drain */
+/* How long closing waits for UCX to finish what is queued: briefly after a
+ * clean close (every request had completed: what remains are UCX's own
+ * acknowledgements, which need the peer to progress, and it may be driven by
+ * this very thread), longer after a close with transfers in flight or a
+ * failure, see ucx_worker_quiesce. */
+#define UCX_CLOSE_CLEAN_MS 100
+#define UCX_CLOSE_UNCLEAN_MS 1000
 
 /* What the listen handle carries to the connecting peer. */
 typedef struct ucx_handle {
@@ -95,6 +102,7 @@ typedef struct ucx_ctx {
   int force_peer_mode;
   struct ucx_pconn *connects; /* connects in progress */
   struct ucx_conn *zombies;   /* closed comms whose endpoint is still open */
+  int unclean;                /* a comm was closed with transfers in flight, or failed */
 } ucx_ctx_t;
 
 enum ucx_req_kind { UCX_REQ_FREE = 0, UCX_REQ_SEND, UCX_REQ_RECV };
@@ -121,6 +129,7 @@ typedef struct ucx_conn {
   ucp_ep_h ep;          /* send comm only */
   int peer_mode;        /* ep created with UCP_ERR_HANDLING_MODE_PEER */
   int fd;               /* the liveness line (rendezvous socket) */
+  void *greet_req;      /* UCX request of the greeting (ucx_connect.c), until close */
   uint32_t conn_id;
   uint32_t seq;         /* sequence number of the next message */
   int64_t timeout_ms;
@@ -159,6 +168,8 @@ rcollResult_t ucx_conn_connect_ep(ucx_conn_t *c, const void *waddr, int local);
 void ucx_conn_fail(ucx_conn_t *c, rcollResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 rcollResult_t ucx_conn_error(const ucx_conn_t *c);
 int ucx_conn_probe(ucx_conn_t *c, int force);
+/* The transports of the endpoint's lanes, e.g. "posix/memory.0,cma/memory.0". */
+void ucx_lanes_summary(ucp_ep_h ep, char *out, size_t outlen);
 rcollResult_t ucx_close_comm(void *comm);
 void ucx_zombies_free(ucx_ctx_t *ctx); /* after the worker is destroyed */
 /* Progresses w until req completes or deadline_ms passes; returns its status. */
@@ -170,7 +181,7 @@ rcollResult_t ucx_irecv(void *comm, int n, void **data, const size_t *sizes, con
                         void **req);
 rcollResult_t ucx_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh, void **req);
 rcollResult_t ucx_test(void *request, int *done, size_t *sizes);
-void ucx_reqs_release(ucx_conn_t *c);
+int ucx_reqs_release(ucx_conn_t *c); /* returns how many were still in flight */
 
 /* ucx_mem.c: registration. */
 typedef struct ucx_mr {
