@@ -122,9 +122,12 @@ static void slots_free(rcoll_cuda_slots_t *s, struct rcollComm *c, int peer, int
   memset(s, 0, sizeof *s);
 }
 
-/* Frees what was allocated; called with the proxy stopped (or never run). */
-static void comm_free_resources(rcoll_cuda_comm_t *cc) {
+/* Frees what was allocated; called with the proxy stopped (or never run).
+ * drain: first let receivers finish reading our IPC rings (not on abort). */
+static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  for (int p = 0; cc->peers != NULL && drain && p < cc->comm->nranks; p++)
+    rcoll_ipc_tx_drain(&cc->peers[p].tx, cc->comm->timeout_ms);
   for (int p = 0; cc->peers != NULL && p < cc->comm->nranks; p++) {
     slots_free(&cc->peers[p].send, cc->comm, p, 1);
     slots_free(&cc->peers[p].recv, cc->comm, p, 0);
@@ -164,7 +167,7 @@ static rcollResult_t comm_create(struct rcollComm *c, int device, rcoll_cuda_com
   if (r == rcollSuccess)
     r = rcoll_cuda_proxy_start(cc);
   if (r != rcollSuccess) {
-    comm_free_resources(cc);
+    comm_free_resources(cc, 0);
     return r;
   }
   RCOLL_INFO(RCOLL_SUB_INIT, "rank %d: device path on CUDA device %d (streams wait with %s)", c->rank,
@@ -355,7 +358,8 @@ void rcoll_cuda_comm_destroy(struct rcollComm *c) {
   rcoll_cuda_comm_t *cc = c->cuda;
   if (cc == NULL)
     return;
-  if (!c->aborted)
+  int user_abort = c->aborted;
+  if (!user_abort)
     rcoll_cuda_comm_drain(c);
   /* Aborted, or the drain timed out: whatever is queued runs into the abort
    * flag or the comm's error at once; streams are released either way. */
@@ -367,6 +371,6 @@ void rcoll_cuda_comm_destroy(struct rcollComm *c) {
     return;
   }
   rcoll_cuda_stream_release(cc, cc->next_seq);
-  comm_free_resources(cc);
+  comm_free_resources(cc, !user_abort);
   c->cuda = NULL;
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda/cuda_comm.h"
@@ -13,6 +14,7 @@
 #include "cuda/stage.h"
 #include "log.h"
 #include "reduce.h"
+#include "sockutil.h"
 
 static _Atomic unsigned ipc_counter;
 
@@ -70,6 +72,19 @@ rcollResult_t rcoll_ipc_tx_alloc(rcoll_cuda_comm_t *cc, int peer) {
   if (res != rcollSuccess)
     rcoll_ipc_tx_free(tx);
   return res;
+}
+
+/* A send is done once its data is in the ring, so the receiver may still be
+ * reading the last parts when the sender's comm goes away: wait for it. */
+void rcoll_ipc_tx_drain(rcoll_ipc_tx_t *tx, int64_t timeout_ms) {
+  if (tx->ctrl == NULL || tx->state != RCOLL_IPC_READY)
+    return;
+  int64_t deadline = rcoll_now_us() + timeout_ms * 1000;
+  while (atomic_load_explicit(&tx->ctrl->consumed, memory_order_acquire) < tx->next_part &&
+         rcoll_now_us() < deadline) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
 }
 
 void rcoll_ipc_tx_free(rcoll_ipc_tx_t *tx) {

@@ -73,6 +73,8 @@ struct rcoll_cuda_comm;
 /* The ring and control page towards `peer` (in the calling thread, with the
  * comm's device current). */
 rcollResult_t rcoll_ipc_tx_alloc(struct rcoll_cuda_comm *cc, int peer);
+/* Waits (up to timeout_ms) until the receiver has read every part sent. */
+void rcoll_ipc_tx_drain(rcoll_ipc_tx_t *tx, int64_t timeout_ms);
 void rcoll_ipc_tx_free(rcoll_ipc_tx_t *tx);
 void rcoll_ipc_rx_free(rcoll_ipc_rx_t *rx);
 

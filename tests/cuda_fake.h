@@ -1,0 +1,372 @@
+/* A host fake of the CUDA function table (lib/cuda/cuda_api.h), for testing
+ * the device path's bookkeeping on machines without a GPU: stream order,
+ * events, the flag waits that hold a stream, groups, staging and the IPC ring
+ * protocol. It is not a GPU and proves nothing about one: "device memory" is
+ * host memory the fake remembers, kernels run the host reductions, and each
+ * stream is a thread that executes its operations in order.
+ *
+ * Include it in one test file; call fake_cuda_install() first. */
+#ifndef RCOLL_TESTS_CUDA_FAKE_H
+#define RCOLL_TESTS_CUDA_FAKE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cuda/cuda_api.h"
+#include "cuda/module.h"
+#include "reduce.h"
+
+#define FAKE_MAX_ALLOCS 4096
+
+enum fake_op_kind { FAKE_OP_COPY, FAKE_OP_KERNEL, FAKE_OP_EVENT, FAKE_OP_WAIT, FAKE_OP_HOST };
+
+typedef struct fake_fn {
+  int kind; /* rcoll_cuda_kernel_kind */
+  rcollDataType_t t;
+  rcollRedOp_t op;
+} fake_fn_t;
+
+typedef struct fake_event {
+  _Atomic int pending;
+} fake_event_t;
+
+typedef struct fake_op {
+  int kind;
+  void *dst;
+  const void *src;
+  size_t bytes;
+  const fake_fn_t *fn;
+  uint64_t args[4];
+  fake_event_t *event;
+  const _Atomic uint32_t *flag;
+  uint32_t value;
+  void (*host)(void *);
+  void *host_arg;
+  struct fake_op *next;
+} fake_op_t;
+
+typedef struct fake_stream {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  fake_op_t *head, *tail;
+  int busy, stop;
+  pthread_t thread;
+} fake_stream_t;
+
+typedef struct fake_alloc {
+  char *base;
+  size_t bytes;
+  int type; /* RCOLL_CUDA_MEMTYPE_DEVICE or _HOST (pinned) */
+} fake_alloc_t;
+
+/* What the tests look at. */
+static struct fake_stats {
+  _Atomic int attr_queries;   /* cudaPointerGetAttributes */
+  _Atomic int waits;          /* cuStreamWaitValue32 */
+  _Atomic int wait_kernels;   /* rcoll_k_wait_flag launches */
+  _Atomic int reduce_kernels;
+  _Atomic int records;
+  _Atomic uint32_t last_wait_value;
+  _Atomic int refuse_memop;   /* set: cuStreamWaitValue32 fails */
+} fake_stats;
+
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+static fake_alloc_t fake_allocs[FAKE_MAX_ALLOCS];
+static int fake_nallocs;
+static fake_stream_t *fake_legacy;
+static fake_fn_t fake_fns[RCOLL_CUDA_K_WAIT + 1][rcollNumTypes][rcollNumOps];
+
+static inline const fake_alloc_t *fake_find(const void *p) {
+  const char *c = p;
+  const fake_alloc_t *hit = NULL;
+  pthread_mutex_lock(&fake_mu);
+  for (int i = 0; i < fake_nallocs && hit == NULL; i++)
+    if (fake_allocs[i].base != NULL && c >= fake_allocs[i].base &&
+        c < fake_allocs[i].base + fake_allocs[i].bytes)
+      hit = &fake_allocs[i];
+  pthread_mutex_unlock(&fake_mu);
+  return hit;
+}
+
+static inline int fake_alloc(void **p, size_t bytes, int type) {
+  char *m = aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (m == NULL)
+    return 2; /* cudaErrorMemoryAllocation */
+  memset(m, 0xa5, bytes);
+  pthread_mutex_lock(&fake_mu);
+  int slot = fake_nallocs;
+  for (int i = 0; i < fake_nallocs; i++)
+    if (fake_allocs[i].base == NULL)
+      slot = i;
+  if (slot == fake_nallocs)
+    fake_nallocs++;
+  fake_allocs[slot] = (fake_alloc_t){m, bytes, type};
+  pthread_mutex_unlock(&fake_mu);
+  *p = m;
+  return 0;
+}
+
+static inline int fake_free(void *p) {
+  if (p == NULL)
+    return 0;
+  pthread_mutex_lock(&fake_mu);
+  for (int i = 0; i < fake_nallocs; i++)
+    if (fake_allocs[i].base == p)
+      fake_allocs[i].base = NULL;
+  pthread_mutex_unlock(&fake_mu);
+  free(p);
+  return 0;
+}
+
+/* ---- streams: one thread each, running operations in order ---- */
+
+static inline void fake_run(fake_op_t *op) {
+  switch (op->kind) {
+  case FAKE_OP_COPY: memmove(op->dst, op->src, op->bytes); break;
+  case FAKE_OP_EVENT: atomic_store(&op->event->pending, 0); break;
+  case FAKE_OP_HOST: op->host(op->host_arg); break;
+  case FAKE_OP_WAIT:
+    while ((int32_t)(atomic_load(op->flag) - op->value) < 0) {
+      struct timespec ts = {0, 50000};
+      nanosleep(&ts, NULL);
+    }
+    break;
+  case FAKE_OP_KERNEL:
+    if (op->fn->kind == RCOLL_CUDA_K_REDUCE)
+      rcoll_reduce((void *)op->args[0], (const void *)op->args[1], (const void *)op->args[2],
+                   (size_t)op->args[3], op->fn->t, op->fn->op);
+    else if (op->fn->kind == RCOLL_CUDA_K_AVG)
+      rcoll_reduce_finish((void *)op->args[0], (size_t)op->args[1], op->fn->t, rcollAvg,
+                          (int)op->args[2]);
+    break;
+  }
+}
+
+static inline void *fake_stream_main(void *arg) {
+  fake_stream_t *s = arg;
+  pthread_mutex_lock(&s->mu);
+  for (;;) {
+    while (s->head == NULL && !s->stop)
+      pthread_cond_wait(&s->cv, &s->mu);
+    if (s->head == NULL)
+      break;
+    fake_op_t *op = s->head;
+    s->busy = 1;
+    pthread_mutex_unlock(&s->mu);
+    fake_run(op);
+    pthread_mutex_lock(&s->mu);
+    s->head = op->next;
+    if (s->head == NULL)
+      s->tail = NULL;
+    s->busy = 0;
+    free(op);
+    pthread_cond_broadcast(&s->cv);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return NULL;
+}
+
+static inline fake_stream_t *fake_stream_new(void) {
+  fake_stream_t *s = calloc(1, sizeof *s);
+  pthread_mutex_init(&s->mu, NULL);
+  pthread_cond_init(&s->cv, NULL);
+  pthread_create(&s->thread, NULL, fake_stream_main, s);
+  return s;
+}
+
+static inline fake_stream_t *fake_stream_of(rcoll_cuda_stream_t h) {
+  return h == NULL ? fake_legacy : h;
+}
+
+static inline void fake_push(rcoll_cuda_stream_t h, fake_op_t op) {
+  fake_stream_t *s = fake_stream_of(h);
+  fake_op_t *o = malloc(sizeof *o);
+  *o = op;
+  o->next = NULL;
+  pthread_mutex_lock(&s->mu);
+  if (s->tail)
+    s->tail->next = o;
+  else
+    s->head = o;
+  s->tail = o;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+}
+
+/* Test hook: runs fn(arg) on the stream, in order with everything else. */
+static inline void fake_stream_host(rcoll_cuda_stream_t h, void (*fn)(void *), void *arg) {
+  fake_push(h, (fake_op_t){.kind = FAKE_OP_HOST, .host = fn, .host_arg = arg});
+}
+
+static inline int fake_stream_sync(rcoll_cuda_stream_t h) {
+  fake_stream_t *s = fake_stream_of(h);
+  pthread_mutex_lock(&s->mu);
+  while (s->head != NULL || s->busy)
+    pthread_cond_wait(&s->cv, &s->mu);
+  pthread_mutex_unlock(&s->mu);
+  return 0;
+}
+
+/* ---- the table ---- */
+
+static inline int f_get_device_count(int *n) { *n = 1; return 0; }
+static inline int f_get_device(int *d) { *d = 0; return 0; }
+static inline int f_set_device(int d) { return d == 0 ? 0 : 101; }
+static inline int f_malloc(void **p, size_t b) { return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_DEVICE); }
+static inline int f_host_alloc(void **p, size_t b, unsigned f) { (void)f; return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_HOST); }
+static inline int f_host_dev_ptr(void **d, void *h, unsigned f) { (void)f; *d = h; return 0; }
+static inline int f_get_last_error(void) { return 0; }
+static const char *f_error_string(int e) { (void)e; return "fake CUDA error"; }
+static inline int f_cu_init(unsigned f) { (void)f; return 0; }
+
+static inline int f_pointer_attrs(rcoll_cuda_ptr_attr_t *a, const void *p) {
+  atomic_fetch_add(&fake_stats.attr_queries, 1);
+  const fake_alloc_t *m = fake_find(p);
+  memset(a, 0, sizeof *a);
+  a->type = m ? m->type : RCOLL_CUDA_MEMTYPE_UNREGISTERED;
+  a->device = m ? 0 : -2;
+  return 0;
+}
+
+static inline int f_cu_pointer_attr(void *data, int attr, rcoll_cu_deviceptr_t p) {
+  const fake_alloc_t *m = fake_find((const void *)(uintptr_t)p);
+  if (attr != RCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE || m == NULL)
+    return 1; /* CUDA_ERROR_INVALID_VALUE */
+  *(unsigned *)data = m->type == RCOLL_CUDA_MEMTYPE_DEVICE ? RCOLL_CU_MEMORYTYPE_DEVICE
+                                                           : RCOLL_CU_MEMORYTYPE_HOST;
+  return 0;
+}
+
+static inline int f_cu_range(rcoll_cu_deviceptr_t *base, size_t *bytes, rcoll_cu_deviceptr_t p) {
+  const fake_alloc_t *m = fake_find((const void *)(uintptr_t)p);
+  if (m == NULL)
+    return 1;
+  *base = (rcoll_cu_deviceptr_t)(uintptr_t)m->base;
+  *bytes = m->bytes;
+  return 0;
+}
+
+static inline int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda_stream_t st) {
+  (void)kind;
+  fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n});
+  return 0;
+}
+
+static inline int f_stream_create(rcoll_cuda_stream_t *s, unsigned f) { (void)f; *s = fake_stream_new(); return 0; }
+
+static inline int f_stream_destroy(rcoll_cuda_stream_t h) {
+  fake_stream_t *s = h;
+  fake_stream_sync(h);
+  pthread_mutex_lock(&s->mu);
+  s->stop = 1;
+  pthread_cond_broadcast(&s->cv);
+  pthread_mutex_unlock(&s->mu);
+  pthread_join(s->thread, NULL);
+  free(s);
+  return 0;
+}
+
+static inline int f_event_create(rcoll_cuda_event_t *e, unsigned f) { (void)f; *e = calloc(1, sizeof(fake_event_t)); return 0; }
+static inline int f_event_destroy(rcoll_cuda_event_t e) { free(e); return 0; }
+static inline int f_event_query(rcoll_cuda_event_t e) {
+  return atomic_load(&((fake_event_t *)e)->pending) ? RCOLL_CUDA_ERROR_NOT_READY : 0;
+}
+static inline int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
+  atomic_fetch_add(&fake_stats.records, 1);
+  atomic_store(&((fake_event_t *)e)->pending, 1);
+  fake_push(s, (fake_op_t){.kind = FAKE_OP_EVENT, .event = e});
+  return 0;
+}
+
+static inline int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
+  memset(h, 0, sizeof *h);
+  memcpy(h->reserved, &p, sizeof p);
+  return 0;
+}
+static inline int f_ipc_open(void **p, rcoll_cuda_ipc_handle_t h, unsigned f) { (void)f; memcpy(p, h.reserved, sizeof *p); return 0; }
+static inline int f_ipc_close(void *p) { (void)p; return 0; }
+
+static inline int f_module_load(rcoll_cu_module_t *m, const void *image) { (void)image; *m = fake_fns; return 0; }
+static inline int f_module_unload(rcoll_cu_module_t m) { (void)m; return 0; }
+
+static inline int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_t m, const char *name) {
+  (void)m;
+  char buf[64];
+  for (int kind = RCOLL_CUDA_K_REDUCE; kind <= RCOLL_CUDA_K_WAIT; kind++)
+    for (int t = 0; t < rcollNumTypes; t++)
+      for (int op = 0; op < rcollNumOps; op++) {
+        rcoll_cuda_kernel_name(kind, (rcollDataType_t)t, (rcollRedOp_t)op, buf, sizeof buf);
+        if (strcmp(buf, name) == 0) {
+          fake_fn_t *fn = &fake_fns[kind][t][op];
+          *fn = (fake_fn_t){kind, (rcollDataType_t)t, (rcollRedOp_t)op};
+          *f = fn;
+          return 0;
+        }
+      }
+  return 500; /* CUDA_ERROR_NOT_FOUND */
+}
+
+static inline int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                    unsigned by, unsigned bz, unsigned shm, rcoll_cuda_stream_t s, void **params,
+                    void **extra) {
+  (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shm; (void)extra;
+  const fake_fn_t *fn = f;
+  fake_op_t op = {.kind = FAKE_OP_KERNEL, .fn = fn};
+  if (fn->kind == RCOLL_CUDA_K_WAIT) {
+    atomic_fetch_add(&fake_stats.wait_kernels, 1);
+    op.kind = FAKE_OP_WAIT;
+    op.flag = (const _Atomic uint32_t *)(uintptr_t)*(rcoll_cu_deviceptr_t *)params[0];
+    op.value = *(uint32_t *)params[1];
+    atomic_store(&fake_stats.last_wait_value, op.value);
+  } else if (fn->kind == RCOLL_CUDA_K_REDUCE) {
+    atomic_fetch_add(&fake_stats.reduce_kernels, 1);
+    for (int i = 0; i < 3; i++)
+      op.args[i] = (uint64_t)(uintptr_t)*(void **)params[i];
+    op.args[3] = *(size_t *)params[3];
+  } else {
+    op.args[0] = (uint64_t)(uintptr_t)*(void **)params[0];
+    op.args[1] = *(size_t *)params[1];
+    op.args[2] = (uint64_t)*(int *)params[2];
+  }
+  fake_push(s, op);
+  return 0;
+}
+
+static inline int f_wait_value(rcoll_cuda_stream_t s, rcoll_cu_deviceptr_t addr, uint32_t value, unsigned fl) {
+  (void)fl;
+  if (atomic_load(&fake_stats.refuse_memop))
+    return 801; /* CUDA_ERROR_NOT_SUPPORTED */
+  atomic_fetch_add(&fake_stats.waits, 1);
+  atomic_store(&fake_stats.last_wait_value, value);
+  fake_push(s, (fake_op_t){.kind = FAKE_OP_WAIT, .flag = (const _Atomic uint32_t *)(uintptr_t)addr,
+                           .value = value});
+  return 0;
+}
+
+static const rcoll_cuda_api_t fake_api = {
+    .get_device_count = f_get_device_count, .get_device = f_get_device,
+    .set_device = f_set_device, .pointer_get_attributes = f_pointer_attrs, .malloc = f_malloc,
+    .free = fake_free, .host_alloc = f_host_alloc, .free_host = fake_free,
+    .host_get_device_pointer = f_host_dev_ptr, .memcpy_async = f_memcpy_async,
+    .stream_create_with_flags = f_stream_create, .stream_destroy = f_stream_destroy,
+    .stream_synchronize = fake_stream_sync, .event_create_with_flags = f_event_create,
+    .event_destroy = f_event_destroy, .event_record = f_event_record, .event_query = f_event_query,
+    .ipc_get_mem_handle = f_ipc_get, .ipc_open_mem_handle = f_ipc_open,
+    .ipc_close_mem_handle = f_ipc_close, .get_error_string = f_error_string,
+    .get_last_error = f_get_last_error, .cu_init = f_cu_init,
+    .cu_pointer_get_attribute = f_cu_pointer_attr, .cu_mem_get_address_range = f_cu_range,
+    .cu_module_load_data = f_module_load, .cu_module_unload = f_module_unload,
+    .cu_module_get_function = f_module_get_function, .cu_launch_kernel = f_launch,
+    .cu_stream_wait_value32 = f_wait_value, .cu_flush_gpudirect_rdma_writes = NULL,
+};
+
+static inline void fake_cuda_install(void) {
+  fake_legacy = fake_stream_new();
+  rcoll_cuda_api_override(&fake_api);
+}
+
+#endif

@@ -1,0 +1,169 @@
+/* The device path's bookkeeping, run on the host fake of CUDA (cuda_fake.h):
+ * stream order (a call starts after the work queued before it and holds
+ * the work queued after it, and returns at once), groups as one unit, the
+ * IPC ring and staging protocols between ranks (threads of this process),
+ * errors becoming the communicator's async error, and the memory-type rules.
+ *
+ * This is not a GPU test: the fake runs the host reductions where kernels
+ * would run. What it pins is everything around the kernels; tests/gpu/run.sh
+ * runs the real thing. Expected values are computed here from the inputs. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/time.h>
+
+#include "comm.h"
+#include "cuda/module.h"
+#include "cuda_fake.h"
+#include "cuda_ranks.h"
+#include "memtype.h"
+#include "rcoll.h"
+
+TestSuite(cuda_proxy, .init = cuda_ranks_setup, .timeout = 120);
+
+/* ---- every collective on device buffers ---- */
+
+/* 1 when got differs from want; the first few differences are logged. */
+static long differs(const rank_ctx_t *x, const char *what, size_t i, float got, float want) {
+  static _Atomic int logged;
+  if (got == want)
+    return 0;
+  if (atomic_fetch_add(&logged, 1) < 5)
+    cr_log_warn("rank %d of %d, %s count %zu: element %zu is %g, expected %g", x->rank, x->nranks,
+                what, x->count, i, got, want);
+  return 1;
+}
+
+static long check_allreduce(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count;
+  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4);
+  fill_rank(a, n, x->rank);
+  x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  long wrong = 0;
+  for (size_t i = 0; i < n; i++)
+    wrong += differs(x, "allreduce", i, b[i], sum_of(x->nranks, i));
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
+static long check_allgather(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count, N = n * (size_t)x->nranks;
+  float *a = dev_alloc(n * 4), *b = dev_alloc(N * 4);
+  fill_rank(a, n, x->rank);
+  x->result = rcollAllGather(a, b, n, rcollFloat32, comm, s);
+  fake_stream_sync(s);
+  long wrong = 0;
+  for (size_t i = 0; i < N; i++)
+    wrong += differs(x, "allgather", i, b[i], input((int)(i / (n ? n : 1)), i % (n ? n : 1)));
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
+static long check_reduce_scatter(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count, N = n * (size_t)x->nranks;
+  float *a = dev_alloc(N * 4), *b = dev_alloc(n * 4);
+  fill_rank(a, N, x->rank);
+  x->result = rcollReduceScatter(a, b, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  long wrong = 0;
+  for (size_t i = 0; i < n; i++)
+    wrong += differs(x, "reduce_scatter", i, b[i], sum_of(x->nranks, (size_t)x->rank * n + i));
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
+static long check_bcast_reduce(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count;
+  int root = x->nranks - 1;
+  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4);
+  fill_rank(a, n, x->rank);
+  x->result = rcollBroadcast(a, b, n, rcollFloat32, root, comm, s);
+  fake_stream_sync(s);
+  long wrong = 0;
+  for (size_t i = 0; i < n; i++)
+    wrong += differs(x, "broadcast", i, b[i], input(root, i));
+  if (x->result == rcollSuccess)
+    x->result = rcollReduce(a, b, n, rcollFloat32, rcollAvg, 0, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; x->rank == 0 && i < n; i++)
+    wrong += differs(x, "reduce avg", i, b[i], sum_of(x->nranks, i) / (float)x->nranks);
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
+/* Each rank sends to the next and receives from the previous, in a group. */
+static long check_sendrecv(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count;
+  int next = (x->rank + 1) % x->nranks, prev = (x->rank + x->nranks - 1) % x->nranks;
+  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4);
+  fill_rank(a, n, x->rank);
+  rcollGroupStart();
+  rcollSend(a, n, rcollFloat32, next, comm, s);
+  rcollRecv(b, n, rcollFloat32, prev, comm, s);
+  x->result = rcollGroupEnd();
+  fake_stream_sync(s);
+  long wrong = 0;
+  for (size_t i = 0; i < n; i++)
+    wrong += differs(x, "sendrecv", i, b[i], input(prev, i));
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
+static void all_collectives(rank_ctx_t *x, rcollComm_t comm) {
+  long (*const checks[])(rank_ctx_t *, rcollComm_t, rcoll_cuda_stream_t) = {
+      check_allreduce, check_allgather, check_reduce_scatter, check_bcast_reduce, check_sendrecv};
+  rcoll_cuda_stream_t s = stream_new();
+  for (size_t k = 0; k < sizeof checks / sizeof checks[0] && x->result == rcollSuccess; k++)
+    x->wrong += checks[k](x, comm, s);
+  rcollResult_t async = rcollSuccess;
+  rcollCommGetAsyncError(comm, &async);
+  if (x->result == rcollSuccess)
+    x->result = async;
+  int dev = -7;
+  rcollCommCuDevice(comm, &dev);
+  x->wrong += differs(x, "rcollCommCuDevice", 0, (float)dev, 0);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+/* Small chunks make every message many slots and IPC parts long, so rings
+ * wrap and slots are reused within one call. */
+static void sweep(int nranks, const char *p2p_disable) {
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_P2P_DISABLE", p2p_disable, 1);
+  static const size_t counts[] = {1, 7, 1024, 12289};
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+    rank_ctx_t ctx[MAX_RANKS] = {0};
+    run_ranks(nranks, counts[k], all_collectives, ctx);
+  }
+}
+
+Test(cuda_proxy, ipc_two_ranks_every_collective) { sweep(2, "0"); }
+Test(cuda_proxy, ipc_three_ranks_every_collective) { sweep(3, "0"); }
+Test(cuda_proxy, staged_two_ranks_every_collective) { sweep(2, "1"); }
+Test(cuda_proxy, staged_three_ranks_over_sockets) {
+  setenv("RCOLL_SHM_DISABLE", "1", 1);
+  sweep(3, "1");
+}
+
+Test(cuda_proxy, wait_kernel_when_memops_are_refused) {
+  atomic_store(&fake_stats.refuse_memop, 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(2, 1000, all_collectives, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.waits), 0);
+  cr_expect_gt(atomic_load(&fake_stats.wait_kernels), 0, "streams must be held by the wait kernel");
+}
+
+Test(cuda_proxy, wait_kernel_by_setting) {
+  setenv("RCOLL_CUDA_WAIT", "kernel", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(2, 100, all_collectives, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.waits), 0);
+  cr_expect_gt(atomic_load(&fake_stats.wait_kernels), 0);
+}
+

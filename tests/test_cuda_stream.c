@@ -1,0 +1,285 @@
+/* Stream semantics of device calls, on the host fake of CUDA (cuda_fake.h):
+ * a call returns without waiting for its stream, starts only after the work
+ * queued before it, and holds the work queued after it; calls on one
+ * communicator run in order; a group is one unit; failures become the
+ * communicator's async error and still release the stream; host and device
+ * calls do not mix in a group. Plus the memory-type rules seen through the
+ * fake. Not a GPU test: see tests/gpu/run.sh for that. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <unistd.h>
+
+#include "cuda_fake.h"
+#include "cuda_ranks.h"
+#include "memtype.h"
+
+TestSuite(cuda_stream, .init = cuda_ranks_setup, .timeout = 120);
+
+/* A slow piece of work queued on a stream before a call: it writes the
+ * call's input only after a delay, so a call that did not wait for its
+ * stream would read the old contents. */
+typedef struct slow_fill {
+  float *buf;
+  size_t count;
+  int rank;
+  int delay_ms;
+} slow_fill_t;
+
+static void slow_fill(void *arg) {
+  slow_fill_t *f = arg;
+  struct timespec ts = {f->delay_ms / 1000, (long)(f->delay_ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+  for (size_t i = 0; i < f->count; i++)
+    f->buf[i] = input(f->rank, i);
+}
+
+/* Work queued after a call: a snapshot of the result at the moment the
+ * stream lets it run. */
+typedef struct snapshot {
+  const float *src;
+  float *copy;
+  size_t count;
+} snapshot_t;
+
+static void take_snapshot(void *arg) {
+  snapshot_t *s = arg;
+  memcpy(s->copy, s->src, s->count * sizeof(float));
+}
+
+/* The first device call of a comm makes its device state (allocations, the
+ * proxy): done before anything is timed. */
+static void warm_up(rcollComm_t comm, rcoll_cuda_stream_t s) {
+  float *w = dev_alloc(16);
+  rcollAllReduce(w, w, 4, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  fake_free(w);
+}
+
+/* 1 (and a log line) when a call took so long that it must have waited for
+ * its stream's earlier work, which takes SLOW_MS. */
+#define SLOW_MS 400
+static long blocked(const rank_ctx_t *x, const char *what, double ms) {
+  if (ms < SLOW_MS / 2)
+    return 0;
+  cr_log_warn("rank %d: %s took %.1f ms: it waited for its stream", x->rank, what, ms);
+  return 1;
+}
+
+static long count_wrong(const float *got, size_t n, int nranks) {
+  long wrong = 0;
+  for (size_t i = 0; i < n; i++)
+    wrong += got[i] != sum_of(nranks, i);
+  return wrong;
+}
+
+/* ---- a call is ordered on its stream and does not block the host ---- */
+
+static void ordered_body(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t s = stream_new();
+  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *seen = calloc(n, 4);
+  memset(a, 0, n * 4);
+  slow_fill_t fill = {a, n, x->rank, SLOW_MS};
+  snapshot_t snap = {b, seen, n};
+  warm_up(comm, s);
+  fake_stream_host(s, slow_fill, &fill);
+  double t0 = now_ms();
+  x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
+  /* The call returned long before the slow fill finished... */
+  x->wrong += blocked(x, "rcollAllReduce", now_ms() - t0);
+  fake_stream_host(s, take_snapshot, &snap);
+  fake_stream_sync(s);
+  /* ...yet summed the filled inputs, and the snapshot saw the result. */
+  x->wrong += count_wrong(seen, n, x->nranks);
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+  fake_free(b);
+  free(seen);
+}
+
+Test(cuda_stream, call_waits_for_earlier_work_and_holds_later_work) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(2, 3000, ordered_body, ctx);
+}
+
+/* Calls on one communicator run in the order they were made: the second
+ * reduces what the first produced. */
+static void chain_body(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t s = stream_new();
+  int32_t *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *c = dev_alloc(n * 4);
+  for (size_t i = 0; i < n; i++)
+    a[i] = (int32_t)(i + (size_t)x->rank);
+  rcollAllReduce(a, b, n, rcollInt32, rcollSum, comm, s);
+  rcollAllReduce(b, c, n, rcollInt32, rcollSum, comm, s);
+  x->result = rcollAllReduce(c, c, n, rcollInt32, rcollAvg, comm, s);
+  fake_stream_sync(s);
+  int64_t nr = x->nranks;
+  for (size_t i = 0; i < n; i++) {
+    int64_t first = nr * (int64_t)i + nr * (nr - 1) / 2;
+    x->wrong += c[i] != (int32_t)(nr * first); /* avg of nranks equal sums */
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+  fake_free(b);
+  fake_free(c);
+}
+
+Test(cuda_stream, calls_run_in_order) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(3, 2049, chain_body, ctx);
+}
+
+/* ---- a group is one unit ---- */
+
+/* The allgather is queued first on s2, the allreduce second on s1 behind
+ * slow work. Were they separate units, the allgather would finish and
+ * release s2 before the slow work ends; as one unit, s2 is held until the
+ * allreduce is done too, so the snapshot taken on s2 sees its result. */
+static void group_body(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t s1 = stream_new(), s2 = stream_new();
+  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *c = dev_alloc(n * 4);
+  float *d = dev_alloc(n * 4 * (size_t)x->nranks), *seen = calloc(n, 4);
+  memset(b, 0, n * 4);
+  fill_rank(c, n, x->rank);
+  slow_fill_t fill = {a, n, x->rank, SLOW_MS};
+  snapshot_t snap = {b, seen, n};
+  warm_up(comm, s1);
+  int records = atomic_load(&fake_stats.records);
+  fake_stream_host(s1, slow_fill, &fill);
+  double t0 = now_ms();
+  rcollGroupStart();
+  rcollAllGather(c, d, n, rcollFloat32, comm, s2);
+  rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s1);
+  x->result = rcollGroupEnd();
+  x->wrong += blocked(x, "the group", now_ms() - t0);
+  fake_stream_host(s2, take_snapshot, &snap);
+  fake_stream_sync(s2);
+  fake_stream_sync(s1);
+  x->wrong += count_wrong(seen, n, x->nranks);
+  for (size_t i = 0; i < n * (size_t)x->nranks; i++)
+    x->wrong += d[i] != input((int)(i / n), i % n);
+  /* One event per stream of the unit (other ranks record theirs too). */
+  if (atomic_load(&fake_stats.records) - records < 2) {
+    cr_log_warn("rank %d: %d events recorded for a group on two streams", x->rank,
+                atomic_load(&fake_stats.records) - records);
+    x->wrong++;
+  }
+  rcoll_cuda_api()->stream_destroy(s1);
+  rcoll_cuda_api()->stream_destroy(s2);
+  fake_free(a);
+  fake_free(b);
+  fake_free(c);
+  fake_free(d);
+  free(seen);
+}
+
+Test(cuda_stream, group_launches_as_one_unit) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(2, 1500, group_body, ctx);
+}
+
+/* ---- failures ---- */
+
+/* Rank 0 sends more than rank 1 receives: the receiver's proxy detects it,
+ * the call had already returned, so it shows as the async error, and the
+ * stream is released all the same (the sync below returns). */
+static void mismatch_body(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = stream_new();
+  float *a = dev_alloc(4096);
+  x->result = x->rank == 0 ? rcollSend(a, 1000, rcollFloat32, 1, comm, s)
+                           : rcollRecv(a, 500, rcollFloat32, 0, comm, s);
+  fake_stream_sync(s);
+  rcollResult_t async = rcollSuccess;
+  cr_expect_eq(rcollCommGetAsyncError(comm, &async), rcollSuccess);
+  if (x->rank == 1) {
+    x->wrong += async != rcollInvalidUsage;
+    cr_expect(strstr(rcollGetLastError(comm), "bytes where") != NULL, "%s", rcollGetLastError(comm));
+    /* A failed communicator refuses further work, naming the first error. */
+    x->wrong += rcollAllReduce(a, a, 10, rcollFloat32, rcollSum, comm, s) != rcollInvalidUsage;
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+}
+
+Test(cuda_stream, failure_becomes_async_error_and_releases_the_stream) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(2, 0, mismatch_body, ctx);
+}
+
+/* ---- host and device calls ---- */
+
+static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t s = stream_new();
+  float *da = dev_alloc(n * 4), *db = dev_alloc(n * 4);
+  float *ha = calloc(n, 4), *hb = calloc(n, 4);
+  fill_rank(da, n, x->rank);
+  fill_rank(ha, n, x->rank);
+  /* One group, both kinds: refused at the call that mixes, and nothing runs. */
+  rcollGroupStart();
+  rcollResult_t r1 = rcollAllReduce(da, db, n, rcollFloat32, rcollSum, comm, s);
+  rcollResult_t r2 = rcollAllReduce(ha, hb, n, rcollFloat32, rcollSum, comm, NULL);
+  rcollResult_t r3 = rcollGroupEnd();
+  x->wrong += r1 != rcollSuccess || r2 != rcollInvalidUsage || r3 != rcollInvalidUsage;
+  /* Mixed buffers in one call, and a stream with host buffers. */
+  x->wrong += rcollAllReduce(da, hb, n, rcollFloat32, rcollSum, comm, s) != rcollInvalidUsage;
+  x->wrong += rcollAllReduce(ha, hb, n, rcollFloat32, rcollSum, comm, s) != rcollInvalidUsage;
+  /* A device call, then a host call right away: the host call waits for the
+   * device work on the comm (same connections) and both are right. */
+  rcollAllReduce(da, db, n, rcollFloat32, rcollSum, comm, s);
+  x->result = rcollAllReduce(ha, hb, n, rcollFloat32, rcollSum, comm, NULL);
+  fake_stream_sync(s);
+  x->wrong += count_wrong(db, n, x->nranks) + count_wrong(hb, n, x->nranks);
+  x->wrong += rcollCommFinalize(comm) != rcollSuccess;
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(da);
+  fake_free(db);
+  free(ha);
+  free(hb);
+}
+
+Test(cuda_stream, host_and_device_calls_do_not_mix_in_a_group) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(2, 777, mix_body, ctx);
+}
+
+/* ---- memory types through the fake ---- */
+
+Test(cuda_stream, memory_types) {
+  void *dev = dev_alloc(1000), *pinned = NULL;
+  rcoll_cuda_api()->host_alloc(&pinned, 64, 0);
+  int local = 0;
+  rcoll_mem_info_t mi;
+  cr_assert_eq(rcoll_mem_query((char *)dev + 10, 990, &mi), rcollSuccess);
+  cr_expect(mi.type == RCOLL_MEM_CUDA && mi.device == 0);
+  cr_expect_eq(rcoll_mem_query((char *)dev + 10, 991, &mi), rcollInvalidArgument,
+               "a device buffer past the end of its allocation");
+  cr_assert_eq(rcoll_mem_query(pinned, 64, &mi), rcollSuccess);
+  cr_expect(mi.type == RCOLL_MEM_HOST && mi.device == -1, "pinned host memory is host memory");
+  /* Plain host memory: the driver says it is not CUDA memory, so the
+   * runtime is never asked (no context for host-only programs). */
+  int before = atomic_load(&fake_stats.attr_queries);
+  cr_assert_eq(rcoll_mem_query(&local, sizeof local, &mi), rcollSuccess);
+  cr_expect(mi.type == RCOLL_MEM_HOST && mi.device == -1);
+  cr_expect_eq(atomic_load(&fake_stats.attr_queries), before);
+  fake_free(dev);
+  fake_free(pinned);
+}
+
+static void register_body(rank_ctx_t *x, rcollComm_t comm) {
+  float *dev = dev_alloc(4096);
+  void *h = NULL;
+  x->result = rcollCommRegister(comm, dev, 4096, &h);
+  const rcoll_reg_t *g = rcoll_reg_find(comm, dev + 100, 400);
+  x->wrong += g == NULL || g->mem.type != RCOLL_MEM_CUDA || g->mem.device != 0;
+  x->wrong += rcollCommRegister(comm, dev, 8192, &h) != rcollInvalidArgument; /* past its end */
+  x->wrong += rcollCommDeregister(comm, h) != rcollSuccess;
+  fake_free(dev);
+}
+
+Test(cuda_stream, register_device_memory) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(1, 0, register_body, ctx);
+}
