@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -28,10 +29,14 @@ static uint64_t ucx_fnv1a(uint64_t h, const char *s, size_t n) {
   return h;
 }
 
-/* Tells processes on this host (this boot of this kernel) from others:
- * endpoints between them may use shared memory, see ucx_priv.h. */
+/* Tells processes on this host (this boot of this kernel, this network
+ * namespace) from others: endpoints between them may use shared memory, see
+ * ucx_priv.h. Network namespaces count as hosts of their own, as they do in
+ * rcoll's multi-node tests: peers there get peer failure handling and the
+ * network transports, as on separate machines. */
 static uint64_t ucx_host_id(void) {
   char buf[128] = "";
+  struct stat st;
   uint64_t h = 0xcbf29ce484222325ull;
   FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
   if (f != NULL) {
@@ -41,6 +46,8 @@ static uint64_t ucx_host_id(void) {
   }
   if (gethostname(buf, sizeof buf) == 0)
     h = ucx_fnv1a(h, buf, strnlen(buf, sizeof buf));
+  if (stat("/proc/self/ns/net", &st) == 0)
+    h = ucx_fnv1a(h, (const char *)&st.st_ino, sizeof st.st_ino);
   return h;
 }
 
