@@ -86,7 +86,7 @@ LIB_A := $(LIBOUT)/librcoll.a
 # bench/*.c except rcoll_info.c). With MPI found the bench is built by mpicc so
 # that mpiexec can launch it; the library itself never links MPI.
 BENCH_BINS := $(patsubst %.c,%,$(wildcard bench/*_perf.c))
-BENCH_COMMON_SRCS := $(filter-out bench/%_perf.c bench/rcoll_info.c,$(wildcard bench/*.c))
+BENCH_COMMON_SRCS := $(filter-out bench/%_perf.c bench/rcoll_info.c bench/rcoll_tune.c,$(wildcard bench/*.c))
 BENCH_COMMON_OBJS := $(BENCH_COMMON_SRCS:%.c=$(BUILD)/%.o)
 ifeq ($(RCOLL_HAVE_MPI),1)
 BENCH_CC := $(MPICC)
@@ -95,7 +95,8 @@ else
 BENCH_CC := $(CC)
 BENCH_DEFS :=
 endif
-INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info)
+INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info) \
+            $(if $(wildcard bench/rcoll_tune.c),bench/rcoll_tune)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
 
 # ------------------------------------------------------------------ tests
@@ -163,14 +164,18 @@ $(BUILD)/bench/%.o: bench/%.c config.mk
 
 # rcoll_info prints internal settings tables, so it links the static library
 # and needs neither MPI nor the shared one.
-$(BUILD)/bench/rcoll_info.o: BENCH_CC := $(CC)
-$(BUILD)/bench/rcoll_info.o: BENCH_DEFS :=
+$(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o: BENCH_CC := $(CC)
+$(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o: BENCH_DEFS :=
 
 bench/%_perf: $(BUILD)/bench/%_perf.o $(BENCH_COMMON_OBJS) $(LIB_SO)
 	$(call msg,LD,$@)$(BENCH_CC) -o $@ $(filter %.o,$^) -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../lib' \
 	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
 
 bench/rcoll_info: $(BUILD)/bench/rcoll_info.o $(LIB_A)
+	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+
+# rcoll_tune prints the tuner's model for a topology (internal API too).
+bench/rcoll_tune: $(BUILD)/bench/rcoll_tune.o $(LIB_A)
 	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
@@ -347,7 +352,7 @@ uninstall:
 # ------------------------------------------------------------------ housekeeping
 clean:
 	rm -rf build build-asan lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
-	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info
+	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info bench/rcoll_tune
 
 distclean: clean
 	rm -rf config.mk config.status config.log configure autom4te.cache

@@ -11,12 +11,8 @@
  * RCOLL_TUNE_BW and RCOLL_TUNE_REDUCE_BW; RCOLL_ALGO, RCOLL_DETERMINISTIC and
  * RCOLL_CHUNK_SIZE apply as in a communicator.
  *
- * Until the Makefile builds this file as a tool of its own (as it does
- * rcoll_info), it is compiled only with -DRCOLL_TUNE_TOOL, so that the bench
- * drivers, which link every other .c file in bench/, get no second main():
- *   cc -std=c11 -D_GNU_SOURCE -O2 -Iinclude -Ilib -DRCOLL_TUNE_TOOL \
- *      bench/rcoll_tune.c lib/librcoll.a -pthread -lm -o bench/rcoll_tune */
-#ifdef RCOLL_TUNE_TOOL
+ * Built by `make` as a tool of its own, linked with the static library
+ * (rcoll_info likewise): it calls the tuner's internal API. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,4 +132,3 @@ int main(int argc, char **argv) {
   rcoll_topo_free(&topo);
   return 0;
 }
-#endif
