@@ -255,10 +255,12 @@ Test(ucx, sizes_under_both_transport_sets, .timeout = 180) {
 }
 
 /* The log names the transports the endpoint ended up on: they must be the
- * ones UCX_TLS allows, and shared memory between processes of one host. */
+ * ones UCX_TLS allows, and shared memory between processes of one host.
+ * Peer failure handling is used unless it would exclude shared memory. */
 Test(ucx, endpoint_uses_the_transports_ucx_tls_allows) {
   const char *want[NTLS] = {"tcp/", "posix/"};
   const char *never[NTLS] = {"posix/", "tcp/"};
+  const int want_mode[NTLS] = {1, 0};
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
     char lanes[256];
@@ -267,13 +269,14 @@ Test(ucx, endpoint_uses_the_transports_ucx_tls_allows) {
     ucx_lanes_summary(c->ep, lanes, sizeof lanes);
     cr_assert(strstr(lanes, want[t]) && !strstr(lanes, never[t]), "UCX_TLS=%s gave lanes '%s'", tls_list[t],
               lanes);
-    cr_assert_eq(c->peer_mode, 0, "a local peer must not ask for peer failure handling");
+    cr_assert_eq(c->peer_mode, want_mode[t], "UCX_TLS=%s: peer failure handling %d", tls_list[t], c->peer_mode);
+    cr_assert_eq(((ucx_ctx_t *)p.sctx)->has_shm, t == 1, "UCX_TLS=%s: shared memory misjudged", tls_list[t]);
     pair_close(&p);
   }
 }
 
-/* Peer failure handling is asked for remote peers (forced here): TCP
- * supports it; shared memory does not, and the transport falls back. */
+/* Peer failure handling forced for a local peer: TCP supports it; shared
+ * memory does not, and the transport falls back. */
 Test(ucx, peer_failure_mode_and_its_fallback, .timeout = 60) {
   const int want_mode[NTLS] = {1, 0};
   const size_t sizes[] = {3, 100000, 5 * MIB};

@@ -51,6 +51,27 @@ static uint64_t ucx_host_id(void) {
   return h;
 }
 
+/* Whether UCX may use shared memory here (a posix, sysv, cma, xpmem or knem
+ * resource in the context): such transports have no peer failure handling,
+ * so endpoints to local peers then go without it (ucx_conn.c). The context
+ * lists its resources only as text, one "resource N : ... tl/dev" a line. */
+static int ucx_has_shm(ucp_context_h ucp) {
+  static const char *const shm[] = {"posix/", "sysv/", "cma/", "xpmem/", "knem/"};
+  char *text = NULL, *line, *save = NULL;
+  size_t len = 0;
+  int found = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (f == NULL)
+    return 1; /* cannot tell: keep local peers on shared memory */
+  ucp_context_print_info(ucp, f);
+  fclose(f);
+  for (line = strtok_r(text, "\n", &save); line != NULL && !found; line = strtok_r(NULL, "\n", &save))
+    for (size_t i = 0; i < sizeof shm / sizeof shm[0] && strstr(line, "resource"); i++)
+      found |= strstr(line, shm[i]) != NULL;
+  free(text);
+  return found;
+}
+
 static rcollResult_t ucx_ucp_open(ucx_ctx_t *ctx) {
   ucp_config_t *config;
   /* NULL prefix and file: UCX reads its own UCX_* variables, nothing else. */
@@ -69,6 +90,7 @@ static rcollResult_t ucx_ucp_open(ucx_ctx_t *ctx) {
   ucp_context_attr_t attr = {.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES};
   if (ucp_context_query(ctx->ucp, &attr) == UCS_OK)
     ctx->mem_types = attr.memory_types;
+  ctx->has_shm = ucx_has_shm(ctx->ucp);
   /* SERIALIZED: one thread at a time, not always the same one (a
    * communicator may be driven by different threads over its life). */
   ucp_worker_params_t wparams = {
@@ -88,26 +110,62 @@ static rcollResult_t ucx_ucp_open(ucx_ctx_t *ctx) {
   return rcollSuccess;
 }
 
+void ucx_orphan(ucx_ctx_t *ctx, void *req) {
+  if (ucp_request_check_status(req) != UCS_INPROGRESS) {
+    ucp_request_free(req);
+    return;
+  }
+  if (ctx->norphans == ctx->orphans_cap) {
+    int cap = ctx->orphans_cap ? 2 * ctx->orphans_cap : 16;
+    void **o = realloc(ctx->orphans, (size_t)cap * sizeof *o);
+    if (o == NULL) {
+      ucp_request_free(req); /* UCX releases it when done; only the bookkeeping is lost */
+      ctx->unclean = 1;
+      return;
+    }
+    ctx->orphans = o;
+    ctx->orphans_cap = cap;
+  }
+  ctx->orphans[ctx->norphans++] = req;
+}
+
+/* Progresses until every orphan has finished or the deadline passes;
+ * returns how many are still running. */
+static int ucx_orphans_settle(ucx_ctx_t *ctx, int64_t deadline_ms) {
+  while (ctx->norphans > 0) {
+    void *req = ctx->orphans[ctx->norphans - 1];
+    if (ucx_progress_until(ctx->worker, req, deadline_ms) == UCS_INPROGRESS)
+      break;
+    ucp_request_free(req);
+    ctx->norphans--;
+  }
+  return ctx->norphans;
+}
+
 /* UCX 1.13 (as Debian builds it, with assertions) aborts the process when a
- * worker is destroyed while an endpoint still has operations queued, which
- * happens after a close with transfers in flight (an abort, a failed peer).
- * So the worker is flushed first. After clean closes only UCX's own
+ * worker is destroyed while an endpoint still has requests running or
+ * operations queued, which happens after a close with transfers in flight
+ * (an abort, a failed peer). So first the requests closed comms left behind
+ * must finish, then the worker is flushed. After clean closes only UCX's own
  * acknowledgements can be outstanding, which are safe to drop after a short
- * wait; after an unclean one, a worker that does not drain in time is left
- * allocated with its context: a leak on an error path, where the
- * alternative is to take the application down. Returns 0 for that case. */
+ * wait; otherwise a worker that does not settle in time is left allocated
+ * with its context: a leak on an error path, where the alternative is to
+ * take the application down. Returns 0 for that case. */
 static int ucx_worker_quiesce(ucx_ctx_t *ctx) {
+  int unclean = ctx->unclean || ctx->norphans > 0;
+  int64_t deadline = rcoll_now_ms() + (unclean ? UCX_CLOSE_UNCLEAN_MS : UCX_CLOSE_CLEAN_MS);
+  int running = ucx_orphans_settle(ctx, deadline);
+  ucs_status_t st = UCS_OK;
   ucp_request_param_t param = {.op_attr_mask = 0};
-  void *req = ucp_worker_flush_nbx(ctx->worker, &param);
-  if (!UCS_PTR_IS_PTR(req))
-    return 1;
-  int wait_ms = ctx->unclean ? UCX_CLOSE_UNCLEAN_MS : UCX_CLOSE_CLEAN_MS;
-  ucs_status_t st = ucx_progress_until(ctx->worker, req, rcoll_now_ms() + wait_ms);
-  ucp_request_free(req);
-  if (st != UCS_INPROGRESS || !ctx->unclean)
+  void *req = running ? NULL : ucp_worker_flush_nbx(ctx->worker, &param);
+  if (UCS_PTR_IS_PTR(req)) {
+    st = ucx_progress_until(ctx->worker, req, deadline);
+    ucp_request_free(req);
+  }
+  if (running == 0 && (st != UCS_INPROGRESS || !unclean))
     return 1;
   RCOLL_WARN("ucx: rank %d: transfers still in flight %d ms after closing; leaving the UCX worker allocated",
-             ctx->rank, wait_ms);
+             ctx->rank, unclean ? UCX_CLOSE_UNCLEAN_MS : UCX_CLOSE_CLEAN_MS);
   return 0;
 }
 
@@ -152,8 +210,9 @@ static rcollResult_t ucx_init(const rcoll_net_config_t *cfg, void **out) {
   ctx->next_conn_id = 1;
   const char *tls = getenv("UCX_TLS");
   RCOLL_INFO(RCOLL_SUB_NET, "ucx: rank %d: UCX %s, UCX_TLS=%s, worker address %zu bytes, memory %s%s, "
-             "rendezvous on %s (%s)", ctx->rank, ucp_get_version_string(), tls ? tls : "(default)",
-             ctx->waddr_len, "host", (ctx->mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) ? "+cuda" : "",
+             "shared memory %s, rendezvous on %s (%s)", ctx->rank, ucp_get_version_string(),
+             tls ? tls : "(default)", ctx->waddr_len, "host",
+             (ctx->mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) ? "+cuda" : "", ctx->has_shm ? "yes" : "no",
              ctx->ifname, ucx_addr_str(&ctx->addr, abuf));
   *out = ctx;
   return rcollSuccess;
@@ -166,6 +225,7 @@ static rcollResult_t ucx_finalize(void *vctx) {
   ucx_connects_free(ctx);
   ucx_ucp_close(ctx);
   ucx_zombies_free(ctx);
+  free(ctx->orphans);
   free(ctx);
   return rcollSuccess;
 }

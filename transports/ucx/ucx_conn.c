@@ -146,11 +146,11 @@ static ucs_status_t ucx_ep_create(ucx_conn_t *c, const void *waddr, int peer_mod
   return ucp_ep_create(c->ctx->worker, &params, &c->ep);
 }
 
-/* Peers on another host get peer failure handling; local ones the mode
- * shared memory supports (ucx_priv.h). When the transports that reach a
- * remote peer cannot handle its failure, the liveness line must do. */
+/* Peer failure handling, unless the peer is local and UCX may use shared
+ * memory (ucx_priv.h). When the transports that reach a peer cannot handle
+ * its failure, the liveness line must do. */
 rcollResult_t ucx_conn_connect_ep(ucx_conn_t *c, const void *waddr, int local) {
-  int peer_mode = !local || c->ctx->force_peer_mode;
+  int peer_mode = !local || !c->ctx->has_shm || c->ctx->force_peer_mode;
   ucs_status_t st = ucx_ep_create(c, waddr, peer_mode);
   if (st == UCS_ERR_UNREACHABLE && peer_mode) {
     RCOLL_INFO(RCOLL_SUB_NET, "ucx: no transport to %s handles peer failure; connecting without", c->peer);
@@ -211,7 +211,7 @@ rcollResult_t ucx_close_comm(void *comm) {
   if (c->greet_req != NULL) {
     if (!c->is_send)
       ucp_request_cancel(c->ctx->worker, c->greet_req);
-    ucp_request_free(c->greet_req);
+    ucx_orphan(c->ctx, c->greet_req);
   }
   /* An endpoint that merely did not finish its flush after a clean close
    * leaves nothing queued that UCX could trip over: the context stays clean. */

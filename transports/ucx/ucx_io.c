@@ -160,7 +160,7 @@ static rcollResult_t ucx_req_check_peer(ucx_conn_t *c, ucx_req_t *r) {
   }
   if (r->kind == UCX_REQ_RECV)
     ucp_request_cancel(c->ctx->worker, r->ucp_req);
-  ucp_request_free(r->ucp_req); /* UCX releases it once it is done */
+  ucx_orphan(c->ctx, r->ucp_req);
   r->ucp_req = NULL;
   r->done = 1;
   r->status = UCS_ERR_CANCELED;
@@ -191,8 +191,8 @@ rcollResult_t ucx_test(void *request, int *done, size_t *sizes) {
 }
 
 /* At close: pending receives are cancelled and given a moment to settle, so
- * that UCX is done with the caller's buffers; every UCX request is released.
- * Returns how many requests had not completed. */
+ * that UCX is done with the caller's buffers; requests still running are
+ * handed to the context (ucx_orphan). Returns how many had not completed. */
 int ucx_reqs_release(ucx_conn_t *c) {
   ucp_worker_h w = c->ctx->worker;
   int64_t deadline = rcoll_now_ms() + UCX_CLOSE_CLEAN_MS;
@@ -207,7 +207,7 @@ int ucx_reqs_release(ucx_conn_t *c) {
     busy++;
     if (r->kind == UCX_REQ_RECV)
       ucx_progress_until(w, r->ucp_req, deadline);
-    ucp_request_free(r->ucp_req);
+    ucx_orphan(c->ctx, r->ucp_req);
     r->ucp_req = NULL;
   }
   return busy;

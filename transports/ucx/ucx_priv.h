@@ -24,12 +24,15 @@
  * dies, the kernel closes it and the other side learns at once, whatever
  * transport UCX picked.
  *
- * Endpoints to peers on another host use UCP_ERR_HANDLING_MODE_PEER with an
- * error handler, so a peer failure fails the endpoint's requests. Endpoints
- * to peers on the same host use UCP_ERR_HANDLING_MODE_NONE, because UCX's
- * shared-memory transports (posix, sysv) support no other mode and asking for
- * PEER would push local traffic onto TCP loopback; there the liveness line
- * detects a dead peer. */
+ * Endpoints use UCP_ERR_HANDLING_MODE_PEER with an error handler, so that a
+ * peer failure fails the endpoint's requests and UCX cleans up after it,
+ * except endpoints to peers on the same host when UCX may use shared memory:
+ * its shared-memory transports (posix, sysv, cma) support no peer failure
+ * handling, and asking for it would push local traffic onto TCP loopback.
+ * Those use UCP_ERR_HANDLING_MODE_NONE, and the liveness line detects a dead
+ * peer. (UCX 1.13 itself may then abort a survivor that still processes a
+ * rendezvous from the dead peer: a limitation of that mode, seen in about 1
+ * of 40 rank-death runs with UCX_TLS=posix,cma,self.) */
 #ifndef RCOLL_TRANSPORT_UCX_PRIV_H
 #define RCOLL_TRANSPORT_UCX_PRIV_H
 
@@ -92,6 +95,7 @@ typedef struct ucx_ctx {
   ucp_address_t *waddr;    /* this worker's address, sent to connecting peers */
   size_t waddr_len;
   uint64_t mem_types;      /* UCS_MEMORY_TYPE_* bits UCX supports here */
+  int has_shm;             /* UCX may use shared memory for local peers */
   rcoll_sockaddr_t addr;   /* interface address for rendezvous sockets (port 0) */
   char ifname[RCOLL_IFNAME_MAX];
   uint64_t secret, host_id;
@@ -103,6 +107,8 @@ typedef struct ucx_ctx {
   struct ucx_pconn *connects; /* connects in progress */
   struct ucx_conn *zombies;   /* closed comms whose endpoint is still open */
   int unclean;                /* a comm was closed with transfers in flight, or failed */
+  void **orphans;             /* UCX requests of closed or failed comms, not finished */
+  int norphans, orphans_cap;
 } ucx_ctx_t;
 
 enum ucx_req_kind { UCX_REQ_FREE = 0, UCX_REQ_SEND, UCX_REQ_RECV };
@@ -174,6 +180,9 @@ rcollResult_t ucx_close_comm(void *comm);
 void ucx_zombies_free(ucx_ctx_t *ctx); /* after the worker is destroyed */
 /* Progresses w until req completes or deadline_ms passes; returns its status. */
 ucs_status_t ucx_progress_until(ucp_worker_h w, void *req, int64_t deadline_ms);
+/* A UCX request nobody will test again: kept until it finishes, because the
+ * worker must not be destroyed under it (ucx.c). */
+void ucx_orphan(ucx_ctx_t *ctx, void *req);
 
 /* ucx_io.c: requests. */
 rcollResult_t ucx_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
