@@ -443,20 +443,37 @@ static void child_read(int fd, void *b, size_t n) {
     _exit(4);
 }
 
-/* Child: connects to the parent's handle, sends two messages of 64 MiB,
- * progresses them until the parent kills it (or alarm does, should the
- * parent fail first). */
-static void child_send_and_die(child_t *k, const char *tls) {
-  rcoll_settings_t s;
-  char handle[RCOLL_NET_HANDLE_BYTES];
-  void *ctx = NULL, *send = NULL, *req[2] = {NULL, NULL};
+/* The child's context; alarm ends it should the parent fail first. */
+static void *child_ctx(const char *tls) {
+  static rcoll_settings_t s;
+  void *ctx = NULL;
   alarm(30);
   setenv("UCX_TLS", tls, 1);
   settings(&s, 30);
   rcoll_net_config_t cfg = {.settings = &s, .secret = SECRET};
-  child_read(k->to_child[0], handle, sizeof handle);
   if (ops->init(&cfg, &ctx) != rcollSuccess)
     _exit(5);
+  return ctx;
+}
+
+/* What a survivor must see: a remote error naming the peer's address, in
+ * time; later operations fail at once; closing is prompt. */
+static void expect_peer_gone(const char *tls, rcollResult_t r, int64_t t0, int64_t limit_ms) {
+  int64_t dt = now_ms() - t0;
+  cr_assert_eq(r, rcollRemoteError, "UCX_TLS=%s: got %d after %lld ms: %s", tls, r, (long long)dt,
+               rcoll_error_text());
+  cr_assert_lt(dt, limit_ms, "UCX_TLS=%s: failing took %lld ms", tls, (long long)dt);
+  cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
+}
+
+/* Child: connects to the parent's handle, sends two messages of 64 MiB,
+ * progresses them until the parent kills it (or alarm does, should the
+ * parent fail first). */
+static void child_send_and_die(child_t *k, const char *tls) {
+  char handle[RCOLL_NET_HANDLE_BYTES];
+  void *send = NULL, *req[2] = {NULL, NULL};
+  child_read(k->to_child[0], handle, sizeof handle);
+  void *ctx = child_ctx(tls);
   for (int64_t end = now_ms() + 10000; send == NULL && now_ms() < end;)
     if (ops->connect(ctx, 0, handle, &send) != rcollSuccess)
       _exit(6);
@@ -525,11 +542,7 @@ static void sender_dies(const char *tls) {
     r = wait_req(rreq, NULL, 10000);
   if (r == rcollSuccess)
     r = recv_outcome(recv, rb, n, 10000);
-  int64_t dt = now_ms() - t0;
-  cr_assert_eq(r, rcollRemoteError, "UCX_TLS=%s: got %d after %lld ms: %s", tls, r, (long long)dt,
-               rcoll_error_text());
-  cr_assert_lt(dt, 3000, "UCX_TLS=%s: failing took %lld ms", tls, (long long)dt);
-  cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
+  expect_peer_gone(tls, r, t0, 3000);
   cr_assert_neq(ops->irecv(recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess, "later ops must fail fast");
   int64_t t1 = now_ms();
   ops->close_recv(recv);
@@ -546,14 +559,9 @@ Test(ucx, sender_death_fails_receiver_shm, .timeout = 60) { sender_dies("posix,c
  * 64 MiB and dies once it has arrived (or after 3 s), with the parent's
  * second message in flight. */
 static void child_recv_and_die(child_t *k, const char *tls) {
-  rcoll_settings_t s;
   char handle[RCOLL_NET_HANDLE_BYTES];
-  void *ctx = NULL, *listen = NULL, *recv = NULL, *req = NULL;
-  alarm(30);
-  setenv("UCX_TLS", tls, 1);
-  settings(&s, 30);
-  rcoll_net_config_t cfg = {.settings = &s, .secret = SECRET};
-  if (ops->init(&cfg, &ctx) != rcollSuccess || ops->listen(ctx, 0, handle, &listen) != rcollSuccess)
+  void *ctx = child_ctx(tls), *listen = NULL, *recv = NULL, *req = NULL;
+  if (ops->listen(ctx, 0, handle, &listen) != rcollSuccess)
     _exit(5);
   child_write(k->from_child[1], handle, sizeof handle);
   for (int64_t end = now_ms() + 10000; recv == NULL && now_ms() < end;)
@@ -603,15 +611,11 @@ static void receiver_dies(const char *tls, int force_peer, int blind_line) {
   rcollResult_t r = wait_req(sreq[0], NULL, 15000);
   if (r == rcollSuccess)
     r = wait_req(sreq[1], NULL, 15000);
-  int64_t dt = now_ms() - t0;
+  expect_peer_gone(tls, r, t0, 10000);
   int status = 0;
   waitpid(k.pid, &status, 0);
   cr_assert(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL, "the child did not die as planned (status %d)",
             status);
-  cr_assert_eq(r, rcollRemoteError, "UCX_TLS=%s: got %d after %lld ms: %s", tls, r, (long long)dt,
-               rcoll_error_text());
-  cr_assert_lt(dt, 10000);
-  cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
   void *req2;
   cr_assert_eq(ops->isend(send, sb, 10, 0, NULL, &req2), rcollRemoteError, "later ops must fail fast");
   int64_t t1 = now_ms();

@@ -3,8 +3,8 @@
  * has nothing to do and then armed (ucp_worker_arm); if UCX says events are
  * already pending, there is no sleep. Otherwise the thread polls the
  * workers' event fds and the liveness lines of the comms (a peer's exit
- * shows there) for at most timeout_us. A worker without an event fd makes
- * the wait a short nap instead. */
+ * shows there) for at most timeout_us. A worker without an event fd, or one
+ * that cannot be armed, makes the wait a short nap instead. */
 #if RCOLL_HAVE_UCX
 
 #include <errno.h>
@@ -16,11 +16,18 @@
 #define UCX_WAIT_MAX 64
 #define UCX_NAP_US 200
 
-/* Returns 1 when the worker had work or events pending: no sleep then. */
-static int ucx_worker_ready(ucx_ctx_t *ctx) {
+enum { UCX_ARMED, UCX_READY, UCX_NAP };
+
+/* UCX_READY when the worker had work or events pending (no sleep then),
+ * UCX_ARMED when its event fd will signal the next event, UCX_NAP when it
+ * cannot be armed (no event fd, or arming failed): a short sleep then. */
+static int ucx_worker_arm_state(ucx_ctx_t *ctx) {
+  if (ctx->efd < 0)
+    return UCX_NAP;
   if (ucp_worker_progress(ctx->worker) != 0)
-    return 1;
-  return ctx->efd < 0 || ucp_worker_arm(ctx->worker) != UCS_OK;
+    return UCX_READY;
+  ucs_status_t st = ucp_worker_arm(ctx->worker);
+  return st == UCS_OK ? UCX_ARMED : st == UCS_ERR_BUSY ? UCX_READY : UCX_NAP;
 }
 
 static void ucx_nap(int64_t us) {
@@ -41,11 +48,10 @@ rcollResult_t ucx_wait(void *const *comms, int n, int64_t timeout_us) {
       seen = ctxs[j] == c->ctx;
     if (!seen) {
       ctxs[nctx++] = c->ctx;
-      if (c->ctx->efd < 0)
-        nap = 1;
-      else if (ucx_worker_ready(c->ctx))
-        ready = 1;
-      else
+      int state = ucx_worker_arm_state(c->ctx);
+      ready |= state == UCX_READY;
+      nap |= state == UCX_NAP;
+      if (state == UCX_ARMED)
         pfd[np++] = (struct pollfd){.fd = c->ctx->efd, .events = POLLIN};
     }
     /* A line already found closed would wake every poll: leave it out. */
