@@ -197,15 +197,12 @@ static void *stream_run(void *arg) {
 }
 
 /* Buffers for n messages: sends filled with the pattern, receives posted
- * `extra` bytes larger and poisoned. */
+ * `extra` bytes larger and poisoned. One allocation holds the arrays. */
 static stream_t *stream_new(void *comm, int is_send, int n, const size_t *sizes, size_t extra) {
-  stream_t *s = calloc(1, sizeof *s);
-  s->comm = comm;
-  s->is_send = is_send;
-  s->n = n;
-  s->bufs = calloc((size_t)n, sizeof *s->bufs);
-  s->sizes = calloc((size_t)n, sizeof *s->sizes);
-  s->got = calloc((size_t)n, sizeof *s->got);
+  stream_t *s = calloc(1, sizeof *s + (size_t)n * (sizeof(char *) + 2 * sizeof(size_t)));
+  *s = (stream_t){.comm = comm, .is_send = is_send, .n = n, .bufs = (char **)(s + 1)};
+  s->sizes = (size_t *)(s->bufs + n);
+  s->got = s->sizes + n;
   for (int i = 0; i < n; i++) {
     s->sizes[i] = sizes[i] + (is_send ? 0 : extra);
     s->bufs[i] = malloc(s->sizes[i] + 1);
@@ -220,9 +217,6 @@ static stream_t *stream_new(void *comm, int is_send, int n, const size_t *sizes,
 static void stream_free(stream_t *s) {
   for (int i = 0; i < s->n; i++)
     free(s->bufs[i]);
-  free(s->bufs);
-  free(s->sizes);
-  free(s->got);
   free(s);
 }
 
@@ -266,7 +260,7 @@ static const size_t sizes_all[] = {0,        1,        31,          32,         
 
 /* ---- two threads of one process ---- */
 
-Test(shm, threads_sizes_ring_only_and_memcpy) {
+Test(shm, threads_sizes_ring_memcpy_and_crossover) {
   const cfg_t cfgs[] = {{.slots = 8, .slot_size = SLOT, .memcpy_min = 0},
                         {.slots = 8, .slot_size = SLOT, .memcpy_min = 65536},
                         {.slots = 2, .slot_size = 256, .memcpy_min = 1}};
@@ -279,18 +273,13 @@ Test(shm, threads_sizes_ring_only_and_memcpy) {
     exchange(&p, NSIZES, sizes_all, 3 * SLOT + 7); /* receives posted larger than the send */
     pair_close(&p);
   }
-}
-
-/* Messages just below, at and above the single-copy threshold alternate, so
- * the two paths interleave on one ring. */
-Test(shm, threads_crossover_interleaves_paths) {
-  enum { N = 60 };
-  size_t sizes[N];
-  for (int i = 0; i < N; i++)
-    sizes[i] = 65536 + (size_t)(i % 3) - 1;
+  /* Sizes just below, at and above the threshold alternate on one ring. */
+  size_t cross[60];
+  for (int i = 0; i < 60; i++)
+    cross[i] = 65536 + (size_t)(i % 3) - 1;
   pair_t p;
   pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT, .memcpy_min = 65536});
-  exchange(&p, N, sizes, 5);
+  exchange(&p, 60, cross, 5);
   pair_close(&p);
 }
 
