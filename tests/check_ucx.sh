@@ -5,8 +5,9 @@
 #   1. the conformance sweep (tests/conformance.c) with ranks as threads
 #      (2, 3, 4 ranks; sweep and all types and ops), as processes (2, 3 ranks)
 #      and through rcollCommInitAll with one thread driving every rank
-#   2. bench/allreduce_perf with 2 ranks as threads and -c 1: exit status 0,
-#      "#wrong" 0 in every row, "Out of bounds values : 0 OK"
+#   2. bench/allreduce_perf with -c 1, 2 ranks as threads and (with MPICH)
+#      2 processes under mpiexec: exit status 0, "#wrong" 0 in every row,
+#      "Out of bounds values : 0 OK"
 #   3. with root, iproute2 and MPICH: two network namespaces ("nodes"), one
 #      rank each, UCX_TLS=tcp; the connection between the nodes must use peer
 #      failure handling, as between machines
@@ -28,6 +29,7 @@ if [[ ! -x $PROG || tests/conformance.c -nt $PROG || tests/conformance_case.h -n
 fi
 [[ -x $BENCH ]] || { echo "check_ucx: $BENCH is missing: run make first" >&2; exit 1; }
 
+MPIEXEC=${MPIEXEC:-$(command -v mpiexec.mpich || true)}
 export RCOLL_NET=ucx
 export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
 failed=0
@@ -73,12 +75,13 @@ for tls in tcp,self posix,cma,self; do
   run "UCX_TLS=$tls: rcollCommInitAll, one thread drives all ranks" 120 \
     env RCOLL_TIMEOUT=20 "$PROG" -t 2,3 -s initall
   bench "UCX_TLS=$tls: allreduce_perf -t 2 -c 1" "$BENCH" -t 2 -b 8 -e 32M -f 8 -c 1 -n 5 -w 2
+  [[ -n $MPIEXEC ]] && bench "UCX_TLS=$tls: mpiexec -n 2 allreduce_perf -c 1" \
+    "$MPIEXEC" -n 2 "$BENCH" -b 8 -e 32M -f 8 -c 1 -n 5 -w 2
 done
 unset UCX_TLS
 
 netns_pass() {
   local out rc
-  MPIEXEC=${MPIEXEC:-$(command -v mpiexec.mpich || true)}
   if [[ $(id -u) != 0 || -z $MPIEXEC ]] || ! command -v ip >/dev/null; then
     echo "-- ucx: network namespaces: skipped (needs root, iproute2 and MPICH)"
     return
