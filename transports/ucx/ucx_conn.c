@@ -71,12 +71,13 @@ static void ucx_ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status) {
 }
 
 /* Returns 1 when the peer is gone. The line carries no data after the
- * handshake, so anything readable is an end of file or an error. */
-int ucx_conn_probe(ucx_conn_t *c, int force) {
+ * handshake, so anything readable is an end of file or an error. Looks at
+ * most every UCX_PROBE_US: it is a system call. */
+int ucx_conn_probe(ucx_conn_t *c) {
   if (c->lost_ms != 0)
     return 1;
   int64_t now = rcoll_now_us();
-  if (!force && now < c->next_probe_us)
+  if (now < c->next_probe_us)
     return 0;
   c->next_probe_us = now + UCX_PROBE_US;
   char b;
@@ -179,14 +180,14 @@ ucs_status_t ucx_progress_until(ucp_worker_h w, void *req, int64_t deadline_ms) 
 }
 
 /* After a clean close the endpoint is flushed, so that sends that completed
- * locally leave the process, with a short wait. After a failure, or with
- * transfers in flight, an endpoint with peer failure handling is released at
- * once (UCX allows the forced close only in that mode); one without gets the
- * longer wait. Returns 0 when the endpoint did not close in time: it then
- * stays with the worker, which releases it when it is destroyed. */
-static int ucx_ep_close(ucx_conn_t *c, int unclean) {
+ * locally leave the process, with a short wait. An endpoint to a peer that
+ * is gone, or closed with transfers in flight, is released at once when it
+ * has peer failure handling (UCX allows the forced close only in that mode).
+ * Returns 0 when the endpoint did not close in time: it then stays with the
+ * worker, which releases it when it is destroyed. */
+static int ucx_ep_close(ucx_conn_t *c, int gone, int unclean) {
   ucp_worker_h w = c->ctx->worker;
-  int force = unclean && c->peer_mode;
+  int force = (gone || unclean) && c->peer_mode;
   ucp_request_param_t p = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS, .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
   void *req = ucp_ep_close_nbx(c->ep, &p);
   if (!UCS_PTR_IS_PTR(req))
@@ -201,21 +202,26 @@ static int ucx_ep_close(ucx_conn_t *c, int unclean) {
   return 0;
 }
 
-/* A comm whose endpoint is still open may yet see its error handler called,
+/* Unclean: requests were still running, or the connection failed for
+ * another reason than its peer going away (which is how every connection
+ * ends when the peer closes first). Only then must the worker's destruction
+ * wait for UCX to settle (ucx.c). An endpoint that merely did not finish its
+ * flush leaves nothing queued that UCX could trip over.
+ * A comm whose endpoint is still open may yet see its error handler called,
  * so it is kept (as a zombie) until the worker is gone. */
 rcollResult_t ucx_close_comm(void *comm) {
   ucx_conn_t *c = comm;
   if (c == NULL)
     return rcollSuccess;
-  int unclean = ucx_reqs_release(c) > 0 || c->err != rcollSuccess;
+  int busy = ucx_reqs_release(c);
+  int gone = c->lost_ms != 0 || c->err != rcollSuccess;
+  int unclean = busy > 0 || (c->err != rcollSuccess && c->lost_ms == 0);
   if (c->greet_req != NULL) {
     if (!c->is_send)
       ucp_request_cancel(c->ctx->worker, c->greet_req);
     ucx_orphan(c->ctx, c->greet_req);
   }
-  /* An endpoint that merely did not finish its flush after a clean close
-   * leaves nothing queued that UCX could trip over: the context stays clean. */
-  int closed = c->ep == NULL || ucx_ep_close(c, unclean);
+  int closed = c->ep == NULL || ucx_ep_close(c, gone, unclean);
   if (unclean)
     c->ctx->unclean = 1;
   if (c->fd >= 0)

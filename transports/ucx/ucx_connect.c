@@ -210,7 +210,7 @@ static int ucx_pconn_wired(ucx_ctx_t *ctx, ucx_pconn_t *p, rcollResult_t *err) {
   ucp_worker_progress(ctx->worker);
   ucs_status_t st = ucp_request_check_status(c->greet_req);
   if (st == UCS_INPROGRESS) {
-    if (!ucx_conn_probe(c, 0))
+    if (!ucx_conn_probe(c))
       return 0;
     *err = rcoll_error_quiet(rcollRemoteError, "ucx: %s went away while connecting", c->peer);
     return -1;

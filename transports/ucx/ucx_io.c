@@ -148,7 +148,7 @@ static void ucx_req_poll(ucx_req_t *r) {
  * on its way when the liveness line closed. The request stays taken, so
  * testing it again reports the same error. */
 static rcollResult_t ucx_req_check_peer(ucx_conn_t *c, ucx_req_t *r) {
-  if (!ucx_conn_probe(c, 0) && c->err == rcollSuccess)
+  if (!ucx_conn_probe(c) && c->err == rcollSuccess)
     return rcollSuccess;
   if (c->err == rcollSuccess) {
     int64_t grace = c->timeout_ms < UCX_LOST_GRACE_MS ? c->timeout_ms : UCX_LOST_GRACE_MS;

@@ -173,7 +173,7 @@ rcollResult_t ucx_conn_new(ucx_ctx_t *ctx, int is_send, int fd, uint32_t conn_id
 rcollResult_t ucx_conn_connect_ep(ucx_conn_t *c, const void *waddr, int local);
 void ucx_conn_fail(ucx_conn_t *c, rcollResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 rcollResult_t ucx_conn_error(const ucx_conn_t *c);
-int ucx_conn_probe(ucx_conn_t *c, int force);
+int ucx_conn_probe(ucx_conn_t *c);
 /* The transports of the endpoint's lanes, e.g. "posix/memory.0,cma/memory.0". */
 void ucx_lanes_summary(ucp_ep_h ep, char *out, size_t outlen);
 rcollResult_t ucx_close_comm(void *comm);
