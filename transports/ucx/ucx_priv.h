@@ -22,7 +22,8 @@
  * sender then creates its endpoint from that address. The socket stays open
  * for the life of the connection as a liveness line: when either process
  * dies, the kernel closes it and the other side learns at once, whatever
- * transport UCX picked.
+ * transport UCX picked. (A process that forks without exec keeps the line
+ * open in its child; the rcoll timeout still bounds every wait then.)
  *
  * Endpoints use UCP_ERR_HANDLING_MODE_PEER with an error handler, so that a
  * peer failure fails the endpoint's requests and UCX cleans up after it,
