@@ -310,6 +310,12 @@ check-asan: asan-build
 	@$(SAN_ENV) $(RUN_CHECKS) criterion build-asan/check-results $(TEST_SRCS:tests/%.c=build-asan/tests/bin/%)
 	@scripts/run-checks.sh summary build-asan/check-results
 
+# The verbs transport on Soft-RoCE in QEMU VMs (installs QEMU and a Debian
+# kernel as root when missing, else skips); `make check` runs it too.
+check-rxe: $(LIB_A)
+	@tests/check_rxe.sh
+.PHONY: check-rxe
+
 DEMO_CMD := bench/allreduce_perf -t 2 -b 8 -e 128M -f 4
 
 demo:

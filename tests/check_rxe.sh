@@ -57,16 +57,26 @@ KVER=$(pick_kernel)
 grep -q 'RCOLL_HAVE_IBVERBS=1' config.mk 2>/dev/null || skip "rcoll was configured without libibverbs"
 
 # ---- the programs that go into the VM ----
+# RXE_ASAN=1 runs them against the sanitized library (make asan-build).
 CCFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib"
 LIBS="-Wl,--as-needed $(sed -n 's/^[A-Z]*_LIBS = //p' config.mk | tr '\n' ' ') -Wl,--no-as-needed -pthread -lm"
-make --no-print-directory lib/librcoll.a tests/bin/conformance >"$DIR/make.log" 2>&1 ||
-  fail "building lib/librcoll.a and tests/bin/conformance failed (see $DIR/make.log)"
-PROGS="$ROOT/tests/bin/conformance"
-make --no-print-directory tests/bin/rank_death >>"$DIR/make.log" 2>&1 && PROGS="$PROGS $ROOT/tests/bin/rank_death"
-BENCH_SRCS="bench/allreduce_perf.c $(ls bench/*.c | grep -v -e '_perf\.c$' -e rcoll_info.c | tr '\n' ' ')"
+LIBA=lib/librcoll.a BIN=tests/bin MAKEVARS=()
+if [[ ${RXE_ASAN:-0} == 1 ]]; then
+  SAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
+  LIBA=build-asan/lib/librcoll.a BIN=build-asan/tests/bin
+  MAKEVARS=(BUILD=build-asan LIBOUT=build-asan/lib TESTBIN=$BIN "SAN_FLAGS=$SAN")
+  CCFLAGS="$CCFLAGS $SAN"
+fi
+make --no-print-directory "${MAKEVARS[@]}" "$LIBA" "$BIN/conformance" >"$DIR/make.log" 2>&1 ||
+  fail "building $LIBA and $BIN/conformance failed (see $DIR/make.log)"
+PROGS="$ROOT/$BIN/conformance"
+make --no-print-directory "${MAKEVARS[@]}" "$BIN/rank_death" >>"$DIR/make.log" 2>&1 &&
+  PROGS="$PROGS $ROOT/$BIN/rank_death"
+# allreduce_perf without MPI: its own file plus every bench/*.c without a main.
+BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | tr '\n' ' ')"
 # shellcheck disable=SC2086 # word lists on purpose
-${CC:-cc} $CCFLAGS -Ibench $BENCH_SRCS lib/librcoll.a $LIBS -o "$DIR/bin/allreduce_perf" &&
-  ${CC:-cc} $CCFLAGS tests/rxe/xhost.c lib/librcoll.a $LIBS -o "$DIR/bin/xhost" ||
+${CC:-cc} $CCFLAGS -Ibench $BENCH_SRCS "$LIBA" $LIBS -o "$DIR/bin/allreduce_perf" &&
+  ${CC:-cc} $CCFLAGS tests/rxe/xhost.c "$LIBA" $LIBS -o "$DIR/bin/xhost" ||
   fail "building the VM programs failed"
 PROGS="$PROGS $DIR/bin/allreduce_perf $DIR/bin/xhost"
 # shellcheck disable=SC2086
@@ -76,13 +86,14 @@ echo "check_rxe: kernel $KVER, initramfs $(du -h "$DIR/initramfs.cpio.gz" | cut 
 
 # ---- the VMs ----
 STEPS=${RXE_STEPS:+rxesteps=$RXE_STEPS}
-vm() { # log limit role ip host netdev-args... (runs in the background)
-  local log=$1 limit=$2 role=$3 ip=$4 host=$5
-  shift 5
+vm() { # log limit role ip/len peer-ip host netdev-args... (runs in the background)
+  local log=$1 limit=$2 role=$3 ip=$4 peer=$5 host=$6
+  shift 6
+  rm -f "$log" # QEMU's file chardev does not truncate
   timeout -k 5 "$limit" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp "$SMP" -m 1536 \
     -display none -monitor none -serial "file:$log" -no-reboot \
     -kernel "/boot/vmlinuz-$KVER" -initrd "$DIR/initramfs.cpio.gz" \
-    -append "console=ttyS0 panic=-1 loglevel=3 rxerole=$role rxeip=$ip rxehost=$host $STEPS" "$@" &
+    -append "console=ttyS0 panic=-1 loglevel=3 rxerole=$role rxeip=$ip rxepeer=$peer rxehost=$host $STEPS" "$@" &
 }
 
 failed=0
@@ -103,20 +114,27 @@ show() { # log: what the VM saw and measured
 }
 
 # MB/s (10^6) from perftest's MiB/s and from the all-reduce times (2 ranks:
-# bus bandwidth = algorithm bandwidth = bytes / time).
+# bus bandwidth = algorithm bandwidth = bytes / time; out-of-place and
+# in-place alike), the best of each when a step measured several times.
 compare_bw() {
-  awk '/^RXE-WRITEBW/ { split($2, a, "="); if ($6 + 0 > 0) wb[a[2]] = $6 * 1.048576 }
-       /^RXE-ALLREDUCE/ && $4 == "float" && $7 + 0 > 0 && !($2 in ar) { ar[$2] = $2 / $7 }
-       END { for (s in ar) printf "   %5.1f MiB: rcoll all-reduce %.1f MB/s, ib_write_bw %s -> %s\n",
-               s / 1048576, ar[s], (s in wb) ? sprintf("%.1f MB/s", wb[s]) : "n/a",
-               (s in wb) ? sprintf("%.0f%%", 100 * ar[s] / wb[s]) : "n/a" }' "$1" | sort -n
+  awk 'function max(a, b) { return a > b ? a : b }
+       /^RXE-WRITEBW / { split($2, a, "="); wb[a[2]] = max(wb[a[2]], $6 * 1.048576) }
+       /^RXE-WRITEBW-BIDIR / { split($2, a, "="); bi[a[2]] = max(bi[a[2]], $6 * 1.048576 / 2) }
+       /^RXE-ALLREDUCE/ && $4 == "float" && $7 + 0 > 0 {
+         ar[$2] = max(ar[$2], $2 / $7); if ($11 + 0 > 0) ar[$2] = max(ar[$2], $2 / $11) }
+       END { for (s in ar) {
+               line = sprintf("   %5.1f MiB: rcoll all-reduce busbw %.1f MB/s, ib_write_bw %s", s / 1048576,
+                              ar[s], (s in wb) ? sprintf("%.1f MB/s -> %.0f%%", wb[s], 100 * ar[s] / wb[s]) : "n/a")
+               if (s in bi) line = line sprintf(" (ib_write_bw -b: %.1f MB/s each way -> %.0f%%)", bi[s],
+                                                100 * ar[s] / bi[s])
+               print line } }' "$1" | sort -n
 }
 
 if [[ ${RXE_ONE:-1} != 0 ]]; then
   echo "-- check_rxe: one VM, ranks as processes over rxe0"
   t0=$SECONDS
   SMP=2
-  vm "$DIR/one.log" "${RXE_ONE_LIMIT:-360}" single 10.0.2.15/24 rxe-one -nic user,model=virtio-net-pci
+  vm "$DIR/one.log" "${RXE_ONE_LIMIT:-360}" single 10.0.2.15/24 "" rxe-one -nic user,model=virtio-net-pci
   wait $!
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
@@ -132,11 +150,18 @@ if [[ ${RXE_TWO:-1} != 0 ]]; then
   port=$((20000 + RANDOM % 20000))
   SMP=1 # two VMs share the host's cores
   A=127.0.0.1:$port B=127.0.0.1:$((port + 1))
-  vm "$DIR/two-a.log" "${RXE_TWO_LIMIT:-360}" a 192.168.77.1/24 rxe-a \
-    -netdev "socket,id=n0,udp=$B,localaddr=$A" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:01
+  # dgram (QEMU >= 7.2) by default; socket,udp= is the older spelling.
+  if [[ ${RXE_NET:-dgram} == udp ]]; then
+    NA="socket,id=n0,udp=$B,localaddr=$A" NB="socket,id=n0,udp=$A,localaddr=$B"
+  else
+    NA="dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port=$port,remote.type=inet,remote.host=127.0.0.1,remote.port=$((port + 1))"
+    NB="dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port=$((port + 1)),remote.type=inet,remote.host=127.0.0.1,remote.port=$port"
+  fi
+  vm "$DIR/two-a.log" "${RXE_TWO_LIMIT:-360}" a 192.168.77.1/24 192.168.77.2 rxe-a \
+    -netdev "$NA" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:01
   pa=$!
-  vm "$DIR/two-b.log" "${RXE_TWO_LIMIT:-360}" b 192.168.77.2/24 rxe-b \
-    -netdev "socket,id=n0,udp=$A,localaddr=$B" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02
+  vm "$DIR/two-b.log" "${RXE_TWO_LIMIT:-360}" b 192.168.77.2/24 192.168.77.1 rxe-b \
+    -netdev "$NB" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02
   pb=$!
   wait $pa
   wait $pb

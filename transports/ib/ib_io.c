@@ -88,7 +88,8 @@ static const char *ib_wc_hint(enum ibv_wc_status s) {
     return "; the peer stopped acknowledging: it died, its port went down, or there is no path between "
            "the two GIDs (check RCOLL_IB_GID_INDEX on both sides)";
   case IBV_WC_RNR_RETRY_EXC_ERR: return "; the peer had no receive posted";
-  case IBV_WC_REM_ACCESS_ERR: return "; the peer refused the RDMA write (key or range)";
+  case IBV_WC_REM_ACCESS_ERR:
+    return "; the peer refused the RDMA write (its buffer was released: it aborted, or a bad key or range)";
   case IBV_WC_WR_FLUSH_ERR: return "; the queue pair had already failed";
   default: return "";
   }

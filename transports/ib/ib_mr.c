@@ -182,7 +182,10 @@ rcollResult_t ib_mr_get(ib_ctx_t *ctx, const void *addr, size_t len, int access,
     return rcollSuccess;
   }
   m = calloc(1, sizeof *m);
+  int64_t t0 = rcoll_now_us();
   struct ibv_mr *mr = m ? ib_reg(ctx, beg, end - beg, access, mem_type) : NULL;
+  RCOLL_TRACE(RCOLL_SUB_NET, "ib: registered %zu bytes at %p in %lld us", (size_t)(end - beg), (void *)beg,
+              (long long)(rcoll_now_us() - t0));
   int e = m ? errno : ENOMEM;
   if (m != NULL)
     *m = (ib_mr_t){.beg = beg, .end = end, .mr = mr, .access = access, .refs = 1, .mem_type = mem_type};

@@ -68,7 +68,7 @@ static rcollResult_t ib_comm_verbs(ib_comm_t *c) {
   if (c->cq == NULL)
     return rcoll_error(rcollSystemError, "ib: cannot create a completion queue of %d entries: %s", cqe,
                        strerror(errno));
-  size_t bytes = ib_block_bytes(c->is_send);
+  size_t bytes = (ib_block_bytes(c->is_send) + 4095) & ~(size_t)4095; /* aligned_alloc wants a multiple */
   c->block = aligned_alloc(4096, bytes);
   if (c->block == NULL)
     return rcoll_error(rcollSystemError, "ib: out of memory for connection buffers");
