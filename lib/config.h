@@ -40,7 +40,7 @@
   X(INT, shm_slots, "SHM_SLOTS", NULL, "16",                                                     \
     "Slots in each shared-memory ring (one ring per connection; 2..4096)")                       \
   X(INT, shm_slot_size, "SHM_SLOT_SIZE", NULL, "65536",                                          \
-    "Bytes per shared-memory ring slot, a 32-byte header included (256..64M, multiple of 64)")   \
+    "Bytes per shared-memory ring slot, a 64-byte header line included (256..64M, x64)")         \
   X(INT, shm_cma_threshold, "SHM_CMA_THRESHOLD", NULL, "0",                                      \
     "Between processes, messages of this many bytes or more are read straight from the "         \
     "sender's memory (process_vm_readv) instead of through the ring; 0 disables (the default: "  \

@@ -253,9 +253,11 @@ static int exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
   return nulls;
 }
 
-static const size_t sizes_all[] = {0,        1,        31,          32,          SLOT - 33,
-                                   SLOT - 32, SLOT - 31, 3 * SLOT,    65535,       65536,
-                                   65537,    MIB + 13, 4 * MIB - 1, 64 * MIB};
+/* Around the payload rules: 32 bytes share the header's line, a slot of
+ * SLOT bytes carries SLOT - 64. */
+static const size_t sizes_all[] = {0,         1,         32,       33,    64,    SLOT - 65,
+                                   SLOT - 64, SLOT - 63, 3 * SLOT, 65535, 65537, MIB + 13,
+                                   4 * MIB - 1, 64 * MIB};
 #define NSIZES ((int)(sizeof sizes_all / sizeof sizes_all[0]))
 
 /* ---- two threads of one process ---- */

