@@ -23,6 +23,11 @@ typedef struct bench_thread {
   rcollComm_t comm;
   unsigned char *send_alloc, *recv_alloc;
   unsigned char *send, *recv; /* data areas of max_bytes, inside the guards */
+  /* Device runs (-G): send/recv above are device memory; these host mirrors
+   * (same layout) are where inputs are written and results checked. */
+  int device;                 /* CUDA device, -1 for host buffers */
+  unsigned char *hsend_alloc, *hrecv_alloc;
+  unsigned char *hsend, *hrecv;
   uint64_t seed;              /* advanced per checked run */
   int64_t oob;                /* local out-of-bounds events */
   int any_wrong;              /* some row had wrong elements (global) */
@@ -54,10 +59,38 @@ static unsigned char *alloc_buffer(size_t data_bytes, unsigned char **data) {
   return p;
 }
 
+static size_t alloc_bytes(const bench_thread_t *t) {
+  return BENCH_GUARD_BYTES + t->opts->max_bytes + BENCH_GUARD_BYTES;
+}
+
+/* Device runs: device buffers beside host mirrors of the same layout, which
+ * take the inputs and guards and are copied to the device before a checked
+ * call, and get the results back after it. */
+static void alloc_device_buffers(bench_thread_t *t) {
+  t->device = bench_cuda_select(t->thread, t->rank);
+  t->hsend_alloc = alloc_buffer(t->opts->max_bytes, &t->hsend);
+  t->hrecv_alloc = alloc_buffer(t->opts->max_bytes, &t->hrecv);
+  if (!t->hsend_alloc || !t->hrecv_alloc)
+    return;
+  t->send_alloc = bench_cuda_alloc(alloc_bytes(t), t->rank);
+  t->recv_alloc = bench_cuda_alloc(alloc_bytes(t), t->rank);
+  t->send = t->send_alloc + BENCH_GUARD_BYTES;
+  t->recv = t->recv_alloc + BENCH_GUARD_BYTES;
+  bench_cuda_upload(t->send_alloc, t->hsend_alloc, alloc_bytes(t), t->rank);
+  bench_cuda_upload(t->recv_alloc, t->hrecv_alloc, alloc_bytes(t), t->rank);
+}
+
 static void alloc_buffers(bench_thread_t *t) {
-  t->send_alloc = alloc_buffer(t->opts->max_bytes, &t->send);
-  t->recv_alloc = alloc_buffer(t->opts->max_bytes, &t->recv);
-  if (!t->send_alloc || !t->recv_alloc) {
+  t->device = -1;
+  if (t->opts->device_buffers == 1) {
+    alloc_device_buffers(t);
+  } else {
+    t->send_alloc = alloc_buffer(t->opts->max_bytes, &t->send);
+    t->recv_alloc = alloc_buffer(t->opts->max_bytes, &t->recv);
+    t->hsend_alloc = t->send_alloc, t->hsend = t->send;
+    t->hrecv_alloc = t->recv_alloc, t->hrecv = t->recv;
+  }
+  if (!t->send_alloc || !t->recv_alloc || !t->hsend_alloc || !t->hrecv_alloc) {
     fprintf(stderr, "rank %d: cannot allocate 2 x %zu bytes of buffers\n", t->rank,
             t->opts->max_bytes);
     rcollCommAbort(t->comm);
@@ -91,6 +124,43 @@ static void run_call(bench_thread_t *t, bench_call_t *call) {
     bench_fail(t->world, t->rank, t->comm, call->failed ? call->failed : "collective", r);
 }
 
+/* A device call returns before it runs: wait for it, and report a failure
+ * it met after returning (the communicator's async error). */
+static void device_wait(bench_thread_t *t) {
+  if (t->device < 0)
+    return;
+  bench_cuda_sync(t->rank);
+  rcollResult_t async = rcollSuccess;
+  rcollCommGetAsyncError(t->comm, &async);
+  if (async != rcollSuccess)
+    bench_fail(t->world, t->rank, t->comm, "a device collective (async error)", async);
+}
+
+/* The host mirror of a call: the same offsets in the host buffers. */
+static bench_call_t host_view(const bench_thread_t *t, const bench_call_t *call) {
+  bench_call_t h = *call;
+  h.send = t->hrecv + ((const unsigned char *)call->send - t->recv);
+  if ((const unsigned char *)call->send >= t->send && (const unsigned char *)call->send <= t->send +
+      t->opts->max_bytes)
+    h.send = t->hsend + ((const unsigned char *)call->send - t->send);
+  h.recv = t->hrecv + ((unsigned char *)call->recv - t->recv);
+  return h;
+}
+
+static void upload_all(bench_thread_t *t) {
+  if (t->device < 0)
+    return;
+  bench_cuda_upload(t->send_alloc, t->hsend_alloc, alloc_bytes(t), t->rank);
+  bench_cuda_upload(t->recv_alloc, t->hrecv_alloc, alloc_bytes(t), t->rank);
+}
+
+static void download_all(bench_thread_t *t) {
+  if (t->device < 0)
+    return;
+  bench_cuda_download(t->hsend_alloc, t->send_alloc, alloc_bytes(t), t->rank);
+  bench_cuda_download(t->hrecv_alloc, t->recv_alloc, alloc_bytes(t), t->rank);
+}
+
 /* ---- checked run ---- */
 
 /* Bytes of the receive buffer a call may touch, from its start. */
@@ -106,34 +176,38 @@ static size_t used_bytes(const bench_call_t *call, int in_place) {
 
 /* Poisons the result area (all-ones bytes: NaN in every floating type),
  * writes the inputs and arms the guards. */
-static void prepare_check(bench_thread_t *t, const bench_call_t *call, int in_place) {
+static void prepare_check(bench_thread_t *t, const bench_call_t *dcall, int in_place) {
+  bench_call_t h = host_view(t, dcall);
+  const bench_call_t *call = &h;
   size_t ws = bench_type_size(call->type);
   size_t used = used_bytes(call, in_place);
-  memset(t->recv, 0xff, used);
+  memset(t->hrecv, 0xff, used);
   bench_fill_input((void *)call->send, call->counts.send_count, call->type, call->op, t->nranks,
                    t->rank, t->seed);
-  bench_guard_set(t->recv + used, BENCH_GUARD_BYTES);
+  bench_guard_set(t->hrecv + used, BENCH_GUARD_BYTES);
   if (!in_place)
-    bench_guard_set(t->send + call->counts.send_count * ws, BENCH_GUARD_BYTES);
+    bench_guard_set(t->hsend + call->counts.send_count * ws, BENCH_GUARD_BYTES);
+  upload_all(t);
 }
 
 /* Counts bytes written outside the buffers, and send elements modified. */
+/* On the host mirrors (downloaded after a device call). */
 static int64_t count_out_of_bounds(bench_thread_t *t, const bench_call_t *call, int in_place) {
   size_t ws = bench_type_size(call->type);
-  int64_t bad = (int64_t)bench_guard_count_bad(t->recv + used_bytes(call, in_place),
+  int64_t bad = (int64_t)bench_guard_count_bad(t->hrecv + used_bytes(call, in_place),
                                                BENCH_GUARD_BYTES);
-  bad += (int64_t)bench_guard_count_bad(t->recv - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
+  bad += (int64_t)bench_guard_count_bad(t->hrecv - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
   if (!in_place) {
-    bad += (int64_t)bench_guard_count_bad(t->send + call->counts.send_count * ws,
+    bad += (int64_t)bench_guard_count_bad(t->hsend + call->counts.send_count * ws,
                                           BENCH_GUARD_BYTES);
-    bad += (int64_t)bench_guard_count_bad(t->send - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
+    bad += (int64_t)bench_guard_count_bad(t->hsend - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
     bad += bench_count_modified_input(call, t->seed);
   }
   if (bad) {
     fprintf(stderr, "rank %d: %lld bytes/elements changed outside the result buffer\n", t->rank,
             (long long)bad);
-    bench_guard_set(t->recv - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
-    bench_guard_set(t->send - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
+    bench_guard_set(t->hrecv - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
+    bench_guard_set(t->hsend - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
   }
   return bad;
 }
@@ -147,9 +221,12 @@ static int64_t check_half(bench_thread_t *t, const bench_counts_t *c, rcollDataT
     bench_call_t call = make_call(t, c, type, op, root, in_place, 0);
     prepare_check(t, &call, in_place);
     run_call(t, &call);
-    int64_t local = bench_count_wrong(t->coll, &call, t->seed);
+    device_wait(t);
+    download_all(t);
+    bench_call_t h = host_view(t, &call);
+    int64_t local = bench_count_wrong(t->coll, &h, t->seed);
     /* As nccl-tests: each rank's failing check is one out-of-bounds event. */
-    t->oob += (local > 0) + count_out_of_bounds(t, &call, in_place);
+    t->oob += (local > 0) + count_out_of_bounds(t, &h, in_place);
     wrong = (int64_t)bench_world_reduce(t->world, t->thread, (double)local, BENCH_RED_SUM);
     if (wrong)
       break;
@@ -164,9 +241,13 @@ static void time_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_
                       bench_half_t *out) {
   const bench_opts_t *o = t->opts;
   bench_call_t call = make_call(t, c, type, op, root, in_place, 0);
-  if (o->check)
-    bench_fill_input((void *)call.send, c->send_count, type, op, t->nranks, t->rank, 99);
+  if (o->check) {
+    bench_call_t h = host_view(t, &call);
+    bench_fill_input((void *)h.send, c->send_count, type, op, t->nranks, t->rank, 99);
+    upload_all(t);
+  }
   run_call(t, &call);
+  device_wait(t);
   bench_world_barrier(t->world, t->thread);
 
   size_t steps = row_bytes ? o->max_bytes / row_bytes : 1;
@@ -175,6 +256,7 @@ static void time_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_
     call = make_call(t, c, type, op, root, in_place, row_bytes * ((size_t)iter % steps));
     run_call(t, &call);
   }
+  device_wait(t); /* the time is until the last call finished, not returned */
   double sec = (now_sec() - start) / o->iters;
   sec = bench_world_reduce(t->world, t->thread, sec, o->average);
   bench_world_barrier(t->world, t->thread);
@@ -195,6 +277,7 @@ static void warmup(bench_thread_t *t, size_t bytes, rcollDataType_t type, rcollR
   bench_call_t call = make_call(t, &c, type, op, root, 0, 0);
   for (int i = 0; i < t->opts->warmup; i++)
     run_call(t, &call);
+  device_wait(t);
 }
 
 static void sweep(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op) {
@@ -226,8 +309,9 @@ static void sweep(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op) {
 static void print_header(bench_thread_t *t) {
   char line[BENCH_LINE_MAX], host[64] = "unknown";
   gethostname(host, sizeof(host) - 1);
-  snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [cpu] host",
-           t->rank, 0, (int)getpid(), host, 0);
+  snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s", t->rank,
+           0, (int)getpid(), host, t->device < 0 ? 0 : t->device, t->device < 0 ? "cpu" : "gpu",
+           t->device < 0 ? "host buffers" : "device buffers");
   char *lines = NULL;
   if (t->thread == 0 && !(lines = calloc((size_t)t->nranks, BENCH_LINE_MAX))) {
     fprintf(stderr, "rank %d: out of memory\n", t->rank);
@@ -270,9 +354,36 @@ static void *thread_main(void *arg) {
   rcollResult_t r = rcollCommDestroy(t->comm);
   if (r != rcollSuccess)
     bench_fail(t->world, t->rank, NULL, "rcollCommDestroy", r);
-  free(t->send_alloc);
-  free(t->recv_alloc);
+  if (t->device >= 0) {
+    bench_cuda_free(t->send_alloc);
+    bench_cuda_free(t->recv_alloc);
+    free(t->hsend_alloc);
+    free(t->hrecv_alloc);
+  } else {
+    free(t->send_alloc);
+    free(t->recv_alloc);
+  }
   return NULL;
+}
+
+/* Device buffers by default when a GPU is present, as nccl-tests. Ranks on
+ * device buffers are one per process: the collectives are issued on the
+ * default stream, which the threads of one process share, and a stream
+ * that waits for one rank's collective would hold back the next rank's. */
+static int resolve_buffers(bench_opts_t *o) {
+  int gpus = bench_cuda_devices();
+  if (o->device_buffers < 0)
+    o->device_buffers = gpus > 0 && o->nthreads == 1;
+  if (o->device_buffers == 1 && gpus == 0) {
+    fprintf(stderr, "-G: no CUDA device here (no driver, runtime or GPU)\n");
+    return -1;
+  }
+  if (o->device_buffers == 1 && o->nthreads > 1) {
+    fprintf(stderr, "-G: device buffers take one rank per process (launch with mpiexec or "
+                    "RANK/WORLD_SIZE); -t %d ranks would share one default stream\n", o->nthreads);
+    return -1;
+  }
+  return 0;
 }
 
 int bench_main(int argc, char **argv, const bench_coll_t *coll) {
@@ -281,6 +392,8 @@ int bench_main(int argc, char **argv, const bench_coll_t *coll) {
   int parsed = bench_parse_args(argc, argv, coll, &opts);
   if (parsed != 0)
     return parsed > 0 ? 0 : BENCH_EXIT_ERROR;
+  if (resolve_buffers(&opts) != 0)
+    return BENCH_EXIT_ERROR;
   bench_world_t world;
   if (bench_world_init(&world, &argc, &argv, opts.nthreads) != 0)
     return BENCH_EXIT_ERROR;

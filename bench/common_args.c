@@ -139,6 +139,8 @@ static void usage(const char *prog, const bench_coll_t *coll) {
          "%s"
          "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>]\n"
          "\t[-J,--json <file> also write the results as JSON]\n"
+         "\t[-G,--device-buffers [0/1]: CUDA device buffers (the default when a GPU is present)]\n"
+         "\t[--host-buffers: host buffers even when a GPU is present]\n"
          "\t[-h,--help]\n"
          "Ranks: -t N threads; mpiexec -n P (built with MPI); or RANK/WORLD_SIZE (PMI_RANK/\n"
          "PMI_SIZE) with MASTER_ADDR/MASTER_PORT or RCOLL_COMM_ID in the environment.\n",
@@ -160,6 +162,7 @@ static void set_defaults(bench_opts_t *o) {
   o->types[0] = rcollFloat32;
   o->nops = 1;
   o->ops[0] = rcollSum;
+  o->device_buffers = -1;
 }
 
 static const struct option bench_longopts[] = {
@@ -170,8 +173,9 @@ static const struct option bench_longopts[] = {
   {"check", required_argument, 0, 'c'},      {"op", required_argument, 0, 'o'},
   {"datatype", required_argument, 0, 'd'},   {"root", required_argument, 0, 'r'},
   {"average", required_argument, 0, 'a'},    {"json", required_argument, 0, 'J'},
-  {"blocking", required_argument, 0, 'z'},   {"cudagraph", required_argument, 0, 'G'},
-  {"help", no_argument, 0, 'h'},             {0, 0, 0, 0},
+  {"blocking", required_argument, 0, 'z'},   {"device-buffers", optional_argument, 0, 'G'},
+  {"host-buffers", no_argument, 0, 'H'},     {"help", no_argument, 0, 'h'},
+  {0, 0, 0, 0},
 };
 
 /* Applies one flag; returns 0, or -1 after printing why it is wrong. */
@@ -211,9 +215,13 @@ static int apply_flag(int c, const char *arg, bench_opts_t *o, int *step_bytes_g
   case 'J': o->json_path = arg; return 0;
   case 'z': return parse_int("-z", arg, 0, 1, &v); /* host calls always block */
   case 'G':
-    if (parse_int("-G", arg, 0, 0, &v) != 0)
-      fprintf(stderr, "-G: CUDA graphs are not supported by the rcoll benchmarks\n");
-    return v == 0 ? 0 : -1;
+    /* -G alone or -G 1: device buffers. nccl-tests' "-G 0" (no CUDA graphs)
+     * keeps the default, which is device buffers when a GPU is present. */
+    if (arg != NULL && parse_int("-G", arg, 0, 1, &v) != 0)
+      return -1;
+    o->device_buffers = arg == NULL || v == 1 ? 1 : o->device_buffers;
+    return 0;
+  case 'H': o->device_buffers = 0; return 0;
   default: return -1;
   }
 }
@@ -222,13 +230,19 @@ int bench_parse_args(int argc, char **argv, const bench_coll_t *coll, bench_opts
   int step_bytes_given = 0, c;
   set_defaults(o);
   optind = 1;
-  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:c:o:d:r:a:J:z:G:h", bench_longopts,
+  while ((c = getopt_long(argc, argv, "t:g:b:e:i:f:n:w:c:o:d:r:a:J:z:G::h", bench_longopts,
                           NULL)) != -1) {
     if (c == 'h') {
       usage(basename(argv[0]), coll);
       return 1;
     }
-    if (c == '?' || apply_flag(c, optarg, o, &step_bytes_given) != 0) {
+    /* -G takes an optional value, which getopt only sees attached (-G1):
+     * take a separate "0" or "1" too, as nccl-tests scripts write it. */
+    const char *arg = optarg;
+    if (c == 'G' && arg == NULL && optind < argc &&
+        (strcmp(argv[optind], "0") == 0 || strcmp(argv[optind], "1") == 0))
+      arg = argv[optind++];
+    if (c == '?' || apply_flag(c, arg, o, &step_bytes_given) != 0) {
       fprintf(stderr, "Run '%s -h' for the flags.\n", argv[0]);
       return -1;
     }

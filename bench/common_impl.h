@@ -34,6 +34,7 @@ typedef struct bench_opts {
   int nops;
   rcollRedOp_t ops[BENCH_MAX_OPS];
   const char *json_path;
+  int device_buffers; /* -1: device when a GPU is present; 0 host; 1 device (-G) */
 } bench_opts_t;
 
 /* Returns 0 to run, 1 when -h printed the usage, -1 on a bad flag (printed). */
@@ -124,6 +125,18 @@ void bench_world_gather_lines(bench_world_t *w, int thread, const char *line, ch
 /* Prints "rank R: <fn> failed: ..." and ends the run. */
 void bench_fail(bench_world_t *w, int rank, rcollComm_t comm, const char *fn, rcollResult_t r)
     __attribute__((noreturn));
+
+/* ------------------------------------------------------- device buffers */
+
+/* CUDA devices here (0 without a driver, a runtime or a GPU). */
+int bench_cuda_devices(void);
+/* Selects this rank's device (local rank modulo the devices) and returns it. */
+int bench_cuda_select(int local_index, int rank);
+void *bench_cuda_alloc(size_t bytes, int rank);
+void bench_cuda_free(void *p);
+void bench_cuda_upload(void *dev, const void *host, size_t bytes, int rank);
+void bench_cuda_download(void *host, const void *dev, size_t bytes, int rank);
+void bench_cuda_sync(int rank);
 
 /* ---------------------------------------------------------------- report */
 

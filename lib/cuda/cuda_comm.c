@@ -21,14 +21,19 @@ typedef struct cuda_ctrl {
   uint32_t timed_out;
 } cuda_ctrl_t;
 
+/* cudaSetDevice even when the device is already the current one: it makes
+ * the device's primary context current in this thread, which the driver
+ * calls (module loading, launches) need and which a thread that never made
+ * a runtime call does not have yet. */
 int rcoll_cuda_device_enter(int device, int *saved) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   *saved = -1;
   int cur = -1;
   int r = a->get_device(&cur);
-  if (r != 0 || cur == device)
+  if (r != 0)
     return r;
-  *saved = cur;
+  if (cur != device)
+    *saved = cur;
   return a->set_device(device);
 }
 

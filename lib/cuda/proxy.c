@@ -174,7 +174,6 @@ rcollResult_t rcoll_cuda_unit_launch(rcoll_cuda_unit_t *u) {
     /* Some streams may already wait for seq: the unit still goes through
      * the queue, in order, but only to release them. */
     u->preset = r;
-    snprintf(u->preset_text, sizeof u->preset_text, "%s", rcoll_error_text());
     unit_unplan(u);
   }
   for (int i = 0; i < u->nplans; i++) {

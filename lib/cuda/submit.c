@@ -34,13 +34,16 @@ static rcollResult_t group_keep(struct rcollComm *c, rcoll_cuda_comm_t *cc, rcol
 }
 
 static rcollResult_t submit_one(struct rcollComm *c, rcoll_cuda_comm_t *cc, rcollStream_t stream) {
-  RCOLL_CHECK(rcoll_cuda_plan_prepare(cc, &c->plan));
+  rcollResult_t r = rcoll_cuda_plan_prepare(cc, &c->plan);
   rcoll_plan_t *plans[1] = {&c->plan};
-  rcoll_cuda_unit_t *u = rcoll_cuda_unit_create(plans, 1);
-  if (u == NULL)
-    return rcoll_error(rcollSystemError, "rank %d: out of memory queueing a device call", c->rank);
+  rcoll_cuda_unit_t *u = r == rcollSuccess ? rcoll_cuda_unit_create(plans, 1) : NULL;
+  if (u == NULL) {
+    rcoll_plan_discard(&c->plan); /* it will not run: give back its place in each connection */
+    return r != rcollSuccess ? r : rcoll_error(rcollSystemError, "rank %d: out of memory queueing "
+                                               "a device call", c->rank);
+  }
   rcoll_cuda_unit_add_stream(u, stream, cc->device);
-  rcollResult_t r = rcoll_cuda_unit_launch(u); /* queued even when it fails: see unit.h */
+  r = rcoll_cuda_unit_launch(u); /* queued even when it fails: see unit.h */
   rcoll_plan_reset(&c->plan, c);
   return r;
 }

@@ -27,7 +27,6 @@ typedef struct rcoll_cuda_unit {
   rcoll_cuda_comm_t *owner;
   uint32_t seq;               /* the owner's flag value once the unit is done */
   rcollResult_t preset;       /* a failure at submit: the unit only releases its streams */
-  char preset_text[RCOLL_ERROR_TEXT_MAX];
   int nstreams;
   rcoll_cuda_stream_t streams[RCOLL_CUDA_MAX_STREAMS];
   rcoll_cuda_event_t events[RCOLL_CUDA_MAX_STREAMS];
