@@ -106,11 +106,11 @@ allreduce_bw() { # root-ip port ranks-here...
 bandwidth() {
   local rc=0 round
   for round in 1 2; do
-    write_bw 1048576 50 "$ME" || rc=1
-    write_bw 16777216 6 "$ME" || rc=1
+    write_bw 1048576 100 "$ME" || rc=1
+    write_bw 16777216 20 "$ME" || rc=1
     allreduce_bw "$ME" $((29600 + round)) 0 1 || rc=1
   done
-  write_bw 16777216 6 "$ME" -b || rc=1
+  write_bw 16777216 20 "$ME" -b || rc=1
   return $rc
 }
 
@@ -136,7 +136,7 @@ single() {
   [ "$STEPS" != all ] && step dbg 40 dbg
   [ "$STEPS" != all ] && step perfscan 400 perfscan
   step gid 60 gid_choice
-  step conformance 300 conformance -p 2,3 -s sweep -c 0,1,7,4099,65537
+  step conformance 300 conformance -p 2,3 -s sweep,types,storm -r 2 -c 0,1,7,4099,65537
   step forced-index 200 env RCOLL_IB_GID_INDEX="$GIDX" RCOLL_IB_QPS_PER_CONNECTION=2 \
     conformance -p 2 -s sweep -c 7,100003
   step wrong-index-empty 30 wrong_index 9 "GID slot 9 of rxe0:1 is empty" no
@@ -148,15 +148,18 @@ single() {
 
 # ---- two VMs ----
 
-xhost_run() { # root-ip port world ranks-here...
+# The conformance program in launched mode (-x: rank, size and rendezvous
+# from the environment), ranks split across the two VMs.
+xconf() { # root-ip port world ranks-here...
   local root=$1 port=$2 n=$3 rc=0 pids= r
   shift 3
   for r in "$@"; do
-    RANK=$r WORLD_SIZE=$n RCOLL_COMM_ID=$root:$port xhost -c 0,1,7,4099,65537 >/tmp/x$r.log 2>&1 &
+    RANK=$r WORLD_SIZE=$n RCOLL_COMM_ID=$root:$port conformance -x -s sweep,types -c 0,1,7,4099,65537 \
+      >/tmp/x$r.log 2>&1 &
     pids="$pids $!"
   done
   for p in $pids; do wait $p || rc=$?; done
-  for r in "$@"; do grep -E '^(FAIL|xhost:)' /tmp/x$r.log | head -n 20; done
+  for r in "$@"; do grep -E '^(FAIL|conformance:)' /tmp/x$r.log | head -n 20 | sed "s/^/rank $r: /"; done
   return $rc
 }
 
@@ -165,13 +168,13 @@ two() { # a or b
   [ "$1" = b ] && root=$PEER
   for i in $(seq 60); do ping -c 1 -W 1 "$PEER" >/dev/null 2>&1 && break; done
   if [ "$1" = a ]; then
-    step xhost-2 200 xhost_run "$root" 29510 2 0
-    step xhost-3 200 xhost_run "$root" 29511 3 0 2
+    step xconf-2 200 xconf "$root" 29510 2 0
+    step xconf-3 200 xconf "$root" 29511 3 0 2
     step xbandwidth 200 allreduce_bw "$root" 29512 0
     step xwritebw 100 write_bw_server
   else
-    step xhost-2 200 xhost_run "$root" 29510 2 1
-    step xhost-3 200 xhost_run "$root" 29511 3 1
+    step xconf-2 200 xconf "$root" 29510 2 1
+    step xconf-3 200 xconf "$root" 29511 3 1
     step xbandwidth 200 allreduce_bw "$root" 29512 1
     sleep 3
     step xwritebw 100 write_bw_client "$PEER"
@@ -181,13 +184,13 @@ two() { # a or b
 # The two-VM ib_write_bw: a serves, b connects (retrying until a listens).
 write_bw_server() {
   ib_write_bw -d rxe0 -x "$GIDX" -F -s 1048576 -n 50 >/tmp/wb1.log 2>&1 &&
-    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 6 >/tmp/wb16.log 2>&1 &&
-    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 6 -b >/tmp/wbb.log 2>&1
+    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 12 >/tmp/wb16.log 2>&1 &&
+    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 12 -b >/tmp/wbb.log 2>&1
 }
 
 write_bw_client() {
   local s n i rc=0 ok bidir
-  for s in 1048576:50: 16777216:6: 16777216:6:-b; do
+  for s in 1048576:50: 16777216:12: 16777216:12:-b; do
     ok=1 n=${s#*:} bidir=${n#*:} n=${n%:*} s=${s%%:*}
     for i in 1 2 3 4 5 6 7 8 9 10; do
       ib_write_bw -d rxe0 -x "$GIDX" -F -s "$s" -n "$n" $bidir "$1" >/tmp/wb_cli.log 2>&1 && { ok=0; break; }

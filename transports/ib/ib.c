@@ -31,7 +31,7 @@ void ib_ctx_unref(ib_ctx_t *ctx) {
 
 static rcollResult_t ib_range(const char *name, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
-    return rcoll_error(rcollInvalidArgument, "ib: RCOLL_%s=%lld is out of range %lld..%lld", name, (long long)v,
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: RCOLL_%s=%lld is out of range %lld..%lld", name, (long long)v,
                        (long long)lo, (long long)hi);
   return rcollSuccess;
 }
@@ -74,7 +74,7 @@ static rcollResult_t ib_ctx_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
   RCOLL_CHECK(ib_dev_open(ctx, s));
   ctx->pd = ibv_alloc_pd(ctx->verbs);
   if (ctx->pd == NULL)
-    return rcoll_error(rcollSystemError, "ib: cannot allocate a protection domain on %s: %s", ctx->port.desc,
+    return rcoll_error_quiet(rcollSystemError, "ib: cannot allocate a protection domain on %s: %s", ctx->port.desc,
                        strerror(errno));
   ctx->gdr = ib_gdr_probe(ctx, ctx->gdr_why, sizeof ctx->gdr_why);
   return rcollSuccess;
@@ -85,10 +85,9 @@ static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
   RCOLL_CHECK(ib_check_settings(cfg->settings));
   ib_ctx_t *ctx = ib_ctx_new(cfg);
   if (ctx == NULL)
-    return rcoll_error(rcollSystemError, "ib: out of memory for a context");
+    return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a context");
   rcollResult_t r = ib_ctx_open(ctx, cfg->settings);
-  if (r != rcollSuccess) {
-    RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "ib: not usable: %s", rcoll_error_text());
+  if (r != rcollSuccess) { /* the core logs why, and goes on without ib unless asked for it */
     ib_ctx_unref(ctx);
     return r;
   }
@@ -123,7 +122,7 @@ static rcollResult_t ib_devices(void *ctx, int *ndev) {
 static rcollResult_t ib_get_properties(void *vctx, int dev, rcoll_net_props_t *props) {
   ib_ctx_t *ctx = vctx;
   if (dev != 0)
-    return rcoll_error(rcollInvalidArgument, "ib: device %d does not exist (1 device)", dev);
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: device %d does not exist (1 device)", dev);
   memset(props, 0, sizeof *props);
   snprintf(props->name, sizeof props->name, "%.63s", ctx->port.desc);
   snprintf(props->pci_path, sizeof props->pci_path, "%s", ctx->port.pci_path);

@@ -85,10 +85,10 @@ rcollResult_t ib_listen(void *vctx, int dev, void *handle, void **listen_comm) {
   ib_ctx_t *ctx = vctx;
   char abuf[64];
   if (dev != 0)
-    return rcoll_error(rcollInvalidArgument, "ib: listen on device %d, only device 0 exists", dev);
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: listen on device %d, only device 0 exists", dev);
   ib_listener_t *l = calloc(1, sizeof *l);
   if (l == NULL)
-    return rcoll_error(rcollSystemError, "ib: out of memory for a listener");
+    return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a listener");
   l->addr = ctx->addr;
   l->fd = rcoll_socket_listen(&l->addr, IB_BACKLOG);
   if (l->fd < 0) {
@@ -274,14 +274,14 @@ void ib_connects_free(ib_ctx_t *ctx) {
 static rcollResult_t ib_pconn_new(ib_ctx_t *ctx, const void *key, const ib_handle_t *h, ib_pconn_t **out) {
   ib_pconn_t *p = calloc(1, sizeof *p);
   if (p == NULL)
-    return rcoll_error(rcollSystemError, "ib: out of memory for a connect");
+    return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a connect");
   p->key = key;
   p->handle = *h;
   p->fd = -1;
   p->deadline_ms = rcoll_now_ms() + ctx->timeout_ms;
   rcoll_sockaddr_str(&h->addr, p->addr, sizeof p->addr);
   rcollResult_t r = ib_comm_create(ctx, 1, ctx->nqps, -1, p->addr, &p->comm);
-  for (int i = 0; r == rcollSuccess && i < IB_NREQS; i++)
+  for (int i = 0; r == rcollSuccess && i < IB_NCREDIT; i++)
     r = ib_post_credit_recv(p->comm, i);
   if (r != rcollSuccess) {
     if (p->comm != NULL)
@@ -378,10 +378,10 @@ rcollResult_t ib_connect(void *vctx, int dev, const void *handle, void **send_co
   ib_handle_t h;
   *send_comm = NULL;
   if (dev != 0)
-    return rcoll_error(rcollInvalidArgument, "ib: connect on device %d, only device 0 exists", dev);
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: connect on device %d, only device 0 exists", dev);
   memcpy(&h, handle, sizeof h);
   if (h.magic != IB_MAGIC)
-    return rcoll_error(rcollInvalidArgument, "ib: connect given a handle that is not an ib handle");
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: connect given a handle that is not an ib handle");
   pthread_mutex_lock(&ctx->lock);
   ib_pconn_t *p = ctx->connects;
   while (p != NULL && (p->key != handle || memcmp(&p->handle, &h, sizeof h) != 0))

@@ -96,7 +96,7 @@ static rcollResult_t ib_gid_choose(ib_ctx_t *ctx, const rcoll_settings_t *s, int
   ib_gid_t *tab = calloc(MAXG, sizeof *tab);
   char why[1024], t[1024];
   if (tab == NULL)
-    return rcoll_error(rcollSystemError, "ib: out of memory reading a GID table");
+    return rcoll_error_quiet(rcollSystemError, "ib: out of memory reading a GID table");
   ib_gid_prefs_t prefs;
   rcollResult_t r = ib_gid_prefs(s, &prefs);
   int n = r == rcollSuccess ? ib_gid_read(ctx->verbs, ctx->port.port, tbl_len, tab, MAXG) : 0;
@@ -107,7 +107,7 @@ static rcollResult_t ib_gid_choose(ib_ctx_t *ctx, const rcoll_settings_t *s, int
   if (r == rcollSuccess && want >= 0) {
     pos = ib_gid_check(tab, n, want, tbl_len, ctx->port.desc, &warn, why, sizeof why);
     if (pos < 0)
-      r = rcoll_error(rcollInvalidArgument, "ib: %s", why);
+      r = rcoll_error_quiet(rcollInvalidArgument, "ib: %s", why);
     else if (warn)
       RCOLL_WARN("ib: %s", why);
     else
@@ -115,7 +115,7 @@ static rcollResult_t ib_gid_choose(ib_ctx_t *ctx, const rcoll_settings_t *s, int
   } else if (r == rcollSuccess) {
     pos = ib_gid_pick(tab, n, &prefs, why, sizeof why);
     if (pos < 0)
-      r = rcoll_error(rcollSystemError, "ib: %s has %s; GID table: %s", ctx->port.desc, why, t);
+      r = rcoll_error_quiet(rcollSystemError, "ib: %s has %s; GID table: %s", ctx->port.desc, why, t);
   }
   if (r == rcollSuccess) {
     ctx->port.gid_index = tab[pos].index;
@@ -225,7 +225,7 @@ rcollResult_t ib_dev_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
                ctx->port.desc, ctx->port.lid);
   int fl = fcntl(ctx->verbs->async_fd, F_GETFL);
   if (fl < 0 || fcntl(ctx->verbs->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
-    return rcoll_error(rcollSystemError, "ib: cannot make the async event fd non-blocking: %s",
+    return rcoll_error_quiet(rcollSystemError, "ib: cannot make the async event fd non-blocking: %s",
                        strerror(errno));
   return rcollSuccess;
 }

@@ -25,7 +25,7 @@ rcollResult_t ib_addr_family_parse(const char *text, int *family) {
   else if (!strcasecmp(text, "AF_INET6") || !strcmp(text, "6"))
     *family = AF_INET6;
   else
-    return rcoll_error(rcollInvalidArgument,
+    return rcoll_error_quiet(rcollInvalidArgument,
                        "RCOLL_IB_ADDR_FAMILY=\"%s\": expected AF_INET or AF_INET6", text);
   return rcollSuccess;
 }
@@ -35,7 +35,7 @@ rcollResult_t ib_addr_range_parse(const char *text, ib_addr_range_t *out) {
   memset(out, 0, sizeof *out);
   size_t len = strcspn(text, "/");
   if (len == 0 || len >= sizeof addr)
-    return rcoll_error(rcollInvalidArgument, "RCOLL_IB_ADDR_RANGE=\"%s\": expected ADDRESS/BITS",
+    return rcoll_error_quiet(rcollInvalidArgument, "RCOLL_IB_ADDR_RANGE=\"%s\": expected ADDRESS/BITS",
                        text);
   memcpy(addr, text, len);
   addr[len] = '\0';
@@ -44,7 +44,7 @@ rcollResult_t ib_addr_range_parse(const char *text, ib_addr_range_t *out) {
   else if (inet_pton(AF_INET6, addr, out->addr) == 1)
     out->family = AF_INET6;
   else
-    return rcoll_error(rcollInvalidArgument, "RCOLL_IB_ADDR_RANGE=\"%s\": \"%s\" is not an IP address",
+    return rcoll_error_quiet(rcollInvalidArgument, "RCOLL_IB_ADDR_RANGE=\"%s\": \"%s\" is not an IP address",
                        text, addr);
   int max = out->family == AF_INET ? 32 : 128;
   out->prefix = max;
@@ -52,7 +52,7 @@ rcollResult_t ib_addr_range_parse(const char *text, ib_addr_range_t *out) {
     char *end = NULL;
     long bits = strtol(text + len + 1, &end, 10);
     if (end == text + len + 1 || *end != '\0' || bits < 0 || bits > max)
-      return rcoll_error(rcollInvalidArgument,
+      return rcoll_error_quiet(rcollInvalidArgument,
                          "RCOLL_IB_ADDR_RANGE=\"%s\": prefix length must be 0..%d", text, max);
     out->prefix = (int)bits;
   }

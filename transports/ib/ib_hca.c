@@ -13,7 +13,7 @@ static rcollResult_t ib_hca_item(const char *spec, const char *item, size_t len,
   const char *colon = memchr(item, ':', len);
   size_t nlen = colon ? (size_t)(colon - item) : len;
   if (nlen == 0 || nlen >= sizeof e->name)
-    return rcoll_error(rcollInvalidArgument, "RCOLL_IB_HCA=\"%s\": device name in \"%.*s\" is %s", spec,
+    return rcoll_error_quiet(rcollInvalidArgument, "RCOLL_IB_HCA=\"%s\": device name in \"%.*s\" is %s", spec,
                        (int)len, item, nlen == 0 ? "empty" : "too long");
   memcpy(e->name, item, nlen);
   e->name[nlen] = '\0';
@@ -30,7 +30,7 @@ static rcollResult_t ib_hca_item(const char *spec, const char *item, size_t len,
     port = strtol(num, &end, 10);
   }
   if (end == NULL || *end != '\0' || port < 1 || port > 255)
-    return rcoll_error(rcollInvalidArgument,
+    return rcoll_error_quiet(rcollInvalidArgument,
                        "RCOLL_IB_HCA=\"%s\": port in \"%.*s\" must be a number 1..255", spec, (int)len,
                        item);
   e->port = (int)port;
@@ -56,7 +56,7 @@ rcollResult_t ib_hca_parse(const char *text, ib_hca_spec_t *out) {
       len--;
     if (len > 0) {
       if (out->n == IB_HCA_MAX)
-        return rcoll_error(rcollInvalidArgument, "RCOLL_IB_HCA=\"%s\": more than %d entries", text,
+        return rcoll_error_quiet(rcollInvalidArgument, "RCOLL_IB_HCA=\"%s\": more than %d entries", text,
                            IB_HCA_MAX);
       RCOLL_CHECK(ib_hca_item(text, p, len, &out->e[out->n]));
       out->n++;
@@ -66,7 +66,7 @@ rcollResult_t ib_hca_parse(const char *text, ib_hca_spec_t *out) {
       p++;
   }
   if (out->n == 0 && (out->exclude || out->exact))
-    return rcoll_error(rcollInvalidArgument, "RCOLL_IB_HCA=\"%s\": no device named after ^ or =",
+    return rcoll_error_quiet(rcollInvalidArgument, "RCOLL_IB_HCA=\"%s\": no device named after ^ or =",
                        text);
   return rcollSuccess;
 }

@@ -47,6 +47,10 @@
 #define IB_BOUNCE_BYTES 16384           /* unregistered messages up to this size are copied */
 #define IB_EAGER_BYTES 8192             /* sends up to this size go eagerly */
 #define IB_NEAGER 16                    /* eager messages that may wait unconsumed */
+/* Credit buffers, in a ring of their own: a credit may still be on the wire
+ * after its receive finished eagerly, and the receive must not wait for it
+ * (the peer may have closed by then). */
+#define IB_NCREDIT (2 * IB_NREQS)
 #define IB_HDR 64                       /* room for the eager header before a payload */
 #define IB_SLOT_BYTES (IB_HDR + IB_BOUNCE_BYTES)
 #define IB_LAND_BYTES (IB_HDR + IB_EAGER_BYTES)
@@ -163,7 +167,7 @@ typedef struct ib_eager_hdr {
 enum ib_req_kind { IB_REQ_FREE = 0, IB_REQ_SEND, IB_REQ_RECV };
 
 /* What a work request is, in the high half of its wr_id; the low half is a
- * request slot (DATA, EAGER, CREDIT), a credit landing slot (CREDIT_RECV), a
+ * request slot (DATA, EAGER), a credit buffer (CREDIT, CREDIT_RECV), a
  * landing buffer of QP 0 (LAND) or a QP index (DATA_RECV). */
 enum ib_wr_kind { IB_WR_DATA = 1, IB_WR_EAGER, IB_WR_CREDIT, IB_WR_CREDIT_RECV, IB_WR_LAND, IB_WR_DATA_RECV };
 #define IB_WR_ID(kind, idx) (((uint64_t)(kind) << 32) | (uint32_t)(idx))
@@ -178,7 +182,6 @@ typedef struct ib_req {
   size_t size;      /* send size, or posted receive size */
   size_t got;       /* bytes received so far */
   int pending;      /* send: completions to come; receive: LAST writes to come */
-  int credit_busy;  /* receive: its credit SEND has not completed */
   int posted;       /* send: the SEND or the writes are posted */
   int eager;        /* send: small enough to go eagerly; receive: arrived so */
   int bounce;       /* data goes through this slot's bounce buffer */
@@ -233,6 +236,8 @@ typedef struct ib_comm {
   ib_unexp_t unexp[IB_NLAND];
   unsigned unexp_head, unexp_tail;
   uint32_t eager_returned;
+  uint8_t credit_busy[IB_NCREDIT]; /* credit SENDs not completed */
+  unsigned credit_next;
 
   int err; /* rcollResult_t; the first failure wins */
   char errmsg[384];
@@ -256,19 +261,19 @@ rcollResult_t ib_post_recvs(ib_comm_t *c);
 rcollResult_t ib_post_land(ib_comm_t *c, int land);
 rcollResult_t ib_post_credit_recv(ib_comm_t *c, int slot);
 
-/* The registered block: IB_NREQS credits, IB_NREQS bounce slots (each with
+/* The registered block: IB_NCREDIT credits, IB_NREQS bounce slots (each with
  * IB_HDR bytes of header room), and on the receive side IB_NLAND landing
  * buffers. */
 static inline size_t ib_block_bytes(int is_send) {
-  return (size_t)IB_NREQS * sizeof(ib_credit_t) + (size_t)IB_NREQS * IB_SLOT_BYTES +
+  return (size_t)IB_NCREDIT * sizeof(ib_credit_t) + (size_t)IB_NREQS * IB_SLOT_BYTES +
          (is_send ? 0 : (size_t)IB_NLAND * IB_LAND_BYTES);
 }
 static inline ib_credit_t *ib_block_credit(const ib_comm_t *c, int i) { return (ib_credit_t *)c->block + i; }
 static inline char *ib_block_slot(const ib_comm_t *c, int i) {
-  return c->block + (size_t)IB_NREQS * sizeof(ib_credit_t) + (size_t)i * IB_SLOT_BYTES;
+  return c->block + (size_t)IB_NCREDIT * sizeof(ib_credit_t) + (size_t)i * IB_SLOT_BYTES;
 }
 static inline char *ib_block_land(const ib_comm_t *c, int i) {
-  return c->block + (size_t)IB_NREQS * sizeof(ib_credit_t) + (size_t)IB_NREQS * IB_SLOT_BYTES +
+  return c->block + (size_t)IB_NCREDIT * sizeof(ib_credit_t) + (size_t)IB_NREQS * IB_SLOT_BYTES +
          (size_t)i * IB_LAND_BYTES;
 }
 

@@ -37,7 +37,7 @@ static rcollResult_t ib_qp_init(ib_comm_t *c, int q) {
   };
   c->qps[q] = ibv_create_qp(ctx->pd, &ia);
   if (c->qps[q] == NULL)
-    return rcoll_error(rcollSystemError, "ib: cannot create queue pair %d on %s: %s", q, ctx->port.desc,
+    return rcoll_error_quiet(rcollSystemError, "ib: cannot create queue pair %d on %s: %s", q, ctx->port.desc,
                        strerror(errno));
   struct ibv_qp_attr a = {
       .qp_state = IBV_QPS_INIT,
@@ -48,7 +48,7 @@ static rcollResult_t ib_qp_init(ib_comm_t *c, int q) {
   int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
   int e = ibv_modify_qp(c->qps[q], &a, mask);
   if (e != 0)
-    return rcoll_error(rcollSystemError, "ib: moving queue pair 0x%x to INIT on %s failed: %s",
+    return rcoll_error_quiet(rcollSystemError, "ib: moving queue pair 0x%x to INIT on %s failed: %s",
                        c->qps[q]->qp_num, ctx->port.desc, strerror(e));
   c->psn[q] = ib_random_psn();
   return rcollSuccess;
@@ -58,25 +58,25 @@ static rcollResult_t ib_comm_verbs(ib_comm_t *c) {
   ib_ctx_t *ctx = c->ctx;
   c->chan = ibv_create_comp_channel(ctx->verbs);
   if (c->chan == NULL)
-    return rcoll_error(rcollSystemError, "ib: cannot create a completion channel: %s", strerror(errno));
+    return rcoll_error_quiet(rcollSystemError, "ib: cannot create a completion channel: %s", strerror(errno));
   int fl = fcntl(c->chan->fd, F_GETFL);
   if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0)
-    return rcoll_error(rcollSystemError, "ib: fcntl on a completion channel: %s", strerror(errno));
+    return rcoll_error_quiet(rcollSystemError, "ib: fcntl on a completion channel: %s", strerror(errno));
   /* Every work request posted on any QP may complete at once. */
   int cqe = c->nqps * (IB_NREQS * (IB_WRS_PER_QP + 1) + IB_NLAND + 8);
   c->cq = ibv_create_cq(ctx->verbs, cqe, c, c->chan, 0);
   if (c->cq == NULL)
-    return rcoll_error(rcollSystemError, "ib: cannot create a completion queue of %d entries: %s", cqe,
+    return rcoll_error_quiet(rcollSystemError, "ib: cannot create a completion queue of %d entries: %s", cqe,
                        strerror(errno));
   size_t bytes = (ib_block_bytes(c->is_send) + 4095) & ~(size_t)4095; /* aligned_alloc wants a multiple */
   c->block = aligned_alloc(4096, bytes);
   if (c->block == NULL)
-    return rcoll_error(rcollSystemError, "ib: out of memory for connection buffers");
+    return rcoll_error_quiet(rcollSystemError, "ib: out of memory for connection buffers");
   memset(c->block, 0, bytes);
   int access = IBV_ACCESS_LOCAL_WRITE | (c->is_send ? 0 : IBV_ACCESS_REMOTE_WRITE);
   c->block_mr = ibv_reg_mr(ctx->pd, c->block, bytes, access);
   if (c->block_mr == NULL)
-    return rcoll_error(rcollSystemError, "ib: cannot register %zu bytes of connection buffers: %s", bytes,
+    return rcoll_error_quiet(rcollSystemError, "ib: cannot register %zu bytes of connection buffers: %s", bytes,
                        strerror(errno));
   for (int q = 0; q < c->nqps; q++)
     RCOLL_CHECK(ib_qp_init(c, q));
@@ -87,7 +87,7 @@ rcollResult_t ib_comm_create(ib_ctx_t *ctx, int is_send, int nqps, int fd, const
                              ib_comm_t **out) {
   ib_comm_t *c = calloc(1, sizeof *c);
   if (c == NULL)
-    return rcoll_error(rcollSystemError, "ib: out of memory for a connection");
+    return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a connection");
   c->is_send = is_send;
   c->ctx = ctx;
   c->nqps = nqps;
@@ -181,7 +181,7 @@ static rcollResult_t ib_qp_rtr_rts(ib_comm_t *c, int q, const ib_qp_info_t *r, e
              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
   int e = ibv_modify_qp(c->qps[q], &a, mask);
   if (e != 0)
-    return rcoll_error(rcollSystemError,
+    return rcoll_error_quiet(rcollSystemError,
                        "ib: moving queue pair 0x%x to RTR toward %s (%s, GID %s) failed: %s; local %s GID index %d",
                        c->qps[q]->qp_num, c->peer, r->desc, ib_gid_str(r->gid, g, sizeof g), strerror(e),
                        ctx->port.desc, ctx->port.gid_index);
@@ -196,7 +196,7 @@ static rcollResult_t ib_qp_rtr_rts(ib_comm_t *c, int q, const ib_qp_info_t *r, e
          IBV_QP_MAX_QP_RD_ATOMIC;
   e = ibv_modify_qp(c->qps[q], &a, mask);
   if (e != 0)
-    return rcoll_error(rcollSystemError, "ib: moving queue pair 0x%x to RTS toward %s failed: %s",
+    return rcoll_error_quiet(rcollSystemError, "ib: moving queue pair 0x%x to RTS toward %s failed: %s",
                        c->qps[q]->qp_num, c->peer, strerror(e));
   return rcollSuccess;
 }
@@ -204,10 +204,10 @@ static rcollResult_t ib_qp_rtr_rts(ib_comm_t *c, int q, const ib_qp_info_t *r, e
 rcollResult_t ib_qp_connect(ib_comm_t *c, const ib_qp_info_t *r) {
   const ib_port_t *p = &c->ctx->port;
   if ((int)r->nqps != c->nqps)
-    return rcoll_error(rcollInvalidUsage, "ib: %s uses %u queue pairs per connection, this side %d "
+    return rcoll_error_quiet(rcollInvalidUsage, "ib: %s uses %u queue pairs per connection, this side %d "
                        "(RCOLL_IB_QPS_PER_CONNECTION must agree)", c->peer, r->nqps, c->nqps);
   if (r->link_layer != p->link_layer)
-    return rcoll_error(rcollInvalidUsage, "ib: %s (%s) is on %s, this side (%s) on %s: no path between them",
+    return rcoll_error_quiet(rcollInvalidUsage, "ib: %s (%s) is on %s, this side (%s) on %s: no path between them",
                        c->peer, r->desc, r->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
                        p->desc, p->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
   enum ibv_mtu mtu = (enum ibv_mtu)r->mtu < p->mtu ? (enum ibv_mtu)r->mtu : p->mtu;
@@ -241,7 +241,7 @@ rcollResult_t ib_post_recvs(ib_comm_t *c) {
       struct ibv_recv_wr wr = {.wr_id = IB_WR_ID(IB_WR_DATA_RECV, q)}, *bad;
       int e = ibv_post_recv(c->qps[q], &wr, &bad);
       if (e != 0)
-        return rcoll_error(rcollSystemError, "ib: posting receives on queue pair 0x%x failed: %s",
+        return rcoll_error_quiet(rcollSystemError, "ib: posting receives on queue pair 0x%x failed: %s",
                            c->qps[q]->qp_num, strerror(e));
     }
   return rcollSuccess;

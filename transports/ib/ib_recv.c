@@ -79,7 +79,7 @@ void ib_land_in(ib_comm_t *c, int land, const struct ibv_wc *wc) {
 }
 
 static int ib_post_credit(ib_comm_t *c, ib_req_t *r) {
-  int slot = ib_slot(c, r);
+  int slot = (int)(c->credit_next++ % IB_NCREDIT);
   ib_credit_t *cr = ib_block_credit(c, slot);
   *cr = (ib_credit_t){
       .addr = r->addr, .size = r->size, .rkey = r->rkey, .seq = r->seq, .eager_returned = c->eager_returned};
@@ -95,7 +95,7 @@ static int ib_post_credit(ib_comm_t *c, ib_req_t *r) {
     ib_comm_fail(c, rcollSystemError, "ib: posting a credit to %s failed: %s", c->peer, strerror(e));
     return -1;
   }
-  r->credit_busy = 1;
+  c->credit_busy[slot] = 1;
   return 0;
 }
 
@@ -116,9 +116,15 @@ rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, cons
   (void)tags;
   *request = NULL;
   if (n != 1)
-    return rcoll_error(rcollInvalidArgument, "ib: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
   if (c->err != rcollSuccess)
     return ib_comm_error(c);
+  /* A receive may need a credit buffer: wait for the oldest to be free. */
+  unsigned cs = c->credit_next % IB_NCREDIT;
+  if (c->credit_busy[cs])
+    ib_progress(c);
+  if (c->credit_busy[cs])
+    return c->err != rcollSuccess ? ib_comm_error(c) : rcollSuccess;
   ib_req_t *r = ib_req_alloc(c, IB_REQ_RECV, data[0], sizes[0]);
   if (r == NULL) {
     RCOLL_TRACE(RCOLL_SUB_NET, "ib: irecv %u from %s: no slot", c->seq, c->peer);
