@@ -2,7 +2,7 @@
 # The GPU run of rcoll, in one go, for a machine with a CUDA GPU (made for
 # one H200; about 5 minutes there). Run from the repository root:
 #
-#   tests/gpu/run.sh            output in $OUT if set, else tests/gpu/out/
+#   tests/gpu/run.sh            output in $OUT if set, else /tmp/rcoll-gpu-out/
 #
 # It needs bash, gcc, make, tar and a CUDA toolkit (nvcc, cudart; CUDA_HOME
 # or /usr/local/cuda or the nvcc on PATH), nothing else: it builds in a copy
@@ -23,7 +23,7 @@ set -uo pipefail
 
 cd "$(dirname "$0")/../.." || exit 1
 ROOT=$PWD
-OUTDIR=${OUT:-$ROOT/tests/gpu/out}
+OUTDIR=${OUT:-/tmp/rcoll-gpu-out}
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/gpu_run.log
 SUMMARY=$OUTDIR/summary.txt
