@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -669,6 +670,47 @@ Test(shm, init_refuses_unusable_dirs_and_bad_settings) {
   expect_init_error(&(cfg_t){.slots = 4, .slot_size = 1000}, NULL, rcollInvalidArgument, "SHM_SLOT_SIZE");
   expect_init_error(&(cfg_t){.slots = 4, .slot_size = SLOT, .cma = -1}, NULL, rcollInvalidArgument,
                     "THRESHOLD");
+}
+
+/* A directory that fills up: later rings get fewer slots, and once not even
+ * the smallest fits, connect fails saying so. Needs a small tmpfs, mounted
+ * in a mount namespace of this test process only (root); skipped without. */
+Test(shm, full_directory_shrinks_rings_then_refuses) {
+  if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", test_dir, "tmpfs", 0, "size=3m") != 0)
+    cr_skip_test("cannot mount a small tmpfs here: %s", strerror(errno));
+  pair_t p;
+  pair_listen(&p, &(cfg_t){.slots = 16, .slot_size = 65536}); /* 1 MiB + 4 KiB rings */
+  p.sctx = ctx_new(&p.set, SECRET);
+  uint32_t slots[6] = {0};
+  void *sends[6] = {0}, *recvs[6] = {0};
+  rcollResult_t r = rcollSuccess;
+  int n = 0;
+  for (; n < 6 && r == rcollSuccess; n++) {
+    for (int64_t end = rcoll_now_ms() + 3000; sends[n] == NULL && r == rcollSuccess && rcoll_now_ms() < end;) {
+      r = ops->connect(p.sctx, 0, p.handle, &sends[n]);
+      if (recvs[n] == NULL)
+        cr_assert_eq(ops->accept(p.listen, &recvs[n]), rcollSuccess);
+    }
+    if (sends[n] != NULL)
+      slots[n] = ((shm_conn_t *)sends[n])->nslots;
+  }
+  cr_assert_eq(r, rcollSystemError, "connection %d: %d", n, r);
+  cr_assert(strstr(rcoll_error_text(), "full"), "text: %s", rcoll_error_text());
+  cr_assert(slots[0] == 16 && slots[1] == 16 && slots[2] > 0 && slots[2] < 16, "rings of %u, %u, %u slots",
+            slots[0], slots[1], slots[2]);
+  pair_t q = {.send = sends[2], .recv = recvs[2] ? recvs[2] : accept_for(p.listen, 2000)};
+  recvs[2] = q.recv;
+  const size_t sizes[] = {100, 3 * MIB + 5};
+  exchange(&q, 2, sizes, 0);
+  for (int i = 0; i < 6; i++) {
+    if (sends[i])
+      ops->close_send(sends[i]);
+    if (recvs[i])
+      ops->close_recv(recvs[i]);
+  }
+  pair_close(&p);
+  umount(test_dir);
 }
 
 Test(shm, properties_registration_and_flush) {

@@ -66,10 +66,10 @@ static rcollResult_t shm_pconn_new(shm_ctx_t *ctx, const void *key, const shm_ha
     free(p);
     return r;
   }
-  p->conn = shm_conn_new(1, seg, shm_seg_bytes(ctx->nslots, ctx->slot_size), -1, h->pid);
+  p->conn = shm_conn_new(1, seg, seg->bytes, -1, h->pid);
   if (p->conn == NULL) {
     shm_seg_unlink(ctx->dir, p->seg_name);
-    munmap(seg, shm_seg_bytes(ctx->nslots, ctx->slot_size));
+    munmap(seg, seg->bytes);
     free(p);
     return rcoll_error_quiet(rcollSystemError, "shm: out of memory for a connection");
   }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "log.h"
 #include "shm_priv.h"
 #include "sockutil.h"
 
@@ -62,16 +63,11 @@ static void shm_seg_init(shm_seg_t *seg, uint32_t nslots, size_t slot_size, size
   seg->sender_pid = (int32_t)getpid();
 }
 
-rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_seg_t **out) {
-  static _Atomic unsigned counter;
-  char path[512];
-  size_t bytes = shm_seg_bytes(ctx->nslots, ctx->slot_size);
-  snprintf(name, SHM_NAME_MAX, SHM_PREFIX "-%d-%u-%016llx", (int)getpid(), atomic_fetch_add(&counter, 1),
-           (unsigned long long)shm_random64());
-  shm_path(path, sizeof path, ctx->dir, name);
+/* Creates, reserves and maps one file of `bytes`; 0 or an errno. */
+static int shm_seg_try(const char *path, size_t bytes, void **out) {
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
-    return rcoll_error_quiet(rcollSystemError, "shm: cannot create %s: %s", path, strerror(errno));
+    return errno;
   int e = posix_fallocate(fd, 0, (off_t)bytes);
   void *p = MAP_FAILED;
   if (e == 0) {
@@ -79,18 +75,40 @@ rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_
     e = p == MAP_FAILED ? errno : 0;
   }
   close(fd);
-  if (e != 0) {
+  if (e != 0)
     unlink(path);
-    return rcoll_error_quiet(rcollSystemError, "shm: cannot reserve a %zu KiB ring in %s: %s%s", bytes >> 10,
-                       ctx->dir, strerror(e),
-                       e == ENOSPC ? " (the shared-memory directory is full; RCOLL_SHM_DISABLE=1 avoids it)"
-                                   : "");
+  *out = p;
+  return e;
+}
+
+/* A directory too full for a ring of the configured size gets a ring with
+ * half the slots, down to the minimum, before the connection fails: a small
+ * /dev/shm (containers often have 64 MiB) costs speed, not the job. */
+rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_seg_t **out) {
+  static _Atomic unsigned counter;
+  char path[512];
+  snprintf(name, SHM_NAME_MAX, SHM_PREFIX "-%d-%u-%016llx", (int)getpid(), atomic_fetch_add(&counter, 1),
+           (unsigned long long)shm_random64());
+  shm_path(path, sizeof path, ctx->dir, name);
+  uint32_t n = ctx->nslots;
+  void *p = NULL;
+  int e = shm_seg_try(path, shm_seg_bytes(n, ctx->slot_size), &p);
+  while (e == ENOSPC && n / 2 >= SHM_MIN_SLOTS) {
+    n /= 2;
+    e = shm_seg_try(path, shm_seg_bytes(n, ctx->slot_size), &p);
   }
+  if (e != 0)
+    return rcoll_error_quiet(rcollSystemError, "shm: cannot create a ring in %s: %s%s", ctx->dir, strerror(e),
+                             e == ENOSPC ? " (the directory is full; RCOLL_SHM_DISABLE=1 avoids it)" : "");
+  if (n != ctx->nslots)
+    RCOLL_INFO(RCOLL_SUB_NET, "shm: %s is short of room: ring of %u slots instead of %u", ctx->dir, n,
+               ctx->nslots);
+  size_t bytes = shm_seg_bytes(n, ctx->slot_size);
   /* Touch every page now, so that no message pays for a page fault; a
    * child the application forks has no use for the ring. */
   memset(p, 0, bytes);
   madvise(p, bytes, MADV_DONTFORK);
-  shm_seg_init(p, ctx->nslots, ctx->slot_size, bytes);
+  shm_seg_init(p, n, ctx->slot_size, bytes);
   *out = p;
   return rcollSuccess;
 }
