@@ -34,14 +34,17 @@ _Static_assert((int)RCOLL_CUDA_EVENT_DISABLE_TIMING == (int)cudaEventDisableTimi
 _Static_assert((int)RCOLL_CUDA_IPC_LAZY_PEER_ACCESS == (int)cudaIpcMemLazyEnablePeerAccess, "IPC flag");
 _Static_assert((int)RCOLL_CUDA_ERROR_NOT_READY == (int)cudaErrorNotReady, "not-ready error");
 
-_Static_assert((int)RCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == (int)CU_POINTER_ATTRIBUTE_MEMORY_TYPE, "attr");
+_Static_assert((int)RCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == (int)CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+               "attr");
 _Static_assert((int)RCOLL_CU_MEMORYTYPE_HOST == (int)CU_MEMORYTYPE_HOST, "driver memory type");
 _Static_assert((int)RCOLL_CU_MEMORYTYPE_DEVICE == (int)CU_MEMORYTYPE_DEVICE, "driver memory type");
 _Static_assert((int)RCOLL_CU_MEMORYTYPE_UNIFIED == (int)CU_MEMORYTYPE_UNIFIED, "driver memory type");
 _Static_assert((int)RCOLL_CU_STREAM_WAIT_VALUE_GEQ == (int)CU_STREAM_WAIT_VALUE_GEQ, "wait flag");
-_Static_assert((int)RCOLL_CU_FLUSH_TARGET_CURRENT_CTX == (int)CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
+_Static_assert((int)RCOLL_CU_FLUSH_TARGET_CURRENT_CTX ==
+                   (int)CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX,
                "flush target");
-_Static_assert((int)RCOLL_CU_FLUSH_TO_OWNER == (int)CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER, "flush scope");
+_Static_assert((int)RCOLL_CU_FLUSH_TO_OWNER == (int)CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER,
+               "flush scope");
 
 /* Our function types return int where CUDA returns these enums. */
 _Static_assert(sizeof(cudaError_t) == sizeof(int), "cudaError_t is an int");

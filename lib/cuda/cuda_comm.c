@@ -61,7 +61,8 @@ static int parse_gdr_level(const char *s) {
   long v = strtol(s, &end, 10);
   if (*s != '\0' && *end == '\0' && v >= 0)
     return (int)v;
-  RCOLL_WARN("RCOLL_NET_GDR_LEVEL=%s is not LOC, PIX, PXB, PHB, SYS or a number: GPUDirect RDMA off", s);
+  RCOLL_WARN("RCOLL_NET_GDR_LEVEL=%s is not LOC, PIX, PXB, PHB, SYS or a number: GPUDirect RDMA "
+             "off", s);
   return 0;
 }
 
@@ -69,7 +70,8 @@ static void comm_settings(rcoll_cuda_comm_t *cc) {
   const rcoll_settings_t *s = &cc->comm->settings;
   cc->gdr_level = parse_gdr_level(s->net_gdr_level);
   cc->p2p_disable = s->p2p_disable != 0;
-  cc->wait_mode = strcasecmp(s->cuda_wait, "kernel") == 0 ? RCOLL_CUDA_WAIT_KERNEL : RCOLL_CUDA_WAIT_MEMOP;
+  cc->wait_mode = strcasecmp(s->cuda_wait, "kernel") == 0 ? RCOLL_CUDA_WAIT_KERNEL
+                                                          : RCOLL_CUDA_WAIT_MEMOP;
   if (rcoll_cuda_api()->cu_stream_wait_value32 == NULL)
     cc->wait_mode = RCOLL_CUDA_WAIT_KERNEL;
 }
@@ -212,7 +214,8 @@ static int peer_mode(rcoll_cuda_comm_t *cc, int peer) {
   const rcoll_comm_net_t *n = &c->nets[c->peers[peer].net];
   rcoll_net_props_t props;
   memset(&props, 0, sizeof props);
-  if (cc->gdr_level > 0 && n->ops != NULL && n->ops->get_properties(n->ctx, 0, &props) == rcollSuccess &&
+  if (cc->gdr_level > 0 && n->ops != NULL &&
+      n->ops->get_properties(n->ctx, 0, &props) == rcollSuccess &&
       (props.ptr_support & RCOLL_PTR_CUDA))
     return RCOLL_CUDA_MODE_GDR;
   return RCOLL_CUDA_MODE_STAGE;

@@ -192,7 +192,9 @@ static int rx_connect(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx, rcollRe
   if (!done)
     return 0;
   rx->req = NULL;
-  if ((*err = rx_check(c, peer, rx, got)) != rcollSuccess || (*err = rx_map(c, peer, rx)) != rcollSuccess)
+  if ((*err = rx_check(c, peer, rx, got)) != rcollSuccess)
+    return 0;
+  if ((*err = rx_map(c, peer, rx)) != rcollSuccess)
     return 0;
   rx->state = RCOLL_IPC_READY;
   return 1;

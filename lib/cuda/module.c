@@ -37,7 +37,9 @@ int rcoll_cuda_kernel_name(int kind, rcollDataType_t t, rcollRedOp_t op, char *b
     snprintf(buf, len, "rcoll_k_wait_flag");
     return 0;
   }
-  if ((int)t < 0 || t >= rcollNumTypes || (kind == RCOLL_CUDA_K_REDUCE && ((int)op < 0 || op >= rcollNumOps)))
+  if ((int)t < 0 || t >= rcollNumTypes)
+    return -1;
+  if (kind == RCOLL_CUDA_K_REDUCE && ((int)op < 0 || op >= rcollNumOps))
     return -1;
   if (kind == RCOLL_CUDA_K_AVG)
     snprintf(buf, len, "rcoll_k_avg_%s", type_sfx[t]);

@@ -63,7 +63,8 @@ static rcoll_cuda_unit_t *unit_alloc(rcoll_plan_t **plans, int n) {
   u->nodes = calloc((size_t)n, sizeof *u->nodes);
   int ok = u->plans && u->plan_ptrs && u->x && u->nodes;
   for (int i = 0; ok && i < n; i++)
-    ok = (u->x[i] = calloc((size_t)(plans[i]->nsteps > 0 ? plans[i]->nsteps : 1), sizeof **u->x)) != NULL;
+    ok = (u->x[i] = calloc((size_t)(plans[i]->nsteps > 0 ? plans[i]->nsteps : 1),
+                           sizeof **u->x)) != NULL;
   if (!ok) {
     for (int i = 0; u->x && i < n; i++)
       free(u->x[i]);
@@ -157,7 +158,8 @@ static rcollResult_t unit_hold(rcoll_cuda_unit_t *u) {
     int saved = -1;
     rcollResult_t r = rcoll_cuda_device_enter(u->devices[i], &saved) == 0
                           ? rcoll_cuda_stream_hold(u->owner, u->streams[i], u->seq)
-                          : rcoll_error(rcollUnhandledCudaError, "cannot select device %d", u->devices[i]);
+                          : rcoll_error(rcollUnhandledCudaError, "cannot select device %d",
+                                        u->devices[i]);
     rcoll_cuda_device_leave(saved);
     RCOLL_CHECK(r);
   }

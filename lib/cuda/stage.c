@@ -287,7 +287,8 @@ int rcoll_gdr_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
     r = ops->irecv(pe->recv_comm, 1, &st->dst, &st->bytes, &tag, &x->mh, &req);
   }
   if (r != rcollSuccess) {
-    *err = rcoll_dev_peer_error(c, st->peer, r, st->kind == RCOLL_STEP_SEND ? "send to" : "receive from");
+    *err = rcoll_dev_peer_error(c, st->peer, r,
+                                st->kind == RCOLL_STEP_SEND ? "send to" : "receive from");
     return 0;
   }
   if (req == NULL)
