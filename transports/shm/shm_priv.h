@@ -117,6 +117,7 @@ typedef struct shm_req {
   int state;
   int direct;  /* single copy: published (send) or announced (receive) */
   int started; /* receive: the first slot has been read */
+  int stream;  /* receive: write with non-temporal stores (shm_io.c) */
   char *buf;
   size_t size; /* send size; receive: capacity until the first slot, then size */
   size_t off;  /* bytes moved so far */
