@@ -16,6 +16,9 @@
  *   for the matching irecv.
  * - iflush returns a token that test reports done at once (host memory).
  * - reg_mr of host memory returns a dummy handle; device memory is refused.
+ *   A receive of 256 KiB or more posted without a handle is written with
+ *   non-temporal stores (it does not stay in cache): pass a handle for
+ *   buffers that are read again right away, as the engine does for staging.
  * - connect presents the context's secret, or the handle's when the context
  *   was opened with secret 0; a listener that refuses it makes connect fail.
  * - A peer that exits (or closes its end) fails the pending requests of the
