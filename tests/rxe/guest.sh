@@ -114,6 +114,25 @@ bandwidth() {
   return $rc
 }
 
+# The port going down under a running all-reduce: both ranks must fail with
+# an error that says so (an async event, or the retries running out), not
+# hang. It takes eth0 down, so it runs last.
+port_down() {
+  local rc0 rc1
+  for r in 1 0; do
+    RANK=$r WORLD_SIZE=2 RCOLL_COMM_ID=$ME:29650 RCOLL_TIMEOUT=30 allreduce_perf -b 4M -e 4M -n 100000 -w 0 -c 0 \
+      >/tmp/pd$r.log 2>&1 &
+    eval "pid$r=$!"
+  done
+  sleep 4
+  ip link set eth0 down
+  wait "$pid0"; rc0=$?
+  wait "$pid1"; rc1=$?
+  grep -h "failed: " /tmp/pd0.log /tmp/pd1.log | unprefix | head -n 2 | sed 's/^/RXE-MSG /'
+  grep -h "rcollAllReduce failed" /tmp/pd0.log /tmp/pd1.log | head -n 2 | sed 's/^/RXE-MSG /'
+  [ $rc0 -ne 0 ] && [ $rc1 -ne 0 ]
+}
+
 # Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.
 dbg() {
   RCOLL_TIMEOUT=10 RCOLL_DEBUG=TRACE RCOLL_DEBUG_SUBSYS=NET allreduce_perf -t 2 -b 1M -e 1M -n 3 -w 1 >/tmp/dbg.log 2>&1
@@ -144,6 +163,7 @@ single() {
   step link-local-index 60 wrong_index 0 "selects the link-local GID" yes
   [ -x /rxe/rank_death ] && step rank-death 90 env RCOLL_TIMEOUT=15 rank_death -n 3 -d 1 -m kill
   step bandwidth 200 bandwidth
+  step port-down 90 port_down
 }
 
 # ---- two VMs ----
@@ -184,13 +204,13 @@ two() { # a or b
 # The two-VM ib_write_bw: a serves, b connects (retrying until a listens).
 write_bw_server() {
   ib_write_bw -d rxe0 -x "$GIDX" -F -s 1048576 -n 50 >/tmp/wb1.log 2>&1 &&
-    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 12 >/tmp/wb16.log 2>&1 &&
-    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 12 -b >/tmp/wbb.log 2>&1
+    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 8 >/tmp/wb16.log 2>&1 &&
+    ib_write_bw -d rxe0 -x "$GIDX" -F -s 16777216 -n 8 -b >/tmp/wbb.log 2>&1
 }
 
 write_bw_client() {
   local s n i rc=0 ok bidir
-  for s in 1048576:50: 16777216:12: 16777216:12:-b; do
+  for s in 1048576:50: 16777216:8: 16777216:8:-b; do
     ok=1 n=${s#*:} bidir=${n#*:} n=${n%:*} s=${s%%:*}
     for i in 1 2 3 4 5 6 7 8 9 10; do
       ib_write_bw -d rxe0 -x "$GIDX" -F -s "$s" -n "$n" $bidir "$1" >/tmp/wb_cli.log 2>&1 && { ok=0; break; }

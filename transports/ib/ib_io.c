@@ -91,6 +91,7 @@ static const char *ib_wc_hint(enum ibv_wc_status s) {
   case IBV_WC_REM_ACCESS_ERR:
     return "; the peer refused the RDMA write (its buffer was released: it aborted, or a bad key or range)";
   case IBV_WC_WR_FLUSH_ERR: return "; the queue pair had already failed";
+  case IBV_WC_LOC_QP_OP_ERR: return "; the local port may have gone down";
   default: return "";
   }
 }
