@@ -25,6 +25,9 @@ cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
 DIR=${RXE_DIR:-$ROOT/build/rxe}
 mkdir -p "$DIR/bin"
+# One run at a time per tree (make check in two shells would share $DIR).
+exec 9>"$DIR/.lock"
+flock -w 900 9 || { echo "check_rxe: another run holds $DIR/.lock"; exit 1; }
 PKGS="qemu-system-x86 linux-image-amd64 busybox-static rdma-core ibverbs-providers ibverbs-utils perftest cpio kmod iproute2"
 
 skip() { echo "check_rxe: SKIP: $*"; exit 77; }
@@ -42,8 +45,11 @@ pick_kernel() {
 }
 
 have_all() {
-  command -v qemu-system-x86_64 ib_write_bw ibv_devinfo rdma cpio modprobe >/dev/null 2>&1 &&
-    [[ -x /bin/busybox ]] && ! ldd /bin/busybox >/dev/null 2>&1 &&
+  local t
+  for t in qemu-system-x86_64 ib_write_bw ibv_devinfo rdma ip cpio modprobe; do
+    command -v "$t" >/dev/null 2>&1 || return 1
+  done
+  [[ -x /bin/busybox ]] && ! ldd /bin/busybox >/dev/null 2>&1 &&
     [[ -e /etc/libibverbs.d/rxe.driver ]] && [[ -n $(pick_kernel) ]]
 }
 

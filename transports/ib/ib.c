@@ -3,6 +3,7 @@
  * and ib_qp.c, requests in ib_io.c, sleeping in ib_wait.c, the registration
  * cache in ib_mr.c. */
 #if RCOLL_HAVE_IBVERBS
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,12 +92,15 @@ static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
     ib_ctx_unref(ctx);
     return r;
   }
+  const void *ip = ctx->addr.sa.sa_family == AF_INET6 ? (const void *)&ctx->addr.sin6.sin6_addr
+                                                      : (const void *)&ctx->addr.sin.sin_addr;
+  if (inet_ntop(ctx->addr.sa.sa_family, ip, abuf, sizeof abuf) == NULL)
+    snprintf(abuf, sizeof abuf, "?");
   RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT,
              "ib: rank %d on %s (%s, MTU %d, %d Mb/s), handshake via %s (%s), %d QP(s) per connection, "
              "timeout %d retry %d sl %d tc %d; device memory: %s",
              ctx->rank, ctx->port.desc, ctx->port.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
-             128 << ctx->port.mtu, ctx->port.speed_mbps, ctx->ifname,
-             rcoll_sockaddr_str(&ctx->addr, abuf, sizeof abuf), ctx->nqps, ctx->timeout, ctx->retry_cnt, ctx->sl,
+             128 << ctx->port.mtu, ctx->port.speed_mbps, ctx->ifname, abuf, ctx->nqps, ctx->timeout, ctx->retry_cnt, ctx->sl,
              ctx->tc, ctx->gdr_why);
   *out = ctx;
   return rcollSuccess;

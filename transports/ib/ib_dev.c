@@ -90,41 +90,51 @@ static rcollResult_t ib_gid_prefs(const rcoll_settings_t *s, ib_gid_prefs_t *p) 
   return rcollSuccess;
 }
 
-/* RoCE: the configured index, checked, or the automatic choice. */
-static rcollResult_t ib_gid_choose(ib_ctx_t *ctx, const rcoll_settings_t *s, int tbl_len) {
+/* The position in tab of the entry to use, or -1 with the error set:
+ * the configured index once checked (warning about doubtful ones), else
+ * the automatic choice. `why` gets the reason, for the log. */
+static int ib_gid_decide(const ib_ctx_t *ctx, const ib_gid_t *tab, int n, int want, const ib_gid_prefs_t *prefs,
+                         char *why, size_t len) {
+  char t[1024];
+  int warn = 0, pos;
+  if (want < 0) {
+    pos = ib_gid_pick(tab, n, prefs, why, len);
+    if (pos < 0)
+      rcoll_error_quiet(rcollSystemError, "ib: %s has %s; GID table: %s", ctx->port.desc, why,
+                        ib_gid_table_str(tab, n, t, sizeof t));
+    return pos;
+  }
+  pos = ib_gid_check(tab, n, want, ctx->port.gid_tbl_len, ctx->port.desc, &warn, why, len);
+  if (pos < 0) {
+    rcoll_error_quiet(rcollInvalidArgument, "ib: %s", why);
+    return -1;
+  }
+  if (warn)
+    RCOLL_WARN("ib: %s", why);
+  snprintf(why, len, "GID index %d as RCOLL_IB_GID_INDEX says%s", want, warn ? " (see the warning)" : "");
+  return pos;
+}
+
+/* RoCE: reads the port's GID table and settles on one entry. */
+static rcollResult_t ib_gid_choose(ib_ctx_t *ctx, const rcoll_settings_t *s) {
   enum { MAXG = 1024 };
-  ib_gid_t *tab = calloc(MAXG, sizeof *tab);
   char why[1024], t[1024];
+  ib_gid_prefs_t prefs;
+  RCOLL_CHECK(ib_gid_prefs(s, &prefs));
+  ib_gid_t *tab = calloc(MAXG, sizeof *tab);
   if (tab == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: out of memory reading a GID table");
-  ib_gid_prefs_t prefs;
-  rcollResult_t r = ib_gid_prefs(s, &prefs);
-  int n = r == rcollSuccess ? ib_gid_read(ctx->verbs, ctx->port.port, tbl_len, tab, MAXG) : 0;
-  int pos = -1, warn = 0, want = (int)s->ib_gid_index;
-  if (r == rcollSuccess)
-    RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "ib: %s GID table (%d slots): %s", ctx->port.desc, tbl_len,
-               ib_gid_table_str(tab, n, t, sizeof t));
-  if (r == rcollSuccess && want >= 0) {
-    pos = ib_gid_check(tab, n, want, tbl_len, ctx->port.desc, &warn, why, sizeof why);
-    if (pos < 0)
-      r = rcoll_error_quiet(rcollInvalidArgument, "ib: %s", why);
-    else if (warn)
-      RCOLL_WARN("ib: %s", why);
-    else
-      snprintf(why, sizeof why, "GID index %d as RCOLL_IB_GID_INDEX says", want);
-  } else if (r == rcollSuccess) {
-    pos = ib_gid_pick(tab, n, &prefs, why, sizeof why);
-    if (pos < 0)
-      r = rcoll_error_quiet(rcollSystemError, "ib: %s has %s; GID table: %s", ctx->port.desc, why, t);
-  }
-  if (r == rcollSuccess) {
+  int n = ib_gid_read(ctx->verbs, ctx->port.port, ctx->port.gid_tbl_len, tab, MAXG);
+  RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "ib: %s GID table (%d slots): %s", ctx->port.desc,
+             ctx->port.gid_tbl_len, ib_gid_table_str(tab, n, t, sizeof t));
+  int pos = ib_gid_decide(ctx, tab, n, (int)s->ib_gid_index, &prefs, why, sizeof why);
+  if (pos >= 0) {
     ctx->port.gid_index = tab[pos].index;
     memcpy(ctx->port.gid.raw, tab[pos].raw, 16);
-    RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "ib: rank %d uses %s %s", ctx->rank, ctx->port.desc,
-               warn ? "the configured GID index despite the warning above" : why);
+    RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "ib: rank %d uses %s %s", ctx->rank, ctx->port.desc, why);
   }
   free(tab);
-  return r;
+  return pos >= 0 ? rcollSuccess : (rcollResult_t)(s->ib_gid_index >= 0 ? rcollInvalidArgument : rcollSystemError);
 }
 
 /* Fills ctx->port from an ACTIVE port. */
@@ -219,7 +229,7 @@ rcollResult_t ib_dev_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
   if (notes[0])
     RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "ib: passed over: %s", notes);
   if (ctx->port.link_layer == IBV_LINK_LAYER_ETHERNET)
-    RCOLL_CHECK(ib_gid_choose(ctx, s, ctx->port.gid_tbl_len));
+    RCOLL_CHECK(ib_gid_choose(ctx, s));
   else
     RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "ib: rank %d uses %s (InfiniBand, LID %u)", ctx->rank,
                ctx->port.desc, ctx->port.lid);
