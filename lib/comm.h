@@ -70,6 +70,7 @@ struct rcollComm {
   size_t chunk_bytes;
   int nslots;
   int64_t spin_us; /* engine spin before sleeping (comm.c: comm_spin_policy) */
+  int spin_yield;  /* yield while spinning: some peer is reached through the kernel */
 
   rcoll_bootstrap_t *bootstrap;
   rcoll_topo_t topo;
