@@ -27,10 +27,11 @@
 #include "error.h"
 #include "rcoll.h"
 #include "sockutil.h"
+#include "transport_harness.h"
 
-#define SECRET 0x5eC2e7ull
+#define SECRET TH_SECRET
 #define SLOT 4096
-#define MIB (1024 * 1024)
+#define MIB TH_MIB
 
 static const rcoll_transport_ops_t *ops = &shm_ops;
 static char test_dir[128];
@@ -72,187 +73,25 @@ static void settings(rcoll_settings_t *s, const cfg_t *c) {
   snprintf(s->shm_dir, sizeof s->shm_dir, "%s", test_dir);
 }
 
-static void *ctx_new(const rcoll_settings_t *s, uint64_t secret) {
-  rcoll_net_config_t cfg = {.settings = s, .secret = secret, .rank = 0};
-  void *ctx = NULL;
-  rcollResult_t r = ops->init(&cfg, &ctx);
-  if (r != rcollSuccess)
-    fprintf(stderr, "init: %s\n", rcoll_error_text());
-  return ctx;
-}
-
-typedef struct pair {
-  rcoll_settings_t set;
-  void *sctx, *rctx, *listen, *send, *recv;
-  char handle[RCOLL_NET_HANDLE_BYTES];
-} pair_t;
+typedef th_pair_t pair_t;
 
 static void pair_listen(pair_t *p, const cfg_t *c) {
   memset(p, 0, sizeof *p);
   settings(&p->set, c);
-  p->rctx = ctx_new(&p->set, SECRET);
-  cr_assert_not_null(p->rctx);
-  cr_assert_eq(ops->listen(p->rctx, 0, p->handle, &p->listen), rcollSuccess);
+  th_pair_listen(p, ops);
 }
 
-/* Polls connect and accept together, as the engine does, until both finish. */
 static void pair_open(pair_t *p, const cfg_t *c) {
   pair_listen(p, c);
-  p->sctx = ctx_new(&p->set, SECRET);
-  int64_t end = rcoll_now_ms() + 5000;
-  while ((p->send == NULL || p->recv == NULL) && rcoll_now_ms() < end) {
-    if (p->send == NULL)
-      cr_assert_eq(ops->connect(p->sctx, 0, p->handle, &p->send), rcollSuccess, "%s", rcoll_error_text());
-    if (p->recv == NULL)
-      cr_assert_eq(ops->accept(p->listen, &p->recv), rcollSuccess, "%s", rcoll_error_text());
-  }
-  cr_assert(p->send && p->recv, "connection not made within 5 s");
+  p->sctx = th_ctx_try(ops, &p->set, SECRET);
+  th_pair_connect(p, 5000, 0, "shm");
 }
 
-static void pair_close(pair_t *p) {
-  if (p->send)
-    ops->close_send(p->send);
-  if (p->recv)
-    ops->close_recv(p->recv);
-  if (p->listen)
-    ops->close_listen(p->listen);
-  ops->finalize(p->sctx);
-  ops->finalize(p->rctx);
-}
+/* Receives land at every alignment (streaming stores align first). */
+#define SHIFT 8
 
-static unsigned char pattern(int msg, size_t i) {
-  return (unsigned char)(i * 131 + (i >> 12) + msg * 29 + 1);
-}
-
-static void fill(char *b, size_t n, int msg) {
-  for (size_t i = 0; i < n; i++)
-    b[i] = (char)pattern(msg, i);
-}
-
-static long check(const char *b, size_t n, int msg) {
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)b[i] != pattern(msg, i))
-      return (long)i;
-  return -1;
-}
-
-/* Tests until done, an error, or the deadline (then rcollInProgress). */
-static rcollResult_t wait_req(void *req, size_t *size, int64_t ms) {
-  int64_t end = rcoll_now_ms() + ms;
-  int done = 0;
-  for (unsigned spin = 0; rcoll_now_ms() < end; spin++) {
-    rcollResult_t r = ops->test(req, &done, size);
-    if (r != rcollSuccess || done)
-      return r;
-    if (spin > 64)
-      sched_yield();
-  }
-  return rcollInProgress;
-}
-
-/* One side of a stream of messages: posts as many as the transport takes,
- * and when it answers with a NULL request completes the oldest first. No
- * Criterion asserts here: forked children run it too. */
-typedef struct stream {
-  void *comm;
-  int is_send, n;
-  char **bufs;
-  size_t *sizes; /* send sizes, or posted receive sizes */
-  size_t *got;
-  rcollResult_t result;
-  char err[RCOLL_ERROR_TEXT_MAX];
-  int nulls;
-} stream_t;
-
-static rcollResult_t stream_post(stream_t *s, int i, void **req) {
-  if (s->is_send)
-    return ops->isend(s->comm, s->bufs[i], s->sizes[i], i, NULL, req);
-  int tag = i;
-  return ops->irecv(s->comm, 1, (void **)&s->bufs[i], &s->sizes[i], &tag, NULL, req);
-}
-
-static void *stream_run(void *arg) {
-  stream_t *s = arg;
-  void *reqs[256];
-  int posted = 0, completed = 0;
-  s->result = rcollSuccess;
-  while (completed < s->n) {
-    void *req = NULL;
-    if (posted < s->n && posted - completed < 256) {
-      s->result = stream_post(s, posted, &req);
-      if (s->result != rcollSuccess)
-        break;
-      if (req != NULL) {
-        reqs[posted++ % 256] = req;
-        continue;
-      }
-      s->nulls++;
-    }
-    s->result = wait_req(reqs[completed % 256], &s->got[completed], 20000);
-    if (s->result != rcollSuccess)
-      break;
-    completed++;
-  }
-  snprintf(s->err, sizeof s->err, "%s", rcoll_error_text());
-  return NULL;
-}
-
-/* Buffers for n messages: sends filled with the pattern, receives posted
- * `extra` bytes larger and poisoned. One allocation holds the arrays. */
-static stream_t *stream_new(void *comm, int is_send, int n, const size_t *sizes, size_t extra) {
-  stream_t *s = calloc(1, sizeof *s + (size_t)n * (sizeof(char *) + 2 * sizeof(size_t)));
-  *s = (stream_t){.comm = comm, .is_send = is_send, .n = n, .bufs = (char **)(s + 1)};
-  s->sizes = (size_t *)(s->bufs + n);
-  s->got = s->sizes + n;
-  for (int i = 0; i < n; i++) {
-    s->sizes[i] = sizes[i] + (is_send ? 0 : extra);
-    /* Receives land at every alignment (streaming stores align first). */
-    s->bufs[i] = (char *)malloc(s->sizes[i] + 8) + (is_send ? 0 : i % 8);
-    if (is_send)
-      fill(s->bufs[i], sizes[i], i);
-    else
-      memset(s->bufs[i], 0xEE, s->sizes[i] + 1);
-  }
-  return s;
-}
-
-static void stream_free(stream_t *s) {
-  for (int i = 0; i < s->n; i++)
-    free(s->bufs[i] - (s->is_send ? 0 : i % 8));
-  free(s);
-}
-
-/* Checks a finished receive stream: 0, or the first bad message + 1. */
-static int stream_verify(const stream_t *rx, const size_t *sizes, char *why, size_t len) {
-  for (int i = 0; i < rx->n; i++) {
-    long bad = check(rx->bufs[i], sizes[i], i);
-    if (rx->got[i] != sizes[i] || bad >= 0 || (unsigned char)rx->bufs[i][sizes[i]] != 0xEE) {
-      snprintf(why, len, "message %d of %zu bytes: reported %zu, first wrong byte %ld, canary %02x", i,
-               sizes[i], rx->got[i], bad, (unsigned char)rx->bufs[i][sizes[i]]);
-      return i + 1;
-    }
-  }
-  return 0;
-}
-
-/* Sends sizes[i] bytes as message i from one thread to another; returns
- * how often the two sides found the transport out of request slots. */
 static int exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
-  stream_t *tx = stream_new(p->send, 1, n, sizes, 0), *rx = stream_new(p->recv, 0, n, sizes, extra);
-  pthread_t t;
-  pthread_create(&t, NULL, stream_run, tx);
-  stream_run(rx);
-  pthread_join(t, NULL);
-  cr_assert_eq(tx->result, rcollSuccess, "send failed: %s", tx->err);
-  cr_assert_eq(rx->result, rcollSuccess, "recv failed: %s", rx->err);
-  char why[256];
-  cr_assert_eq(stream_verify(rx, sizes, why, sizeof why), 0, "%s", why);
-  for (int i = 0; i < n; i++)
-    cr_assert_eq(tx->got[i], sizes[i], "send %d reported %zu, sent %zu", i, tx->got[i], sizes[i]);
-  int nulls = tx->nulls + rx->nulls;
-  stream_free(tx);
-  stream_free(rx);
-  return nulls;
+  return th_exchange(p, n, sizes, extra, SHIFT);
 }
 
 /* Around the payload rules: 32 bytes share the header's line, a slot of
@@ -275,7 +114,7 @@ Test(shm, threads_sizes_ring_memcpy_and_crossover) {
     cr_assert_eq(dir_entries(), 0, "segments must be unlinked once both ends mapped them");
     exchange(&p, NSIZES, sizes_all, 0);
     exchange(&p, NSIZES, sizes_all, 3 * SLOT + 7); /* receives posted larger than the send */
-    pair_close(&p);
+    th_pair_close(&p);
   }
   /* Sizes just below, at and above the threshold alternate on one ring. */
   size_t cross[60];
@@ -284,7 +123,7 @@ Test(shm, threads_sizes_ring_memcpy_and_crossover) {
   pair_t p;
   pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT, .memcpy_min = 65536});
   exchange(&p, 60, cross, 5);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 /* More messages than request slots, of mixed sizes, in flight at once: both
@@ -298,7 +137,7 @@ Test(shm, many_in_flight_keep_order) {
   pair_t p;
   pair_open(&p, &(cfg_t){.slots = 16, .slot_size = SLOT, .memcpy_min = 100000});
   cr_assert_gt(exchange(&p, N, sizes, 11), 0, "%d messages fit in %d request slots?", N, SHM_NREQS);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 static void expect_larger_error(size_t sent, size_t posted, long memcpy_min) {
@@ -309,7 +148,7 @@ static void expect_larger_error(size_t sent, size_t posted, long memcpy_min) {
   pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT, .memcpy_min = memcpy_min});
   cr_assert_eq(ops->isend(p.send, sb, sent, 0, NULL, &sreq), rcollSuccess);
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
-  rcollResult_t r = wait_req(rreq, NULL, 5000);
+  rcollResult_t r = th_wait_req(ops, rreq, NULL, 5000);
   cr_assert_eq(r, rcollInvalidUsage, "got %d: %s", r, rcoll_error_text());
   char want[128];
   snprintf(want, sizeof want, "message of %zu bytes", sent);
@@ -317,7 +156,7 @@ static void expect_larger_error(size_t sent, size_t posted, long memcpy_min) {
             "text: %s", rcoll_error_text());
   cr_assert_neq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess,
                 "a failed connection fails later calls at once");
-  pair_close(&p);
+  th_pair_close(&p);
   free(sb);
   free(rb);
 }
@@ -341,7 +180,7 @@ typedef struct proc_job {
 } proc_job_t;
 
 static void *proc_connect(pair_t *p) {
-  void *ctx = ctx_new(&p->set, SECRET), *comm = NULL;
+  void *ctx = th_ctx_try(ops, &p->set, SECRET), *comm = NULL;
   int64_t end = rcoll_now_ms() + 5000;
   while (ctx && comm == NULL && rcoll_now_ms() < end)
     if (ops->connect(ctx, 0, p->handle, &comm) != rcollSuccess)
@@ -364,10 +203,11 @@ static int proc_child(const proc_job_t *j) {
   void *comm = proc_connect(j->p);
   if (comm == NULL)
     return 2;
-  stream_t *s = stream_new(comm, j->child_sends, j->n, j->sizes, j->child_sends ? 0 : j->extra);
-  stream_run(s);
+  th_stream_t *s = th_stream_new(ops, comm, j->child_sends, j->n, j->sizes, j->child_sends ? 0 : j->extra,
+                                 SHIFT);
+  th_stream_run(s);
   char why[256] = "";
-  int bad = s->result != rcollSuccess ? 3 : !j->child_sends && stream_verify(s, j->sizes, why, sizeof why);
+  int bad = s->result != rcollSuccess ? 3 : !j->child_sends && th_stream_verify(s, j->sizes, why, sizeof why);
   if (bad)
     fprintf(stderr, "child: %s %s\n", s->err, why);
   ops->close_send(comm);
@@ -387,16 +227,16 @@ static void proc_exchange(const cfg_t *c, int child_sends, int n, const size_t *
   cr_assert_not_null(p.recv, "accept: %s", rcoll_error_text());
   cr_assert_eq(dir_entries(), 0, "segments must be unlinked once both ends mapped them");
   cr_assert_eq(((shm_conn_t *)p.recv)->copy, want_copy);
-  stream_t *s = stream_new(p.recv, 0, n, sizes, extra);
-  stream_run(s);
+  th_stream_t *s = th_stream_new(ops, p.recv, 0, n, sizes, extra, SHIFT);
+  th_stream_run(s);
   int status = 0;
   waitpid(pid, &status, 0);
   cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child failed (status 0x%x)", status);
   cr_assert_eq(s->result, rcollSuccess, "receive failed: %s", s->err);
   char why[256];
-  cr_assert_eq(stream_verify(s, sizes, why, sizeof why), 0, "%s", why);
-  stream_free(s);
-  pair_close(&p);
+  cr_assert_eq(th_stream_verify(s, sizes, why, sizeof why), 0, "%s", why);
+  th_stream_free(s);
+  th_pair_close(&p);
 }
 
 Test(shm, processes_sizes_ring_and_cma) {
@@ -430,21 +270,14 @@ static int raw_connect(const char handle[RCOLL_NET_HANDLE_BYTES]) {
   return fd;
 }
 
-static void *accept_for(void *listen, int ms) {
-  void *comm = NULL;
-  for (int64_t end = rcoll_now_ms() + ms; comm == NULL && rcoll_now_ms() < end; usleep(1000))
-    cr_assert_eq(ops->accept(listen, &comm), rcollSuccess);
-  return comm;
-}
-
 /* A connection with the wrong secret, a stray with garbage and one naming a
  * file outside our pattern are dropped; the right one is accepted, and only
  * that one. */
 Test(shm, wrong_secret_is_dropped) {
   pair_t p;
   pair_listen(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
-  p.sctx = ctx_new(&p.set, SECRET);
-  void *bad_ctx = ctx_new(&p.set, SECRET + 1), *bad = NULL;
+  p.sctx = th_ctx_try(ops, &p.set, SECRET);
+  void *bad_ctx = th_ctx_try(ops, &p.set, SECRET + 1), *bad = NULL;
   int stray = raw_connect(p.handle);
   cr_assert_eq(send(stray, "GET / HTTP/1.0\r\n\r\n", 18, 0), 18);
   int evil = raw_connect(p.handle);
@@ -468,9 +301,9 @@ Test(shm, wrong_secret_is_dropped) {
   cr_assert_null(bad);
   cr_assert_not_null(p.send);
   if (p.recv == NULL)
-    p.recv = accept_for(p.listen, 2000);
+    p.recv = th_accept_for(ops, p.listen, 2000);
   cr_assert_not_null(p.recv);
-  cr_assert_null(accept_for(p.listen, 200), "a second connection was accepted");
+  cr_assert_null(th_accept_for(ops, p.listen, 200), "a second connection was accepted");
   char c;
   cr_assert_eq(recv(stray, &c, 1, 0), 0, "the stray was closed by the listener");
   shm_conn_ack_t ack = {0};
@@ -482,7 +315,7 @@ Test(shm, wrong_secret_is_dropped) {
   ops->finalize(bad_ctx);
   close(stray);
   close(evil);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 /* A child that sends into the ring (or publishes a single-copy address) and
@@ -497,7 +330,7 @@ static void killed_sender(const cfg_t *c, size_t n, int receive_first) {
     void *comm = proc_connect(&p);
     char *b = malloc(n);
     void *req = NULL;
-    fill(b, n, 0);
+    th_fill(b, n, 0);
     if (comm == NULL || ops->isend(comm, b, n, 0, NULL, &req) != rcollSuccess || req == NULL)
       _exit(2);
     for (;;)
@@ -510,15 +343,15 @@ static void killed_sender(const cfg_t *c, size_t n, int receive_first) {
   int tag = 0;
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
   if (receive_first)
-    cr_assert_eq(wait_req(rreq, NULL, 300), rcollInProgress, "only part of the message can have come");
+    cr_assert_eq(th_wait_req(ops, rreq, NULL, 300), rcollInProgress, "only part of the message can have come");
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
   int64_t t0 = rcoll_now_ms();
-  rcollResult_t r = wait_req(rreq, NULL, 10000);
+  rcollResult_t r = th_wait_req(ops, rreq, NULL, 10000);
   cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
   cr_assert_lt(rcoll_now_ms() - t0, 1000, "noticed after %lld ms", (long long)(rcoll_now_ms() - t0));
   cr_assert(strstr(rcoll_error_text(), "pid"), "the message names the peer: %s", rcoll_error_text());
-  pair_close(&p);
+  th_pair_close(&p);
   free(rb);
 }
 
@@ -539,7 +372,7 @@ Test(shm, receiver_killed_fails_sender) {
     for (;;)
       pause();
   }
-  void *sctx = ctx_new(&p.set, SECRET), *send = NULL;
+  void *sctx = th_ctx_try(ops, &p.set, SECRET), *send = NULL;
   for (int64_t end = rcoll_now_ms() + 5000; send == NULL && rcoll_now_ms() < end;)
     cr_assert_eq(ops->connect(sctx, 0, p.handle, &send), rcollSuccess, "%s", rcoll_error_text());
   cr_assert_not_null(send);
@@ -547,18 +380,18 @@ Test(shm, receiver_killed_fails_sender) {
   char *b = calloc(1, n);
   void *req;
   cr_assert_eq(ops->isend(send, b, n, 0, NULL, &req), rcollSuccess);
-  cr_assert_eq(wait_req(req, NULL, 200), rcollInProgress, "the ring holds only 16 KiB");
+  cr_assert_eq(th_wait_req(ops, req, NULL, 200), rcollInProgress, "the ring holds only 16 KiB");
   kill(pid, SIGKILL);
   waitpid(pid, NULL, 0);
   int64_t t0 = rcoll_now_ms();
-  cr_assert_eq(wait_req(req, NULL, 10000), rcollRemoteError, "%s", rcoll_error_text());
+  cr_assert_eq(th_wait_req(ops, req, NULL, 10000), rcollRemoteError, "%s", rcoll_error_text());
   cr_assert_lt(rcoll_now_ms() - t0, 1000);
   cr_assert(strstr(rcoll_error_text(), "has exited"), "text: %s", rcoll_error_text());
   cr_assert_eq(ops->isend(send, b, 8, 0, NULL, &req), rcollRemoteError, "later calls fail fast");
   ops->close_send(send);
   ops->finalize(sctx);
   p.send = NULL;
-  pair_close(&p);
+  th_pair_close(&p);
   free(b);
 }
 
@@ -574,48 +407,27 @@ Test(shm, peer_close_fails_pending_requests) {
   cr_assert_eq(ops->isend(p.send, b, n, 0, NULL, &req), rcollSuccess);
   ops->close_recv(p.recv);
   p.recv = NULL;
-  cr_assert_eq(wait_req(req, NULL, 2000), rcollRemoteError);
+  cr_assert_eq(th_wait_req(ops, req, NULL, 2000), rcollRemoteError);
   cr_assert(strstr(rcoll_error_text(), "closed the connection"), "text: %s", rcoll_error_text());
-  pair_close(&p);
+  th_pair_close(&p);
 
   pair_open(&p, &(cfg_t){.slots = 8, .slot_size = SLOT});
-  fill(out, sizeof out, 3);
+  th_fill(out, sizeof out, 3);
   cr_assert_eq(ops->isend(p.send, out, sizeof out, 0, NULL, &req), rcollSuccess);
-  cr_assert_eq(wait_req(req, NULL, 1000), rcollSuccess, "a ring send completes without the receiver");
+  cr_assert_eq(th_wait_req(ops, req, NULL, 1000), rcollSuccess, "a ring send completes without the receiver");
   ops->close_send(p.send);
   p.send = NULL;
   cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
-  cr_assert_eq(wait_req(req, &n, 1000), rcollSuccess, "%s", rcoll_error_text());
-  cr_assert(n == sizeof out && check(b, sizeof out, 3) == -1, "sent before close: %zu bytes", n);
+  cr_assert_eq(th_wait_req(ops, req, &n, 1000), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert(n == sizeof out && th_check(b, sizeof out, 3) == -1, "sent before close: %zu bytes", n);
   n = MIB;
   cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
-  cr_assert_eq(wait_req(req, NULL, 2000), rcollRemoteError, "nothing more will come");
-  pair_close(&p);
+  cr_assert_eq(th_wait_req(ops, req, NULL, 2000), rcollRemoteError, "nothing more will come");
+  th_pair_close(&p);
   free(b);
 }
 
 /* The wait op sleeps in the kernel (no busy spin) and wakes as data comes. */
-typedef struct late_send {
-  void *comm;
-  int delay_ms;
-  char buf[64];
-} late_send_t;
-
-static void *late_sender(void *arg) {
-  late_send_t *l = arg;
-  usleep((useconds_t)l->delay_ms * 1000);
-  void *req = NULL;
-  ops->isend(l->comm, l->buf, sizeof l->buf, 0, NULL, &req);
-  wait_req(req, NULL, 5000);
-  return NULL;
-}
-
-static double thread_cpu_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
-}
-
 Test(shm, wait_sleeps_and_wakes_on_data) {
   pair_t p;
   pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT});
@@ -624,10 +436,10 @@ Test(shm, wait_sleeps_and_wakes_on_data) {
   size_t n = sizeof in;
   int tag = 0, done = 0;
   cr_assert_eq(ops->irecv(p.recv, 1, &bp, &n, &tag, NULL, &req), rcollSuccess);
-  late_send_t l = {.comm = p.send, .delay_ms = 300};
+  th_late_send_t l = {.ops = ops, .comm = p.send, .delay_ms = 300, .size = sizeof l.buf};
   pthread_t t;
-  pthread_create(&t, NULL, late_sender, &l);
-  double cpu0 = thread_cpu_ms();
+  pthread_create(&t, NULL, th_late_send_run, &l);
+  double cpu0 = th_thread_cpu_ms();
   int64_t t0 = rcoll_now_us(), woke = 0;
   while (!done && rcoll_now_us() - t0 < 5000000) {
     cr_assert_eq(ops->wait(&p.recv, 1, 2000000), rcollSuccess);
@@ -635,7 +447,7 @@ Test(shm, wait_sleeps_and_wakes_on_data) {
     woke++;
   }
   int64_t dt = rcoll_now_us() - t0;
-  double cpu = thread_cpu_ms() - cpu0;
+  double cpu = th_thread_cpu_ms() - cpu0;
   pthread_join(t, NULL);
   cr_assert(done);
   cr_assert(dt >= 290000 && dt < 1000000, "woke after %lld us for data sent at 300 ms", (long long)dt);
@@ -646,7 +458,7 @@ Test(shm, wait_sleeps_and_wakes_on_data) {
   cr_assert_eq(ops->wait(&p.recv, 1, 50000), rcollSuccess);
   dt = rcoll_now_us() - t0;
   cr_assert(dt >= 45000 && dt < 500000, "a 50 ms wait took %lld us", (long long)dt);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 static void expect_init_error(const cfg_t *c, const char *dir, rcollResult_t want, const char *needle) {
@@ -682,7 +494,7 @@ Test(shm, full_directory_shrinks_rings_then_refuses) {
     cr_skip_test("cannot mount a small tmpfs here: %s", strerror(errno));
   pair_t p;
   pair_listen(&p, &(cfg_t){.slots = 16, .slot_size = 65536}); /* 1 MiB + 4 KiB rings */
-  p.sctx = ctx_new(&p.set, SECRET);
+  p.sctx = th_ctx_try(ops, &p.set, SECRET);
   uint32_t slots[6] = {0};
   void *sends[6] = {0}, *recvs[6] = {0};
   rcollResult_t r = rcollSuccess;
@@ -700,7 +512,7 @@ Test(shm, full_directory_shrinks_rings_then_refuses) {
   cr_assert(strstr(rcoll_error_text(), "full"), "text: %s", rcoll_error_text());
   cr_assert(slots[0] == 16 && slots[1] == 16 && slots[2] > 0 && slots[2] < 16, "rings of %u, %u, %u slots",
             slots[0], slots[1], slots[2]);
-  pair_t q = {.send = sends[2], .recv = recvs[2] ? recvs[2] : accept_for(p.listen, 2000)};
+  pair_t q = {.ops = ops, .send = sends[2], .recv = recvs[2] ? recvs[2] : th_accept_for(ops, p.listen, 2000)};
   recvs[2] = q.recv;
   const size_t sizes[] = {100, 3 * MIB + 5};
   exchange(&q, 2, sizes, 0);
@@ -710,7 +522,7 @@ Test(shm, full_directory_shrinks_rings_then_refuses) {
     if (recvs[i])
       ops->close_recv(recvs[i]);
   }
-  pair_close(&p);
+  th_pair_close(&p);
   umount(test_dir);
 }
 
@@ -735,7 +547,7 @@ Test(shm, properties_registration_and_flush) {
   cr_assert_not_null(req, "a NULL flush request would read as 'out of slots'");
   cr_assert(ops->test(req, &done, NULL) == rcollSuccess && done == 1);
   cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 /* ---- through the library ---- */

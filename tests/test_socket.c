@@ -13,35 +13,17 @@
 #include "../transports/socket/socket.h"
 #include "../transports/socket/socket_priv.h"
 #include "error.h"
+#include "transport_harness.h"
 
-#define SECRET 0x5eC2e7ull
+#define SECRET TH_SECRET
 #define INLINE 4096
-#define MIB (1024 * 1024)
+#define MIB TH_MIB
 
 static const rcoll_transport_ops_t *ops = &socket_ops;
 
-typedef struct pair {
-  rcoll_settings_t set;
-  void *sctx, *rctx, *listen, *send, *recv;
-  char handle[RCOLL_NET_HANDLE_BYTES];
-} pair_t;
+typedef th_pair_t pair_t;
 
 static int64_t now_ms(void) { return rcoll_now_ms(); }
-
-static unsigned char pattern(int msg, size_t i) { return (unsigned char)(i * 131 + (i >> 12) + msg * 29 + 1); }
-
-static void fill(char *b, size_t n, int msg) {
-  for (size_t i = 0; i < n; i++)
-    b[i] = (char)pattern(msg, i);
-}
-
-/* Index of the first wrong byte, or -1. */
-static long check(const char *b, size_t n, int msg) {
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)b[i] != pattern(msg, i))
-      return (long)i;
-  return -1;
-}
 
 static int have_ipv6(void) {
   int fd = socket(AF_INET6, SOCK_STREAM, 0);
@@ -62,148 +44,18 @@ static void settings(rcoll_settings_t *s, const char *family, int nt, int ns, in
   s->timeout = timeout;
 }
 
-static void *ctx_new(const rcoll_settings_t *s, uint64_t secret) {
-  rcoll_net_config_t cfg = {.settings = s, .secret = secret, .rank = 0};
-  void *ctx = NULL;
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollSuccess, "init: %s", rcoll_error_text());
-  return ctx;
-}
-
-/* Polls connect and accept together, as the engine does, until both finish. */
 static void pair_open(pair_t *p, const char *family, int nt, int ns, int inl, int timeout) {
   memset(p, 0, sizeof *p);
   settings(&p->set, family, nt, ns, inl, timeout);
-  p->sctx = ctx_new(&p->set, SECRET);
-  p->rctx = ctx_new(&p->set, SECRET);
-  cr_assert_eq(ops->listen(p->rctx, 0, p->handle, &p->listen), rcollSuccess);
-  int64_t end = now_ms() + 5000;
-  while ((p->send == NULL || p->recv == NULL) && now_ms() < end) {
-    if (p->send == NULL)
-      cr_assert_eq(ops->connect(p->sctx, 0, p->handle, &p->send), rcollSuccess, "%s", rcoll_error_text());
-    if (p->recv == NULL)
-      cr_assert_eq(ops->accept(p->listen, &p->recv), rcollSuccess, "%s", rcoll_error_text());
-  }
-  cr_assert(p->send && p->recv, "connection not made within 5 s (%s %dx%d)", family, nt, ns);
+  p->sctx = th_ctx_new(ops, &p->set, SECRET);
+  th_pair_listen(p, ops);
+  char what[64];
+  snprintf(what, sizeof what, "%s %dx%d", family, nt, ns);
+  th_pair_connect(p, 5000, 0, what);
 }
 
-static void pair_close(pair_t *p) {
-  if (p->send)
-    ops->close_send(p->send);
-  if (p->recv)
-    ops->close_recv(p->recv);
-  ops->close_listen(p->listen);
-  ops->finalize(p->sctx);
-  ops->finalize(p->rctx);
-}
-
-/* Tests until done, an error, or the deadline (then rcollInProgress). */
-static rcollResult_t wait_req(void *req, size_t *size, int64_t ms) {
-  int64_t end = now_ms() + ms;
-  int done = 0;
-  for (unsigned spin = 0; now_ms() < end; spin++) {
-    rcollResult_t r = ops->test(req, &done, size);
-    if (r != rcollSuccess || done)
-      return r;
-    if (spin > 64)
-      sched_yield();
-  }
-  return rcollInProgress;
-}
-
-/* One side of a stream of messages: posts as many as the transport takes,
- * and when it answers with a NULL request completes the oldest first. */
-typedef struct stream {
-  void *comm;
-  int is_send, n;
-  char **bufs;
-  size_t *sizes; /* send sizes, or posted receive sizes */
-  size_t *got;   /* sizes test reported */
-  rcollResult_t result;
-  char err[RCOLL_ERROR_TEXT_MAX];
-  int nulls; /* times the transport was out of requests */
-} stream_t;
-
-static rcollResult_t stream_post(stream_t *s, int i, void **req) {
-  if (s->is_send)
-    return ops->isend(s->comm, s->bufs[i], s->sizes[i], i, NULL, req);
-  int tag = i;
-  return ops->irecv(s->comm, 1, (void **)&s->bufs[i], &s->sizes[i], &tag, NULL, req);
-}
-
-static void *stream_run(void *arg) {
-  stream_t *s = arg;
-  void *reqs[256];
-  int posted = 0, completed = 0;
-  s->result = rcollSuccess;
-  while (completed < s->n) {
-    void *req = NULL;
-    if (posted < s->n && posted - completed < 256) {
-      s->result = stream_post(s, posted, &req);
-      if (s->result != rcollSuccess)
-        break;
-      if (req != NULL) {
-        reqs[posted++ % 256] = req;
-        continue;
-      }
-      s->nulls++;
-    }
-    s->result = wait_req(reqs[completed % 256], &s->got[completed], 20000);
-    if (s->result != rcollSuccess)
-      break;
-    completed++;
-  }
-  snprintf(s->err, sizeof s->err, "%s", rcoll_error_text());
-  return NULL;
-}
-
-static stream_t *stream_new(void *comm, int is_send, int n) {
-  stream_t *s = calloc(1, sizeof *s);
-  s->comm = comm;
-  s->is_send = is_send;
-  s->n = n;
-  s->bufs = calloc((size_t)n, sizeof *s->bufs);
-  s->sizes = calloc((size_t)n, sizeof *s->sizes);
-  s->got = calloc((size_t)n, sizeof *s->got);
-  return s;
-}
-
-static void stream_free(stream_t *s) {
-  for (int i = 0; i < s->n; i++)
-    free(s->bufs[i]);
-  free(s->bufs);
-  free(s->sizes);
-  free(s->got);
-  free(s);
-}
-
-/* Sends sizes[i] bytes as message i while the receiver posts recv_extra[i]
- * more than that, then checks reported sizes, contents and canaries. */
-static void exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
-  stream_t *tx = stream_new(p->send, 1, n), *rx = stream_new(p->recv, 0, n);
-  for (int i = 0; i < n; i++) {
-    tx->sizes[i] = sizes[i];
-    tx->bufs[i] = malloc(sizes[i] + 1);
-    fill(tx->bufs[i], sizes[i], i);
-    rx->sizes[i] = sizes[i] + extra;
-    rx->bufs[i] = malloc(rx->sizes[i] + 1);
-    memset(rx->bufs[i], 0xEE, rx->sizes[i] + 1);
-  }
-  pthread_t t;
-  pthread_create(&t, NULL, stream_run, tx);
-  stream_run(rx);
-  pthread_join(t, NULL);
-  cr_assert_eq(tx->result, rcollSuccess, "send failed: %s", tx->err);
-  cr_assert_eq(rx->result, rcollSuccess, "recv failed: %s", rx->err);
-  for (int i = 0; i < n; i++) {
-    cr_assert_eq(tx->got[i], sizes[i], "send %d reported %zu, sent %zu", i, tx->got[i], sizes[i]);
-    cr_assert_eq(rx->got[i], sizes[i], "recv %d reported %zu, sent %zu", i, rx->got[i], sizes[i]);
-    long bad = check(rx->bufs[i], sizes[i], i);
-    cr_assert_eq(bad, -1, "message %d (%zu bytes): wrong byte at %ld", i, sizes[i], bad);
-    cr_assert_eq((unsigned char)rx->bufs[i][sizes[i]], 0xEE, "message %d wrote past its size", i);
-  }
-  stream_free(tx);
-  stream_free(rx);
-}
+/* Receives are posted `extra` bytes larger than the sends. */
+static void exchange(pair_t *p, int n, const size_t *sizes, size_t extra) { th_exchange(p, n, sizes, extra, 1); }
 
 static const struct { int nt, ns; } configs[] = {{1, 1}, {2, 1}, {4, 2}};
 
@@ -216,7 +68,7 @@ Test(socket, sizes_across_configs_and_families, .timeout = 120) {
       pair_open(&p, fams[f], configs[c].nt, configs[c].ns, INLINE, 30);
       exchange(&p, 7, sizes, 0);
       exchange(&p, 7, sizes, 3 * 65536 + 7); /* receives posted larger than the send */
-      pair_close(&p);
+      th_pair_close(&p);
     }
 }
 
@@ -230,7 +82,7 @@ Test(socket, ipv6_loopback_is_used_when_asked) {
   cr_assert_eq(h.addr.sa.sa_family, AF_INET6);
   cr_assert(IN6_IS_ADDR_LOOPBACK(&h.addr.sin6.sin6_addr));
   cr_assert_neq(rcoll_sockaddr_port(&h.addr), 0);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 /* More messages than request slots, of mixed sizes, in flight at once: both
@@ -244,7 +96,7 @@ Test(socket, many_in_flight_keep_order, .timeout = 60) {
     pair_t p;
     pair_open(&p, "AF_INET", configs[c].nt, configs[c].ns, INLINE, 30);
     exchange(&p, N, sizes, 11);
-    pair_close(&p);
+    th_pair_close(&p);
   }
 }
 
@@ -267,12 +119,12 @@ Test(socket, out_of_slots_gives_null_request) {
   /* Completing the oldest frees a slot. */
   void *sreq;
   cr_assert_eq(ops->isend(p.send, "abcdefgh", 8, 0, NULL, &sreq), rcollSuccess);
-  cr_assert_eq(wait_req(sreq, NULL, 5000), rcollSuccess);
-  cr_assert_eq(wait_req(first, NULL, 5000), rcollSuccess);
+  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
+  cr_assert_eq(th_wait_req(ops, first, NULL, 5000), rcollSuccess);
   cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0);
   cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
   cr_assert_not_null(req);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 static void expect_larger_error(size_t sent, size_t posted) {
@@ -283,7 +135,7 @@ static void expect_larger_error(size_t sent, size_t posted) {
   pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
   cr_assert_eq(ops->isend(p.send, sb, sent, 0, NULL, &sreq), rcollSuccess);
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
-  rcollResult_t r = wait_req(rreq, NULL, 5000);
+  rcollResult_t r = th_wait_req(ops, rreq, NULL, 5000);
   cr_assert_eq(r, rcollInvalidUsage, "got %d: %s", r, rcoll_error_text());
   char want[128];
   snprintf(want, sizeof want, "message of %zu bytes", sent);
@@ -291,7 +143,7 @@ static void expect_larger_error(size_t sent, size_t posted) {
             "text: %s", rcoll_error_text());
   /* The connection is dead now: later operations fail at once. */
   cr_assert_neq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
-  pair_close(&p);
+  th_pair_close(&p);
   free(sb);
   free(rb);
 }
@@ -309,7 +161,7 @@ Test(socket, peer_close_mid_transfer_fails_receiver, .timeout = 30) {
   char *sb = malloc(n), *rb = malloc(n);
   void *sreq, *rreq, *rbp = rb;
   int tag = 0;
-  fill(sb, n, 0);
+  th_fill(sb, n, 0);
   pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
   cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
   usleep(100 * 1000); /* the helper fills the socket buffers and blocks */
@@ -319,12 +171,12 @@ Test(socket, peer_close_mid_transfer_fails_receiver, .timeout = 30) {
   cr_assert_lt(now_ms() - t0, 1000, "close_send took %lld ms", (long long)(now_ms() - t0));
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
   t0 = now_ms();
-  rcollResult_t r = wait_req(rreq, NULL, 10000);
+  rcollResult_t r = th_wait_req(ops, rreq, NULL, 10000);
   cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
   cr_assert_lt(now_ms() - t0, 5000);
   cr_assert(strstr(rcoll_error_text(), "closed by peer"), "text: %s", rcoll_error_text());
   cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
-  pair_close(&p);
+  th_pair_close(&p);
   free(sb);
   free(rb);
 }
@@ -342,11 +194,11 @@ Test(socket, peer_close_fails_sender, .timeout = 30) {
   ops->close_recv(p.recv);
   p.recv = NULL;
   cr_assert_lt(now_ms() - t0, 1000);
-  rcollResult_t r = wait_req(sreq, NULL, 10000);
+  rcollResult_t r = th_wait_req(ops, sreq, NULL, 10000);
   cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
   void *req2;
   cr_assert_eq(ops->isend(p.send, sb, 10, 0, NULL, &req2), rcollRemoteError, "later ops must fail fast");
-  pair_close(&p);
+  th_pair_close(&p);
   free(sb);
 }
 
@@ -364,26 +216,19 @@ static void raw_hello(int fd, uint64_t secret, uint64_t id, int index) {
   cr_assert_eq(send(fd, &hello, sizeof hello, 0), (ssize_t)sizeof hello);
 }
 
-static void *accept_for(void *listen, int ms) {
-  void *comm = NULL;
-  for (int64_t end = now_ms() + ms; comm == NULL && now_ms() < end; usleep(1000))
-    cr_assert_eq(ops->accept(listen, &comm), rcollSuccess);
-  return comm;
-}
-
 Test(socket, stalled_sender_times_out, .timeout = 30) {
   rcoll_settings_t s;
   char handle[RCOLL_NET_HANDLE_BYTES];
   void *listen;
   settings(&s, "AF_INET", 1, 1, INLINE, 1);
-  void *ctx = ctx_new(&s, SECRET);
+  void *ctx = th_ctx_new(ops, &s, SECRET);
   cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
   socket_handle_t h;
   memcpy(&h, handle, sizeof h);
   int ctrl = raw_connect(&h), data = raw_connect(&h);
   raw_hello(data, SECRET, 42, 1);
   raw_hello(ctrl, SECRET, 42, 0);
-  void *recv = accept_for(listen, 3000);
+  void *recv = th_accept_for(ops, listen, 3000);
   cr_assert_not_null(recv);
   size_t n = MIB;
   char *rb = malloc(n);
@@ -394,7 +239,7 @@ Test(socket, stalled_sender_times_out, .timeout = 30) {
   cr_assert_eq(send(data, rb, 100000, 0), 100000);
   cr_assert_eq(ops->irecv(recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
   int64_t t0 = now_ms();
-  rcollResult_t r = wait_req(rreq, NULL, 10000);
+  rcollResult_t r = th_wait_req(ops, rreq, NULL, 10000);
   int64_t dt = now_ms() - t0;
   cr_assert_eq(r, rcollTimeout, "got %d: %s", r, rcoll_error_text());
   cr_assert(dt >= 900 && dt < 3000, "timed out after %lld ms, configured 1 s", (long long)dt);
@@ -409,12 +254,11 @@ Test(socket, stalled_sender_times_out, .timeout = 30) {
 /* A connection with the wrong secret and a stray one with a bad magic are
  * dropped while the right one is accepted, and only that one. */
 Test(socket, wrong_secret_is_dropped, .timeout = 30) {
-  pair_t p;
-  memset(&p, 0, sizeof p);
+  pair_t p = {.ops = ops};
   settings(&p.set, "AF_INET", 2, 1, INLINE, 30);
-  p.rctx = ctx_new(&p.set, SECRET);
-  p.sctx = ctx_new(&p.set, SECRET);
-  void *bad_ctx = ctx_new(&p.set, SECRET + 1), *bad = NULL;
+  p.rctx = th_ctx_new(ops, &p.set, SECRET);
+  p.sctx = th_ctx_new(ops, &p.set, SECRET);
+  void *bad_ctx = th_ctx_new(ops, &p.set, SECRET + 1), *bad = NULL;
   cr_assert_eq(ops->listen(p.rctx, 0, p.handle, &p.listen), rcollSuccess);
   socket_handle_t h;
   memcpy(&h, p.handle, sizeof h);
@@ -430,9 +274,9 @@ Test(socket, wrong_secret_is_dropped, .timeout = 30) {
       cr_assert_eq(ops->connect(p.sctx, 0, p.handle, &p.send), rcollSuccess);
   }
   cr_assert(bad && p.send);
-  p.recv = accept_for(p.listen, 3000);
+  p.recv = th_accept_for(ops, p.listen, 3000);
   cr_assert_not_null(p.recv);
-  cr_assert_null(accept_for(p.listen, 300), "a second connection was accepted");
+  cr_assert_null(th_accept_for(ops, p.listen, 300), "a second connection was accepted");
   /* The stray with a bad magic was closed by the listener. */
   char c;
   cr_assert_eq(recv(stray2, &c, 1, 0), 0);
@@ -442,12 +286,12 @@ Test(socket, wrong_secret_is_dropped, .timeout = 30) {
   char *big = calloc(1, 32 * MIB);
   void *req;
   cr_assert_eq(ops->isend(bad, big, 32 * MIB, 0, NULL, &req), rcollSuccess);
-  cr_assert_eq(wait_req(req, NULL, 10000), rcollRemoteError);
+  cr_assert_eq(th_wait_req(ops, req, NULL, 10000), rcollRemoteError);
   ops->close_send(bad);
   ops->finalize(bad_ctx);
   close(stray);
   close(stray2);
-  pair_close(&p);
+  th_pair_close(&p);
   free(big);
 }
 
@@ -483,7 +327,7 @@ Test(socket, properties_registration_and_flush) {
   void *bufs[2] = {buf, buf};
   size_t sizes[2] = {8, 8};
   cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 Test(socket, bad_settings_are_rejected) {
@@ -518,7 +362,7 @@ Test(socket, close_never_hangs, .timeout = 30) {
   ops->close_send(p.send);
   p.send = p.recv = NULL;
   cr_assert_lt(now_ms() - t0, 1000, "closing took %lld ms", (long long)(now_ms() - t0));
-  pair_close(&p);
+  th_pair_close(&p);
   free(sb);
   free(rb);
 }

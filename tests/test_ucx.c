@@ -14,16 +14,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../transports/ucx/ucx.h"
 #include "../transports/ucx/ucx_priv.h"
 #include "error.h"
+#include "transport_harness.h"
 
-#define SECRET 0x5eC2e7ull
-#define MIB (1024 * 1024)
+#define SECRET TH_SECRET
+#define MIB TH_MIB
 
 /* Under LeakSanitizer: tests that close with transfers stuck in flight make
  * the transport leave the UCX worker allocated on purpose (ucx.c,
@@ -37,28 +37,9 @@ static const rcoll_transport_ops_t *ops = &ucx_ops;
 static const char *const tls_list[] = {"tcp,self", "posix,cma,self"};
 #define NTLS 2
 
-typedef struct pair {
-  rcoll_settings_t set;
-  void *sctx, *rctx, *listen, *send, *recv;
-  char handle[RCOLL_NET_HANDLE_BYTES];
-} pair_t;
+typedef th_pair_t pair_t;
 
 static int64_t now_ms(void) { return rcoll_now_ms(); }
-
-static unsigned char pattern(int msg, size_t i) { return (unsigned char)(i * 131 + (i >> 12) + msg * 29 + 1); }
-
-static void fill(char *b, size_t n, int msg) {
-  for (size_t i = 0; i < n; i++)
-    b[i] = (char)pattern(msg, i);
-}
-
-/* Index of the first wrong byte, or -1. */
-static long check(const char *b, size_t n, int msg) {
-  for (size_t i = 0; i < n; i++)
-    if ((unsigned char)b[i] != pattern(msg, i))
-      return (long)i;
-  return -1;
-}
 
 static void settings(rcoll_settings_t *s, int timeout) {
   memset(s, 0, sizeof *s);
@@ -67,28 +48,13 @@ static void settings(rcoll_settings_t *s, int timeout) {
   s->timeout = timeout;
 }
 
-static void *ctx_new(const rcoll_settings_t *s, uint64_t secret) {
-  rcoll_net_config_t cfg = {.settings = s, .secret = secret, .rank = 0};
-  void *ctx = NULL;
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollSuccess, "init: %s", rcoll_error_text());
-  return ctx;
-}
-
-/* Polls connect and accept together, as the engine does, until both finish.
- * Like the engine, it keeps calling accept until the connect is done too:
- * the sender's endpoint finishes its wire-up through the receiver's worker,
+/* Like the engine, accept is called until the connect is done too: the
+ * sender's endpoint finishes its wire-up through the receiver's worker,
  * which accept progresses. */
 static void pair_connect(pair_t *p) {
-  int64_t end = now_ms() + 10000;
-  while ((p->send == NULL || p->recv == NULL) && now_ms() < end) {
-    void *extra = NULL;
-    if (p->send == NULL)
-      cr_assert_eq(ops->connect(p->sctx, 0, p->handle, &p->send), rcollSuccess, "%s", rcoll_error_text());
-    cr_assert_eq(ops->accept(p->listen, p->recv == NULL ? &p->recv : &extra), rcollSuccess, "%s",
-                 rcoll_error_text());
-    cr_assert_null(extra, "one connect gave two accepted comms");
-  }
-  cr_assert(p->send && p->recv, "connection not made within 10 s (UCX_TLS=%s)", getenv("UCX_TLS"));
+  char what[64];
+  snprintf(what, sizeof what, "UCX_TLS=%s", getenv("UCX_TLS"));
+  th_pair_connect(p, 10000, 1, what);
 }
 
 /* force_peer: the sender asks for peer failure handling although the peer
@@ -97,40 +63,15 @@ static void pair_open(pair_t *p, const char *tls, int timeout, int force_peer) {
   memset(p, 0, sizeof *p);
   setenv("UCX_TLS", tls, 1);
   settings(&p->set, timeout);
-  p->sctx = ctx_new(&p->set, SECRET);
-  p->rctx = ctx_new(&p->set, SECRET);
+  p->sctx = th_ctx_new(ops, &p->set, SECRET);
+  th_pair_listen(p, ops);
   ((ucx_ctx_t *)p->sctx)->force_peer_mode = force_peer;
-  cr_assert_eq(ops->listen(p->rctx, 0, p->handle, &p->listen), rcollSuccess);
   pair_connect(p);
 }
 
-static void pair_close(pair_t *p) {
-  if (p->send)
-    ops->close_send(p->send);
-  if (p->recv)
-    ops->close_recv(p->recv);
-  ops->close_listen(p->listen);
-  ops->finalize(p->sctx);
-  ops->finalize(p->rctx);
-}
-
-/* Tests until done, an error, or the deadline (then rcollInProgress). */
-static rcollResult_t wait_req(void *req, size_t *size, int64_t ms) {
-  int64_t end = now_ms() + ms;
-  int done = 0;
-  for (unsigned spin = 0; now_ms() < end; spin++) {
-    rcollResult_t r = ops->test(req, &done, size);
-    if (r != rcollSuccess || done)
-      return r;
-    if (spin > 64)
-      sched_yield();
-  }
-  return rcollInProgress;
-}
-
-/* wait_req for a test that drives both ends from one thread, as the engine
- * does for a group of communicators: the peer's worker must progress too
- * (a rendezvous needs both). */
+/* th_wait_req for a test that drives both ends from one thread, as the
+ * engine does for a group of communicators: the peer's worker must progress
+ * too (a rendezvous needs both). */
 static rcollResult_t wait_both(pair_t *p, void *req, size_t *size, int64_t ms) {
   int64_t end = now_ms() + ms;
   int done = 0;
@@ -144,103 +85,9 @@ static rcollResult_t wait_both(pair_t *p, void *req, size_t *size, int64_t ms) {
   return rcollInProgress;
 }
 
-/* One side of a stream of messages: posts as many as the transport takes,
- * and when it answers with a NULL request completes the oldest first. */
-typedef struct stream {
-  void *comm;
-  int is_send, n;
-  char **bufs;
-  size_t *sizes; /* send sizes, or posted receive sizes */
-  size_t *got;   /* sizes test reported */
-  rcollResult_t result;
-  char err[RCOLL_ERROR_TEXT_MAX];
-  int nulls; /* times the transport was out of requests */
-} stream_t;
-
-static rcollResult_t stream_post(stream_t *s, int i, void **req) {
-  if (s->is_send)
-    return ops->isend(s->comm, s->bufs[i], s->sizes[i], i, NULL, req);
-  int tag = i;
-  return ops->irecv(s->comm, 1, (void **)&s->bufs[i], &s->sizes[i], &tag, NULL, req);
-}
-
-static void *stream_run(void *arg) {
-  stream_t *s = arg;
-  void *reqs[256];
-  int posted = 0, completed = 0;
-  s->result = rcollSuccess;
-  while (completed < s->n) {
-    void *req = NULL;
-    if (posted < s->n && posted - completed < 256) {
-      s->result = stream_post(s, posted, &req);
-      if (s->result != rcollSuccess)
-        break;
-      if (req != NULL) {
-        reqs[posted++ % 256] = req;
-        continue;
-      }
-      s->nulls++;
-    }
-    s->result = wait_req(reqs[completed % 256], &s->got[completed], 20000);
-    if (s->result != rcollSuccess)
-      break;
-    completed++;
-  }
-  snprintf(s->err, sizeof s->err, "%s", rcoll_error_text());
-  return NULL;
-}
-
-static stream_t *stream_new(void *comm, int is_send, int n) {
-  stream_t *s = calloc(1, sizeof *s);
-  s->comm = comm;
-  s->is_send = is_send;
-  s->n = n;
-  s->bufs = calloc((size_t)n, sizeof *s->bufs);
-  s->sizes = calloc((size_t)n, sizeof *s->sizes);
-  s->got = calloc((size_t)n, sizeof *s->got);
-  return s;
-}
-
-static void stream_free(stream_t *s) {
-  for (int i = 0; i < s->n; i++)
-    free(s->bufs[i]);
-  free(s->bufs);
-  free(s->sizes);
-  free(s->got);
-  free(s);
-}
-
-/* Sends sizes[i] bytes as message i while the receiver posts `extra` more
- * than that, then checks reported sizes, contents and a canary byte. Returns
- * how often either side met a NULL request. */
-static int exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
-  stream_t *tx = stream_new(p->send, 1, n), *rx = stream_new(p->recv, 0, n);
-  for (int i = 0; i < n; i++) {
-    tx->sizes[i] = sizes[i];
-    tx->bufs[i] = malloc(sizes[i] + 1);
-    fill(tx->bufs[i], sizes[i], i);
-    rx->sizes[i] = sizes[i] + extra;
-    rx->bufs[i] = malloc(rx->sizes[i] + 1);
-    memset(rx->bufs[i], 0xEE, rx->sizes[i] + 1);
-  }
-  pthread_t t;
-  pthread_create(&t, NULL, stream_run, tx);
-  stream_run(rx);
-  pthread_join(t, NULL);
-  cr_assert_eq(tx->result, rcollSuccess, "send failed: %s", tx->err);
-  cr_assert_eq(rx->result, rcollSuccess, "recv failed: %s", rx->err);
-  for (int i = 0; i < n; i++) {
-    cr_assert_eq(tx->got[i], sizes[i], "send %d reported %zu, sent %zu", i, tx->got[i], sizes[i]);
-    cr_assert_eq(rx->got[i], sizes[i], "recv %d reported %zu, sent %zu", i, rx->got[i], sizes[i]);
-    long bad = check(rx->bufs[i], sizes[i], i);
-    cr_assert_eq(bad, -1, "message %d (%zu bytes): wrong byte at %ld", i, sizes[i], bad);
-    cr_assert_eq((unsigned char)rx->bufs[i][sizes[i]], 0xEE, "message %d wrote past its size", i);
-  }
-  int nulls = tx->nulls + rx->nulls;
-  stream_free(tx);
-  stream_free(rx);
-  return nulls;
-}
+/* Receives are posted `extra` bytes larger than the sends; returns how often
+ * either side met a NULL request. */
+static int exchange(pair_t *p, int n, const size_t *sizes, size_t extra) { return th_exchange(p, n, sizes, extra, 1); }
 
 Test(ucx, sizes_under_both_transport_sets, .timeout = 180) {
   /* Eager, eager/rendezvous boundary region, rendezvous, and 64 MiB. */
@@ -250,7 +97,7 @@ Test(ucx, sizes_under_both_transport_sets, .timeout = 180) {
     pair_open(&p, tls_list[t], 30, 0);
     exchange(&p, 7, sizes, 0);
     exchange(&p, 7, sizes, 3 * 65536 + 7); /* receives posted larger than the send */
-    pair_close(&p);
+    th_pair_close(&p);
   }
 }
 
@@ -271,7 +118,7 @@ Test(ucx, endpoint_uses_the_transports_ucx_tls_allows) {
               lanes);
     cr_assert_eq(c->peer_mode, want_mode[t], "UCX_TLS=%s: peer failure handling %d", tls_list[t], c->peer_mode);
     cr_assert_eq(((ucx_ctx_t *)p.sctx)->has_shm, t == 1, "UCX_TLS=%s: shared memory misjudged", tls_list[t]);
-    pair_close(&p);
+    th_pair_close(&p);
   }
 }
 
@@ -285,7 +132,7 @@ Test(ucx, peer_failure_mode_and_its_fallback, .timeout = 60) {
     pair_open(&p, tls_list[t], 30, 1);
     cr_assert_eq(((ucx_conn_t *)p.send)->peer_mode, want_mode[t], "UCX_TLS=%s", tls_list[t]);
     exchange(&p, 3, sizes, 0);
-    pair_close(&p);
+    th_pair_close(&p);
   }
 }
 
@@ -301,7 +148,7 @@ Test(ucx, many_in_flight_keep_order, .timeout = 120) {
     pair_open(&p, tls_list[t], 30, 0);
     int nulls = exchange(&p, N, sizes, 11);
     cr_assert_gt(nulls, 0, "300 messages never ran out of %d slots", UCX_NREQS);
-    pair_close(&p);
+    th_pair_close(&p);
   }
 }
 
@@ -331,7 +178,7 @@ Test(ucx, out_of_slots_gives_null_request) {
   cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0);
   cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
   cr_assert_not_null(req);
-  pair_close(&p);
+  th_pair_close(&p);
 }
 
 static void expect_larger_error(const char *tls, size_t sent, size_t posted) {
@@ -350,7 +197,7 @@ static void expect_larger_error(const char *tls, size_t sent, size_t posted) {
   /* The sender's side of a truncated message is not waited for here: with
    * the rendezvous protocol it never completes, and close must not hang. */
   int64_t t0 = now_ms();
-  pair_close(&p);
+  th_pair_close(&p);
   cr_assert_lt(now_ms() - t0, 5000);
   free(sb);
   free(rb);
@@ -369,25 +216,17 @@ static int raw_connect(const ucx_handle_t *h) {
   return fd;
 }
 
-static void *accept_for(void *listen, int ms) {
-  void *comm = NULL;
-  for (int64_t end = now_ms() + ms; comm == NULL && now_ms() < end; usleep(1000))
-    cr_assert_eq(ops->accept(listen, &comm), rcollSuccess);
-  return comm;
-}
-
 /* A connection with the wrong secret and a stray one speaking another
  * protocol are dropped (the wrong secret learns it at connect) while the
  * right one is accepted, and only that one. */
 Test(ucx, wrong_secret_is_dropped, .timeout = 60) {
   for (int t = 0; t < NTLS; t++) {
-    pair_t p;
-    memset(&p, 0, sizeof p);
+    pair_t p = {.ops = ops};
     setenv("UCX_TLS", tls_list[t], 1);
     settings(&p.set, 30);
-    p.rctx = ctx_new(&p.set, SECRET);
-    p.sctx = ctx_new(&p.set, SECRET);
-    void *bad_ctx = ctx_new(&p.set, SECRET + 1), *bad = NULL, *dummy = NULL;
+    p.rctx = th_ctx_new(ops, &p.set, SECRET);
+    p.sctx = th_ctx_new(ops, &p.set, SECRET);
+    void *bad_ctx = th_ctx_new(ops, &p.set, SECRET + 1), *bad = NULL, *dummy = NULL;
     cr_assert_eq(ops->listen(p.rctx, 0, p.handle, &p.listen), rcollSuccess);
     ucx_handle_t h;
     memcpy(&h, p.handle, sizeof h);
@@ -407,12 +246,12 @@ Test(ucx, wrong_secret_is_dropped, .timeout = 60) {
     char c;
     cr_assert_eq(recv(stray, &c, 1, 0), 0);
     pair_connect(&p);
-    cr_assert_null(accept_for(p.listen, 300), "a second connection was accepted");
+    cr_assert_null(th_accept_for(ops, p.listen, 300), "a second connection was accepted");
     const size_t sizes[] = {5, 300000};
     exchange(&p, 2, sizes, 0);
     close(stray);
     ops->finalize(bad_ctx);
-    pair_close(&p);
+    th_pair_close(&p);
   }
 }
 
@@ -496,7 +335,7 @@ static rcollResult_t recv_outcome(void *recv, void *buf, size_t n, int64_t ms) {
   if (r != rcollSuccess)
     return r;
   cr_assert_not_null(req);
-  return wait_req(req, NULL, ms);
+  return th_wait_req(ops, req, NULL, ms);
 }
 
 /* A sender dies while its messages are in flight: the receiver gets a remote
@@ -513,10 +352,10 @@ static void sender_dies(const char *tls) {
   void *listen, *recv, *rreq;
   setenv("UCX_TLS", tls, 1);
   settings(&s, 1);
-  void *ctx = ctx_new(&s, SECRET);
+  void *ctx = th_ctx_new(ops, &s, SECRET);
   cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
   cr_assert_eq(write(k.to_child[1], handle, sizeof handle), (ssize_t)sizeof handle);
-  recv = accept_for(listen, 10000);
+  recv = th_accept_for(ops, listen, 10000);
   cr_assert_not_null(recv);
   size_t n = 64 * MIB;
   char *rb = malloc(n), c;
@@ -530,16 +369,16 @@ static void sender_dies(const char *tls) {
   rcollResult_t r = rcollInProgress;
   for (int64_t end = now_ms() + 10000; poll(&pfd, 1, 0) == 0 && now_ms() < end;)
     if (r == rcollInProgress)
-      r = wait_req(rreq, NULL, 1);
+      r = th_wait_req(ops, rreq, NULL, 1);
   cr_assert_eq(read(k.from_child[0], &c, 1), 1, "child failed before sending");
   if (r == rcollInProgress)
-    r = wait_req(rreq, NULL, 20);
+    r = th_wait_req(ops, rreq, NULL, 20);
   cr_assert(r == rcollInProgress || r == rcollSuccess, "%s", rcoll_error_text());
   kill(k.pid, SIGKILL);
   waitpid(k.pid, NULL, 0);
   int64_t t0 = now_ms();
   if (r == rcollInProgress)
-    r = wait_req(rreq, NULL, 10000);
+    r = th_wait_req(ops, rreq, NULL, 10000);
   if (r == rcollSuccess)
     r = recv_outcome(recv, rb, n, 10000);
   expect_peer_gone(tls, r, t0, 3000);
@@ -592,7 +431,7 @@ static void receiver_dies(const char *tls, int force_peer, int blind_line) {
   void *send = NULL, *sreq[2];
   setenv("UCX_TLS", tls, 1);
   settings(&s, 30);
-  void *ctx = ctx_new(&s, SECRET);
+  void *ctx = th_ctx_new(ops, &s, SECRET);
   ((ucx_ctx_t *)ctx)->force_peer_mode = force_peer;
   cr_assert_eq(read(k.from_child[0], handle, sizeof handle), (ssize_t)sizeof handle);
   for (int64_t end = now_ms() + 10000; send == NULL && now_ms() < end;)
@@ -608,9 +447,9 @@ static void receiver_dies(const char *tls, int force_peer, int blind_line) {
   for (int i = 0; i < 2; i++)
     cr_assert_eq(ops->isend(send, sb, 64 * MIB, 0, NULL, &sreq[i]), rcollSuccess);
   int64_t t0 = now_ms();
-  rcollResult_t r = wait_req(sreq[0], NULL, 15000);
+  rcollResult_t r = th_wait_req(ops, sreq[0], NULL, 15000);
   if (r == rcollSuccess)
-    r = wait_req(sreq[1], NULL, 15000);
+    r = th_wait_req(ops, sreq[1], NULL, 15000);
   expect_peer_gone(tls, r, t0, 10000);
   int status = 0;
   waitpid(k.pid, &status, 0);
@@ -653,7 +492,7 @@ Test(ucx, properties_registration_and_flush) {
    * against the buffer), then unregistered. */
   size_t n = 3 * MIB;
   char *sbuf = malloc(n), *rbuf = malloc(n + 64);
-  fill(sbuf, n, 9);
+  th_fill(sbuf, n, 9);
   void *smh = NULL, *rmh = NULL, *sreq, *rreq, *rbp = rbuf + 64, *empty = NULL;
   size_t rsz = n, got = 0;
   int tag = 0;
@@ -665,7 +504,7 @@ Test(ucx, properties_registration_and_flush) {
   cr_assert_eq(wait_both(&p, rreq, &got, 10000), rcollSuccess, "%s", rcoll_error_text());
   cr_assert_eq(wait_both(&p, sreq, NULL, 10000), rcollSuccess, "%s", rcoll_error_text());
   cr_assert_eq(got, n);
-  cr_assert_eq(check(rbuf + 64, n, 9), -1);
+  cr_assert_eq(th_check(rbuf + 64, n, 9), -1);
   cr_assert_eq(ops->dereg_mr(p.send, smh), rcollSuccess);
   cr_assert_eq(ops->dereg_mr(p.recv, rmh), rcollSuccess);
   cr_assert_eq(ops->dereg_mr(p.recv, empty), rcollSuccess);
@@ -684,31 +523,9 @@ Test(ucx, properties_registration_and_flush) {
   size_t sizes[2] = {8, 8};
   int tags[2] = {0, 0};
   cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
-  pair_close(&p);
+  th_pair_close(&p);
   free(sbuf);
   free(rbuf);
-}
-
-static double cpu_seconds(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_THREAD, &ru);
-  return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
-         ru.ru_stime.tv_usec / 1e6;
-}
-
-typedef struct delayed_send {
-  void *comm;
-  int delay_ms;
-  char buf[16];
-} delayed_send_t;
-
-static void *delayed_send_run(void *arg) {
-  delayed_send_t *d = arg;
-  void *req;
-  usleep((useconds_t)d->delay_ms * 1000);
-  if (ops->isend(d->comm, d->buf, sizeof d->buf, 0, NULL, &req) == rcollSuccess && req != NULL)
-    wait_req(req, NULL, 5000);
-  return NULL;
 }
 
 /* wait sleeps in the kernel while nothing happens (little CPU over a long
@@ -723,18 +540,18 @@ Test(ucx, wait_sleeps_and_wakes, .timeout = 60) {
     int tag = 0, done = 0;
     cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &rreq), rcollSuccess);
     cr_assert_eq(ops->test(rreq, &done, NULL), rcollSuccess);
-    double c0 = cpu_seconds();
+    double c0 = th_thread_cpu_ms() / 1e3;
     int64_t t0 = now_ms();
     for (int i = 0; i < 5; i++)
       ops->wait(&p.recv, 1, 100000);
     int64_t slept = now_ms() - t0;
-    double cpu = cpu_seconds() - c0;
+    double cpu = th_thread_cpu_ms() / 1e3 - c0;
     cr_assert_lt(cpu, 0.1, "UCX_TLS=%s: 5 idle waits of 100 ms used %.3f s of CPU", tls_list[t], cpu);
     cr_assert_geq(slept, 100, "UCX_TLS=%s: idle waits returned after %lld ms", tls_list[t], (long long)slept);
-    delayed_send_t d = {.comm = p.send, .delay_ms = 200};
+    th_late_send_t d = {.ops = ops, .comm = p.send, .delay_ms = 200, .size = 16};
     memcpy(d.buf, "wake up, rank!!", 16);
     pthread_t th;
-    pthread_create(&th, NULL, delayed_send_run, &d);
+    pthread_create(&th, NULL, th_late_send_run, &d);
     int64_t end = now_ms() + 5000;
     t0 = now_ms();
     while (!done && now_ms() < end) {
@@ -746,7 +563,7 @@ Test(ucx, wait_sleeps_and_wakes, .timeout = 60) {
     cr_assert_lt(now_ms() - t0, 2000, "UCX_TLS=%s: data took %lld ms to wake the wait", tls_list[t],
                  (long long)(now_ms() - t0));
     cr_assert_eq(memcmp(buf, "wake up, rank!!", 16), 0);
-    pair_close(&p);
+    th_pair_close(&p);
   }
 }
 
@@ -768,7 +585,7 @@ Test(ucx, close_never_hangs, .timeout = 60) {
     ops->close_send(p.send);
     p.send = p.recv = NULL;
     cr_assert_lt(now_ms() - t0, 3000, "UCX_TLS=%s: closing took %lld ms", tls_list[t], (long long)(now_ms() - t0));
-    pair_close(&p);
+    th_pair_close(&p);
     free(sb);
     free(rb);
   }
@@ -789,7 +606,7 @@ Test(ucx, bad_settings_are_rejected) {
   char handle[RCOLL_NET_HANDLE_BYTES] = {0};
   void *send = NULL;
   settings(&s, 30);
-  ctx = ctx_new(&s, 1);
+  ctx = th_ctx_new(ops, &s, 1);
   cr_assert_eq(ops->connect(ctx, 0, handle, &send), rcollInvalidArgument);
   cr_assert_null(send);
   ops->finalize(ctx);
