@@ -7,7 +7,12 @@
  * finalize. Over socket, ucx and ib when this build has them and they start
  * here (exports are checked by tests/check_nccl_plugin.sh, with NCCL
  * itself). The declarations come from plugin/nccl_net_abi.h, as NCCL's
- * would; the plugin is dlopened from <exe>/../../lib (or $RCOLL_NCCL_PLUGIN). */
+ * would; the plugin is dlopened from <exe>/../../lib (or $RCOLL_NCCL_PLUGIN).
+ *
+ * Kept as one file (a little over ~600 lines): every test shares the fork,
+ * handle exchange and per-version dispatch below, and splitting by ABI
+ * version would repeat them.
+ */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <fcntl.h>

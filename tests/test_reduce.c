@@ -6,7 +6,12 @@
  * in 64 bits and floating arithmetic in double, rounded once to the element
  * type. Rounding a double result to float16/bfloat16/float32 gives the
  * correctly rounded + * / because double has more than twice their
- * precision plus two bits, so the two roundings agree exactly. */
+ * precision plus two bits, so the two roundings agree exactly.
+ *
+ * Kept as one file (a little over ~600 lines): conversions and reductions
+ * share the reference helpers below; the file is the whole spec of
+ * reduce_math.h.
+ */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>

@@ -3,7 +3,12 @@
  * before it creates contexts; Criterion runs every test in a process of its
  * own). Sender and receiver are two threads of one process, or two processes
  * where a peer must die. Payloads carry a pattern that depends on the message
- * number and offset, so a lost, reordered or truncated message shows. */
+ * number and offset, so a lost, reordered or truncated message shows.
+ *
+ * Kept as one file (a little over ~600 lines): the fork/pipe helpers for the
+ * peer-death cases are UCX's alone; the shared plumbing already lives in
+ * transport_harness.h.
+ */
 #if RCOLL_HAVE_UCX
 
 #include <criterion/criterion.h>
