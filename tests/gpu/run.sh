@@ -17,7 +17,9 @@
 #      device buffers, 2 and 4 ranks as processes on the one GPU, over CUDA
 #      IPC and again staged through host memory (RCOLL_P2P_DISABLE=1), and
 #      once with the wait kernel instead of cuStreamWaitValue32;
-#   4. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked.
+#   4. NCCL (PyTorch's) through lib/libnccl-net-rcoll.so: 2 ranks on the one
+#      GPU made two hosts with NCCL_HOSTID (tests/gpu/nccl_plugin.py);
+#   5. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked.
 # Exit status: 0 when every step passed, 1 otherwise, 77 without a GPU.
 set -uo pipefail
 
@@ -85,7 +87,7 @@ HAVE_CRITERION = 0
 EOF
 # -o: never try to regenerate config.mk or configure (no autoconf needed).
 MAKE_GPU=(make -o config.mk -o configure -j"$(nproc)")
-if ! "${MAKE_GPU[@]}" lib/librcoll.so bench/allreduce_perf; then
+if ! "${MAKE_GPU[@]}" lib/librcoll.so lib/libnccl-net-rcoll.so bench/allreduce_perf; then
   say "FAIL: build"
   exit 1
 fi
@@ -127,7 +129,9 @@ launch() {
   port=$((20000 + RANDOM % 30000))
   local pids=()
   for ((r = 0; r < n; r++)); do
+    # PER_RANK_HOSTID=1: each rank a host of its own to NCCL (step 5).
     RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
+      env ${PER_RANK_HOSTID:+NCCL_HOSTID=rcoll-gpu-node$r} \
       timeout -k 5 "$t" "$@" >"$WORK/$label.rank$r.log" 2>&1 &
     pids+=($!)
   done
@@ -147,7 +151,7 @@ run_conformance() { # tag label nranks env...
   shift 3
   if over_budget; then say "conformance $label: SKIPPED (time budget)"; FAILED=1; return; fi
   section "conformance $label"
-  if (export "$@"; launch "$n" 150 "$tag" build/gpu/gpu_conformance); then
+  if (export "$@"; launch "$n" 120 "$tag" build/gpu/gpu_conformance); then
     say "conformance $label: PASS ($(grep -h 'passed' "$WORK/$tag.rank0.log" | tail -n 1))"
   else
     say "conformance $label: FAIL"
@@ -164,13 +168,41 @@ run_conformance conf-2-staged "2 ranks, staged (RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2
 run_conformance conf-4-staged "4 ranks, staged (RCOLL_P2P_DISABLE=1)" 4 RCOLL_P2P_DISABLE=1
 run_conformance conf-2-kernel "2 ranks, wait kernel (RCOLL_CUDA_WAIT=kernel)" 2 RCOLL_CUDA_WAIT=kernel
 
-# ---------------------------------------------------------------- 4. bench
+# ---------------------------------------------------------------- 4. NCCL + plugin
+# Two ranks on the one GPU that NCCL takes for two hosts (NCCL_HOSTID), so
+# all their traffic goes through lib/libnccl-net-rcoll.so; NCCL_NET=rcoll
+# makes NCCL fail instead of falling back to its own network. Run before the
+# benches so that the time budget does not skip it.
+run_nccl_plugin() {
+  if over_budget; then say "NCCL through the plugin: SKIPPED (time budget)"; FAILED=1; return; fi
+  section "NCCL (PyTorch) through lib/libnccl-net-rcoll.so"
+  if ! python3 -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()'; then
+    say "NCCL through the plugin: SKIPPED (no python3 with PyTorch, CUDA and NCCL here)"
+    return
+  fi
+  if (export LD_LIBRARY_PATH="$WORK/src/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PER_RANK_HOSTID=1 \
+      NCCL_NET_PLUGIN=rcoll NCCL_NET=rcoll NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
+      NCCL_SOCKET_IFNAME=lo RCOLL_NET=socket PYTHONUNBUFFERED=1
+    launch 2 150 nccl python3 tests/gpu/nccl_plugin.py) &&
+    grep -q 'all checks passed' "$WORK/nccl.rank0.log" && grep -q 'all checks passed' "$WORK/nccl.rank1.log" &&
+    grep -qE 'Using network rcoll|Loaded net plugin rcoll' "$WORK/nccl.rank0.log"; then
+    say "NCCL through the plugin: PASS"
+  else
+    say "NCCL through the plugin: FAIL"
+    FAILED=1
+  fi
+  grep -hE 'NCCL version|Loaded net plugin|Using network|nccl\+rcoll all_reduce|wrong' "$WORK/nccl.rank0.log" |
+    sed 's/^/  /' | head -n 20 | tee -a "$SUMMARY"
+}
+run_nccl_plugin
+
+# ---------------------------------------------------------------- 5. bench
 run_bench() { # tag label nranks env...
   local tag=$1 label=$2 n=$3
   shift 3
   if over_budget; then say "allreduce_perf $label: SKIPPED (time budget)"; FAILED=1; return; fi
   section "allreduce_perf -G $label"
-  if (export "$@"; launch "$n" 240 "$tag" bench/allreduce_perf -G -b 16 -e 256M -f 4 -n 20 -w 5 -c 1); then
+  if (export "$@"; launch "$n" 150 "$tag" bench/allreduce_perf -G -b 16 -e 256M -f 4 -n 20 -w 5 -c 1); then
     local busbw
     busbw=$(awk '$1 == 268435456 {print $8}' "$WORK/$tag.rank0.log" | tail -n 1)
     say "allreduce_perf -G $label: PASS; 256 MiB out-of-place busbw ${busbw:-?} GB/s" \
