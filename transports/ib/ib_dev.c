@@ -153,8 +153,9 @@ static void ib_port_fill(ib_ctx_t *ctx, const char *name, int port, const struct
   p->max_msg_sz = pa->max_msg_sz;
   p->speed_mbps = ib_lane_mbps(pa->active_speed) * ib_lanes(pa->active_width);
   snprintf(path, sizeof path, "/sys/class/infiniband/%s/device", name);
-  if (realpath(path, p->pci_path) == NULL)
-    p->pci_path[0] = '\0';
+  char *resolved = realpath(path, NULL); /* fortified glibc refuses short buffers */
+  snprintf(p->pci_path, sizeof p->pci_path, "%s", resolved ? resolved : "");
+  free(resolved);
 }
 
 /* Looks at every admitted port of one opened device. Returns 1 when this

@@ -120,8 +120,11 @@ static rcollResult_t socket_get_properties(void *vctx, int dev, rcoll_net_props_
   memset(props, 0, sizeof *props);
   snprintf(props->name, sizeof props->name, "%s", ctx->ifname);
   snprintf(path, sizeof path, "/sys/class/net/%s/device", ctx->ifname);
-  if (realpath(path, props->pci_path) == NULL)
-    props->pci_path[0] = '\0';
+  /* realpath into a buffer shorter than PATH_MAX is refused by fortified
+   * glibc builds, so let it allocate. */
+  char *resolved = realpath(path, NULL);
+  snprintf(props->pci_path, sizeof props->pci_path, "%s", resolved ? resolved : "");
+  free(resolved);
   props->ptr_support = RCOLL_PTR_HOST;
   props->speed_mbps = socket_link_speed(ctx->ifname);
   props->latency_us = SOCKET_LATENCY_US;
