@@ -28,6 +28,7 @@ typedef struct fake_fn {
   int kind; /* rcoll_cuda_kernel_kind */
   rcollDataType_t t;
   rcollRedOp_t op;
+  _Atomic int loaded; /* by cuFuncLoad; cuModuleGetFunction leaves it lazy */
 } fake_fn_t;
 
 typedef struct fake_event {
@@ -72,6 +73,8 @@ static struct fake_stats {
   _Atomic int records;
   _Atomic uint32_t last_wait_value;
   _Atomic int refuse_memop;   /* set: cuStreamWaitValue32 fails */
+  _Atomic int lazy_loads;     /* launches of a function not loaded yet: on a GPU such a
+                                 load may synchronize the context (module.c) */
 } fake_stats;
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -302,7 +305,9 @@ static inline int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_
         rcoll_cuda_kernel_name(kind, (rcollDataType_t)t, (rcollRedOp_t)op, buf, sizeof buf);
         if (strcmp(buf, name) == 0) {
           fake_fn_t *fn = &fake_fns[kind][t][op];
-          *fn = (fake_fn_t){kind, (rcollDataType_t)t, (rcollRedOp_t)op};
+          fn->kind = kind;
+          fn->t = (rcollDataType_t)t;
+          fn->op = (rcollRedOp_t)op;
           *f = fn;
           return 0;
         }
@@ -310,11 +315,18 @@ static inline int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_
   return 500; /* CUDA_ERROR_NOT_FOUND */
 }
 
+static inline int f_func_load(rcoll_cu_function_t f) {
+  atomic_store(&((fake_fn_t *)f)->loaded, 1);
+  return 0;
+}
+
 static inline int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                     unsigned by, unsigned bz, unsigned shm, rcoll_cuda_stream_t s, void **params,
                     void **extra) {
   (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shm; (void)extra;
-  const fake_fn_t *fn = f;
+  fake_fn_t *fn = f;
+  if (!atomic_exchange(&fn->loaded, 1))
+    atomic_fetch_add(&fake_stats.lazy_loads, 1);
   fake_op_t op = {.kind = FAKE_OP_KERNEL, .fn = fn};
   if (fn->kind == RCOLL_CUDA_K_WAIT) {
     atomic_fetch_add(&fake_stats.wait_kernels, 1);
@@ -362,6 +374,7 @@ static const rcoll_cuda_api_t fake_api = {
     .cu_module_load_data = f_module_load, .cu_module_unload = f_module_unload,
     .cu_module_get_function = f_module_get_function, .cu_launch_kernel = f_launch,
     .cu_stream_wait_value32 = f_wait_value, .cu_flush_gpudirect_rdma_writes = NULL,
+    .cu_func_load = f_func_load,
 };
 
 static inline void fake_cuda_install(void) {

@@ -167,3 +167,14 @@ Test(cuda_proxy, wait_kernel_by_setting) {
   cr_expect_gt(atomic_load(&fake_stats.wait_kernels), 0);
 }
 
+
+/* Lazy loading (CUDA 12.2+) loads a function at its first launch and may
+ * synchronize the context to do it; the proxy's launches happen while user
+ * streams wait for the proxy, so every kernel must be loaded before. */
+Test(cuda_proxy, kernels_are_loaded_before_streams_wait) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  run_ranks(2, 1000, all_collectives, ctx);
+  cr_expect_gt(atomic_load(&fake_stats.reduce_kernels), 0);
+  cr_expect_eq(atomic_load(&fake_stats.lazy_loads), 0, "%d kernel launches loaded their function",
+               atomic_load(&fake_stats.lazy_loads));
+}

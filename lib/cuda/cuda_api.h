@@ -104,6 +104,9 @@ typedef struct rcoll_cuda_api {
   int (*cu_stream_wait_value32)(rcoll_cuda_stream_t s, rcoll_cu_deviceptr_t addr, uint32_t value,
                                 unsigned flags);
   int (*cu_flush_gpudirect_rdma_writes)(int target, int scope);
+  /* cuFuncLoad (CUDA 12.4+): loads a function now instead of at its first
+   * launch (module.c says why that matters). */
+  int (*cu_func_load)(rcoll_cu_function_t f);
 } rcoll_cuda_api_t;
 
 /* The table, loaded on first use (thread-safe); NULL when this machine has

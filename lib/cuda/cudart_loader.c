@@ -78,6 +78,8 @@ static int load_driver_symbols(void *drv, rcoll_cuda_api_t *a) {
   memcpy(&a->cu_stream_wait_value32, &p, sizeof p);
   p = dlsym(drv, "cuFlushGPUDirectRDMAWrites");
   memcpy(&a->cu_flush_gpudirect_rdma_writes, &p, sizeof p);
+  p = dlsym(drv, "cuFuncLoad");
+  memcpy(&a->cu_func_load, &p, sizeof p);
   return 1;
 }
 

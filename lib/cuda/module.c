@@ -12,6 +12,7 @@
 #include <stdio.h>
 
 #include "error.h"
+#include "log.h"
 
 #define MODULE_MAX_DEVICES 64
 #define MODULE_REDUCE_OPS 4 /* sum prod max min; avg uses sum */
@@ -59,14 +60,36 @@ static rcollResult_t module_fn(const rcoll_cuda_api_t *a, cuda_module_t *m, int 
   return rcollSuccess;
 }
 
+/* Loads one function now. With lazy loading (the default since CUDA 12.2)
+ * cuModuleGetFunction may leave a function unloaded until its first launch,
+ * and loading it then may synchronize the whole context. Our first launches
+ * come from the proxy thread while the user's streams wait for that same
+ * proxy (cuStreamWaitValue32 or the wait kernel): a context synchronization
+ * there waits for itself. On an H200 every device call hung at its first
+ * reduction in every mode, which is what this would do. So each function is
+ * loaded here, when the first comm on the device is set up in the caller's
+ * thread and no stream waits for us yet. */
+static rcollResult_t module_preload(const rcoll_cuda_api_t *a, rcoll_cu_function_t f) {
+  if (a->cu_func_load == NULL)
+    return rcollSuccess; /* a driver before 12.4: module_load warned once */
+  int r = a->cu_func_load(f);
+  if (r != 0)
+    return rcoll_error(rcollUnhandledCudaError, "cuda: cuFuncLoad of a kernel failed (CUresult %d)", r);
+  return rcollSuccess;
+}
+
 static rcollResult_t module_resolve(const rcoll_cuda_api_t *a, cuda_module_t *m) {
   for (int t = 0; t < rcollNumTypes; t++) {
-    for (int op = 0; op < MODULE_REDUCE_OPS; op++)
+    for (int op = 0; op < MODULE_REDUCE_OPS; op++) {
       RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_REDUCE, (rcollDataType_t)t, (rcollRedOp_t)op,
                             &m->reduce[t][op]));
+      RCOLL_CHECK(module_preload(a, m->reduce[t][op]));
+    }
     RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_AVG, (rcollDataType_t)t, rcollAvg, &m->avg[t]));
+    RCOLL_CHECK(module_preload(a, m->avg[t]));
   }
-  return module_fn(a, m, RCOLL_CUDA_K_WAIT, rcollInt8, rcollSum, &m->wait);
+  RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_WAIT, rcollInt8, rcollSum, &m->wait));
+  return module_preload(a, m->wait);
 }
 
 rcollResult_t rcoll_cuda_module_load(int device) {
@@ -92,6 +115,10 @@ rcollResult_t rcoll_cuda_module_load(int device) {
                         "older than CUDA 13?)", device, r);
     else
       res = module_resolve(a, m);
+    if (res == rcollSuccess && a->cu_func_load == NULL)
+      RCOLL_WARN("cuda: this driver has no cuFuncLoad (CUDA < 12.4): kernels load at their first "
+                 "launch, which can deadlock against streams that wait for rcoll; set "
+                 "CUDA_MODULE_LOADING=EAGER");
     if (res == rcollSuccess)
       atomic_store_explicit(&m->loaded, 1, memory_order_release);
   }

@@ -12,10 +12,12 @@
  * Exit status: 0 all passed, 1 some failed, 77 no GPU here. */
 #include <cuda_runtime_api.h>
 #include <math.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "rcoll.h"
 
@@ -30,6 +32,28 @@ static rcollComm_t comm;
       exit(1);                                                                          \
     }                                                                                   \
   } while (0)
+
+/* ---- a watchdog: a hang names the case it hung in ----
+ * A deadlock inside CUDA (a stream waiting for the proxy while the proxy
+ * waits for the device) is beyond rcoll's own timeouts; without this the
+ * launcher's timeout kills the rank with its output buffered and nothing
+ * says where it stopped. */
+#define CASE_LIMIT_S 45
+static char current[128] = "init";
+
+static void on_alarm(int sig) {
+  (void)sig;
+  char msg[200];
+  int n = snprintf(msg, sizeof msg, "rank %d: HUNG for %d s in: %s\n", rank, CASE_LIMIT_S, current);
+  if (write(2, msg, (size_t)n) < 0)
+    _exit(3);
+  _exit(3);
+}
+
+static void begin_case(const char *what) {
+  snprintf(current, sizeof current, "%s", what);
+  alarm(CASE_LIMIT_S);
+}
 
 /* ---- element types, written from their definitions ---- */
 
@@ -167,13 +191,14 @@ static void case_allreduce_types(cudaStream_t s, size_t count) {
         for (size_t i = 0; i < count; i++)
           store(h, i, (rcollDataType_t)t, input((rcollDataType_t)t, (rcollRedOp_t)op, rank, i));
         void *dst = in_place ? d_in : d_out;
+        char what[96];
+        snprintf(what, sizeof what, "allreduce type %d op %d count %zu %s", t, op, count,
+                 in_place ? "in place" : "out of place");
+        begin_case(what);
         CUDA_OK(cudaMemcpyAsync(d_in, h, bytes, cudaMemcpyHostToDevice, s));
         rcollResult_t r = rcollAllReduce(d_in, dst, count, (rcollDataType_t)t, (rcollRedOp_t)op, comm, s);
         CUDA_OK(cudaMemcpyAsync(out, dst, bytes, cudaMemcpyDeviceToHost, s));
         CUDA_OK(cudaStreamSynchronize(s));
-        char what[96];
-        snprintf(what, sizeof what, "allreduce type %d op %d count %zu %s", t, op, count,
-                 in_place ? "in place" : "out of place");
         check_async(what);
         long wrong = r != rcollSuccess;
         for (size_t i = 0; i < count && !wrong; i++)
@@ -201,6 +226,11 @@ static void case_collectives(cudaStream_t s, size_t n) {
     size_t in_count = which == 2 ? N : n, out_count = which == 1 ? N : n;
     for (size_t i = 0; i < in_count; i++)
       h[i] = (float)input(rcollFloat32, rcollSum, rank, i);
+    static const char *const names[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
+                                        "sendrecv ring"};
+    char what[96];
+    snprintf(what, sizeof what, "%s float32 count %zu", names[which], n);
+    begin_case(what);
     CUDA_OK(cudaMemcpyAsync(din, h, in_count * 4, cudaMemcpyHostToDevice, s));
     rcollResult_t r;
     const char *name;
@@ -229,8 +259,6 @@ static void case_collectives(cudaStream_t s, size_t n) {
                                  : (double)input(rcollFloat32, rcollSum, prev, i);
       wrong += out[i] != want;
     }
-    char what[96];
-    snprintf(what, sizeof what, "%s float32 count %zu", name, n);
     report(what, wrong);
   }
   cudaFree(din);
@@ -245,6 +273,7 @@ static void case_reduce_default_stream(size_t n) {
   CUDA_OK(cudaMalloc((void **)&d, n * 4));
   for (size_t i = 0; i < n; i++)
     h[i] = (float)input(rcollFloat32, rcollAvg, rank, i);
+  begin_case("reduce avg in place on the default stream");
   CUDA_OK(cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice));
   rcollResult_t r = rcollReduce(d, d, n, rcollFloat32, rcollAvg, 0, comm, NULL);
   CUDA_OK(cudaMemcpyAsync(h, d, n * 4, cudaMemcpyDeviceToHost, NULL));
@@ -271,6 +300,9 @@ int main(void) {
   }
   const char *r = getenv("RANK");
   rank = r ? atoi(r) : 0;
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  signal(SIGALRM, on_alarm);
+  begin_case("rcollCommInitFromEnv");
   CUDA_OK(cudaSetDevice(local_rank() % ndev));
   rcollResult_t res = rcollCommInitFromEnv(&comm, NULL);
   if (res != rcollSuccess) {
@@ -288,6 +320,7 @@ int main(void) {
   case_reduce_default_stream(100003);
   int dev = -1;
   rcollCommCuDevice(comm, &dev);
+  begin_case("rcollCommFinalize");
   res = rcollCommFinalize(comm);
   report("rcollCommFinalize", res != rcollSuccess);
   rcollCommDestroy(comm);

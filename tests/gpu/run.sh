@@ -151,7 +151,7 @@ run_conformance() { # tag label nranks env...
   shift 3
   if over_budget; then say "conformance $label: SKIPPED (time budget)"; FAILED=1; return; fi
   section "conformance $label"
-  if (export "$@"; launch "$n" 120 "$tag" build/gpu/gpu_conformance); then
+  if ( (($# == 0)) || export "$@"; launch "$n" 120 "$tag" build/gpu/gpu_conformance); then
     say "conformance $label: PASS ($(grep -h 'passed' "$WORK/$tag.rank0.log" | tail -n 1))"
   else
     say "conformance $label: FAIL"
@@ -202,7 +202,7 @@ run_bench() { # tag label nranks env...
   shift 3
   if over_budget; then say "allreduce_perf $label: SKIPPED (time budget)"; FAILED=1; return; fi
   section "allreduce_perf -G $label"
-  if (export "$@"; launch "$n" 150 "$tag" bench/allreduce_perf -G -b 16 -e 256M -f 4 -n 20 -w 5 -c 1); then
+  if ( (($# == 0)) || export "$@"; launch "$n" 150 "$tag" bench/allreduce_perf -G -b 16 -e 256M -f 4 -n 20 -w 5 -c 1); then
     local busbw
     busbw=$(awk '$1 == 268435456 {print $8}' "$WORK/$tag.rank0.log" | tail -n 1)
     say "allreduce_perf -G $label: PASS; 256 MiB out-of-place busbw ${busbw:-?} GB/s" \
