@@ -9,8 +9,10 @@
 #      conformance over RCOLL_NET=ib (automatic GID with connection storms,
 #      then a forced index with 2 QPs per connection); wrong indexes (empty,
 #      out of range: clear errors; link-local: a warning); a rank killed
-#      mid-call; rcoll all-reduce at 1 MiB and 16 MiB beside ib_write_bw in
-#      the same boot;
+#      mid-call; the NCCL net plugin over ib (tests/test_nccl_plugin.c's ib
+#      cases, v8..v11, data checked; its bandwidth against ib_ops and against
+#      rcoll's all-reduce); rcoll all-reduce at 1 MiB and 16 MiB beside
+#      ib_write_bw in the same boot;
 #   2. two VMs on one L2 segment (taps on a bridge in a private network
 #      namespace, or QEMU's UDP netdev): conformance (-x,
 #      launched ranks) split across the VMs (2 and 3 ranks), all-reduce and
@@ -69,10 +71,10 @@ grep -q 'RCOLL_HAVE_IBVERBS=1' config.mk 2>/dev/null || skip "rcoll was configur
 # RXE_ASAN=1 runs them against the sanitized library (make asan-build).
 CCFLAGS="-std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib"
 LIBS="-Wl,--as-needed $(sed -n 's/^[A-Z]*_LIBS = //p' config.mk | tr '\n' ' ') -Wl,--no-as-needed -pthread -lm"
-LIBA=lib/librcoll.a BIN=tests/bin MAKEVARS=()
+LIBA=lib/librcoll.a BIN=tests/bin LIBOUT=lib MAKEVARS=()
 if [[ ${RXE_ASAN:-0} == 1 ]]; then
   SAN="-fsanitize=address,undefined -fno-omit-frame-pointer"
-  LIBA=build-asan/lib/librcoll.a BIN=build-asan/tests/bin
+  LIBA=build-asan/lib/librcoll.a BIN=build-asan/tests/bin LIBOUT=build-asan/lib
   MAKEVARS=(BUILD=build-asan LIBOUT=build-asan/lib TESTBIN=$BIN "SAN_FLAGS=$SAN")
   CCFLAGS="$CCFLAGS $SAN"
 fi
@@ -81,6 +83,16 @@ make --no-print-directory "${MAKEVARS[@]}" "$LIBA" "$BIN/conformance" >"$DIR/mak
 PROGS="$ROOT/$BIN/conformance"
 make --no-print-directory "${MAKEVARS[@]}" "$BIN/rank_death" >>"$DIR/make.log" 2>&1 &&
   PROGS="$PROGS $ROOT/$BIN/rank_death"
+# The NCCL net plugin and the programs that drive it (Criterion comes along
+# through ldd). Without Criterion the step is left out, and said so.
+PLUGIN_STEP=
+if make --no-print-directory "${MAKEVARS[@]}" "$LIBOUT/libnccl-net-rcoll.so" "$BIN/test_nccl_plugin" \
+  "$BIN/bench_nccl_plugin" >>"$DIR/make.log" 2>&1; then
+  PROGS="$PROGS $ROOT/$LIBOUT/libnccl-net-rcoll.so $ROOT/$BIN/test_nccl_plugin $ROOT/$BIN/bench_nccl_plugin"
+  PLUGIN_STEP=nccl-plugin
+else
+  echo "check_rxe: the NCCL net plugin or its tests did not build (see $DIR/make.log): no nccl-plugin step"
+fi
 # allreduce_perf without MPI: its own file plus every bench/*.c without a main.
 BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | tr '\n' ' ')"
 # shellcheck disable=SC2086 # word lists on purpose
@@ -132,7 +144,21 @@ check_steps() { # log expected-steps...
 }
 
 show() { # log: what the VM saw and measured
-  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
+  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
+}
+
+# The plugin's stream (one direction, median of rounds) beside ib_ops driven
+# directly and rcoll's 2-rank all-reduce of the same size (bus bandwidth =
+# bytes / time, the best of out-of-place and in-place), in MB/s.
+compare_plugin_bw() {
+  awk '/^RXE-PLUGIN-BENCH # / { size = $4 + 0 }
+       /^RXE-PLUGIN-BENCH median / { direct = $3 * 1000; plugin = $5 * 1000 }
+       /^RXE-PLUGIN-ALLREDUCE/ && $4 == "float" && $7 + 0 > 0 {
+         ar = $2 / $7; if ($11 + 0 > 0 && $2 / $11 > ar) ar = $2 / $11 }
+       END { if (plugin > 0)
+               printf "   %5.1f MiB: NCCL plugin v11 over ib %.1f MB/s, ib_ops direct %.1f MB/s (plugin/direct %.0f%%)%s\n",
+                      size / 1048576, plugin, direct, 100 * plugin / direct,
+                      (ar > 0 ? sprintf(", rcoll all-reduce busbw %.1f MB/s", ar) : "") }' "$1"
 }
 
 # MB/s (10^6) from perftest's MiB/s and from the all-reduce times (2 ranks:
@@ -161,9 +187,10 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
   check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
-    bandwidth port-down
+    $PLUGIN_STEP bandwidth port-down
   grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
   compare_bw "$DIR/one.log"
+  compare_plugin_bw "$DIR/one.log"
 fi
 
 if [[ ${RXE_TWO:-1} != 0 ]]; then

@@ -133,6 +133,29 @@ port_down() {
   [ $rc0 -ne 0 ] && [ $rc1 -ne 0 ]
 }
 
+# lib/libnccl-net-rcoll.so over rxe0, driven through the ncclNet ABI as
+# NCCL's proxy drives it: the Criterion ib cases (v8..v11, two processes,
+# registered host buffers, every byte checked; failing instead of skipping
+# when ib cannot start), then the plugin's bandwidth against ib_ops driven
+# directly and against rcoll's own all-reduce at the same size.
+nccl_plugin() {
+  local rc=0 r pids=
+  export RCOLL_NCCL_PLUGIN=/rxe/libnccl-net-rcoll.so
+  RCOLL_TEST_REQUIRE_NET=ib test_nccl_plugin --ascii --verbose -j1 --filter 'ib/*' >/tmp/np.log 2>&1 || rc=1
+  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' /tmp/np.log | grep -v -E '^\[----\] +$|Running|Criterion v|Test is disabled' |
+    sed 's/^/RXE-PLUGIN /'
+  grep -q 'Tested: 4 | Passing: 4 ' /tmp/np.log || { echo "RXE-MSG four ib cases did not all pass"; rc=1; }
+  bench_nccl_plugin -s 4194304 -n 12 -w 4 -r 3 >/tmp/nb.log 2>&1 || rc=1
+  sed 's/^/RXE-PLUGIN-BENCH /' /tmp/nb.log
+  for r in 0 1; do
+    RANK=$r WORLD_SIZE=2 RCOLL_COMM_ID=$ME:29660 allreduce_perf -b 4M -e 4M -n 6 -w 1 >/tmp/npar$r.log 2>&1 &
+    pids="$pids $!"
+  done
+  for r in $pids; do wait $r || rc=1; done
+  grep -E '^ +[0-9]+ +[0-9]+ +float|Out of bounds' /tmp/npar0.log | sed 's/^/RXE-PLUGIN-ALLREDUCE /'
+  return $rc
+}
+
 # Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.
 dbg() {
   RCOLL_TIMEOUT=10 RCOLL_DEBUG=TRACE RCOLL_DEBUG_SUBSYS=NET allreduce_perf -t 2 -b 1M -e 1M -n 3 -w 1 >/tmp/dbg.log 2>&1
@@ -162,6 +185,7 @@ single() {
   step wrong-index-range 30 wrong_index 4096 "RCOLL_IB_GID_INDEX=4096 is out of range" no
   step link-local-index 60 wrong_index 0 "selects the link-local GID" yes
   [ -x /rxe/rank_death ] && step rank-death 90 env RCOLL_TIMEOUT=15 rank_death -n 3 -d 1 -m kill
+  [ -x /rxe/test_nccl_plugin ] && step nccl-plugin 300 nccl_plugin
   step bandwidth 200 bandwidth
   step port-down 90 port_down
 }
