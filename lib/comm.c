@@ -13,6 +13,7 @@
 #include "log.h"
 #include "memtype.h"
 #include "sockutil.h"
+#include "tuner.h"
 
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
   if (comm == NULL)
@@ -134,6 +135,11 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
     r = rcoll_comm_open_nets(c, config ? config->netName : NULL, bid.secret);
   if (r == rcollSuccess)
     comm_spin_policy(c);
+  /* Now, not at the first call: the tuner agrees its figures with every
+   * rank over the bootstrap, and a first call may be a send that only two
+   * ranks make. */
+  if (r == rcollSuccess)
+    r = rcoll_tuner_create(c, &c->plan.tuner);
   if (r != rcollSuccess) {
     comm_free(c);
     return r;

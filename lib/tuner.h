@@ -12,9 +12,11 @@
  * ranks on nodes decides which steps of each algorithm cross nodes.
  *
  * Every rank must choose the same plan, so the choice depends only on the
- * call (collective, size), the topology, the settings and the transports'
- * properties; ranks whose transports report different link properties would
- * need the same RCOLL_TUNE_* settings to agree. */
+ * call (collective, size), the topology and the parameters, and the
+ * parameters are agreed at communicator creation: each rank derives its own
+ * (transport properties, the inter-node latency measured over the
+ * bootstrap ring, settings), then all take the most conservative of every
+ * rank's (rcoll_tune_params_agree). */
 #ifndef RCOLL_TUNER_H
 #define RCOLL_TUNER_H
 
@@ -122,8 +124,26 @@ rcoll_tune_link_t rcoll_tune_default_link(const char *net);
 rcollResult_t rcoll_tune_params_from_settings(const rcoll_settings_t *s, const char *const net_of[2],
                                              rcoll_tune_link_t links[2], size_t max_chunk,
                                              rcoll_tune_params_t *out);
-/* The model for a communicator: its topology, transports and settings. */
+/* The model for a communicator: its topology, transports and settings,
+ * agreed with every rank. Collective over the bootstrap: every rank calls
+ * it once, at communicator creation. */
 rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out);
+
+/* Merges every rank's parameters (all[nranks]) into the ones all use: per
+ * link class the largest latency and overhead, the smallest bandwidth and
+ * chunk cap; the smallest staging slot and reduction rate; only algorithms
+ * every rank allows; deterministic if any rank asks. Independent of the
+ * order of all[]. */
+void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_tune_params_t *out);
+/* Allgathers prm over the bootstrap and replaces it with the agreed one. */
+struct rcoll_bootstrap;
+rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, int nranks,
+                                         rcoll_tune_params_t *prm);
+/* One-way latency of a hop between nodes, from the time a few bytes take
+ * to go round the bootstrap ring (tuner_comm.c says how); 0 on one node.
+ * Collective over the bootstrap. */
+rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
+                                       double *inter_us);
 
 /* Whether the algorithm family implements the collective here. */
 int rcoll_tune_applies(const rcoll_tuner_t *t, int coll, int algo);

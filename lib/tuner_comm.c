@@ -1,9 +1,11 @@
 /* Building a communicator's tuner (tuner.h): which transport serves ranks
  * of one node and which serves ranks of different nodes, their properties,
  * and the RCOLL_ALGO / RCOLL_DETERMINISTIC / RCOLL_TUNE_* settings. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "comm.h"
 #include "log.h"
@@ -117,6 +119,99 @@ rcollResult_t rcoll_tune_params_from_settings(const rcoll_settings_t *st, const 
   return rcollSuccess;
 }
 
+/* ------------------------------------------------------------ agreement */
+
+void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_tune_params_t *out) {
+  rcoll_tune_params_t a = all[0];
+  for (int r = 1; r < nranks; r++) {
+    const rcoll_tune_params_t *p = &all[r];
+    rcoll_tune_link_t *mine[2] = {&a.intra, &a.inter};
+    const rcoll_tune_link_t *theirs[2] = {&p->intra, &p->inter};
+    for (int k = 0; k < 2; k++) {
+      mine[k]->alpha_us = fmax(mine[k]->alpha_us, theirs[k]->alpha_us);
+      mine[k]->gbps = fmin(mine[k]->gbps, theirs[k]->gbps);
+      mine[k]->msg_us = fmax(mine[k]->msg_us, theirs[k]->msg_us);
+      /* 0 means "no cap": the smallest cap anyone has wins. */
+      size_t cap = theirs[k]->chunk_cap;
+      if (cap != 0 && (mine[k]->chunk_cap == 0 || cap < mine[k]->chunk_cap))
+        mine[k]->chunk_cap = cap;
+    }
+    a.reduce_gbps = fmin(a.reduce_gbps, p->reduce_gbps);
+    a.max_chunk = p->max_chunk < a.max_chunk ? p->max_chunk : a.max_chunk;
+    a.allowed &= p->allowed;
+    a.deterministic |= p->deterministic;
+  }
+  *out = a;
+}
+
+rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, int nranks,
+                                         rcoll_tune_params_t *prm) {
+  rcoll_tune_params_t *all = calloc((size_t)nranks, sizeof *all);
+  if (all == NULL)
+    return rcoll_error(rcollSystemError, "rank %d: out of memory exchanging tuner parameters", rank);
+  memcpy(&all[rank], prm, sizeof *prm);
+  rcollResult_t r = rcoll_bootstrap_allgather(b, all, sizeof *all);
+  if (r == rcollSuccess)
+    rcoll_tune_params_agree(all, nranks, prm);
+  free(all);
+  return r;
+}
+
+/* ---------------------------------------------------------- measurement */
+
+static double now_us(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+}
+
+/* The bootstrap ring (rank r sends to r + 1) is the one set of connections
+ * that every communicator already has, so the measurement needs no new
+ * connection, no transport and no cooperation from the bootstrap's owner
+ * (the kernel's tcpi_rtt would need its sockets). Back-to-back allgathers
+ * of a few bytes keep one message going round the ring: each step forwards
+ * what the left neighbour sent in the previous one, so the ring turns once
+ * every n steps and a step lasts, on average, the ring's total one-way
+ * latency over n. Subtracting the hops inside nodes (counted at
+ * LOOPBACK_HOP_US, a loopback TCP hop) and dividing by the hops that cross
+ * nodes gives the latency of a crossing hop, TCP stack included, which is
+ * what a socket message pays. Noise only makes it larger: the conservative
+ * side, which the exchange keeps anyway. Cost: a few ring turns. */
+#define LOOPBACK_HOP_US 10.0
+#define MEASURE_ROUNDS 4
+
+rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
+                                       double *inter_us) {
+  int n = topo->nranks, cross = 0;
+  *inter_us = 0;
+  for (int r = 0; r < n; r++)
+    cross += topo->node_of[r] != topo->node_of[(r + 1) % n];
+  if (cross == 0) /* one node: every rank knows it from the topology alone */
+    return rcollSuccess;
+  int rounds = n <= 64 ? MEASURE_ROUNDS : 1;
+  uint64_t *blocks = calloc((size_t)n, sizeof *blocks);
+  if (blocks == NULL)
+    return rcoll_error(rcollSystemError, "tuner: out of memory measuring the network");
+  /* The first round lines the ranks up; the others are timed. */
+  rcollResult_t r = rcoll_bootstrap_allgather(b, blocks, sizeof *blocks);
+  double t0 = now_us();
+  for (int i = 0; i < rounds && r == rcollSuccess; i++)
+    r = rcoll_bootstrap_allgather(b, blocks, sizeof *blocks);
+  double step = (now_us() - t0) / (rounds * (n - 1));
+  free(blocks);
+  if (r == rcollSuccess)
+    *inter_us = fmax(0, (n * step - (n - cross) * LOOPBACK_HOP_US) / cross);
+  return r;
+}
+
+/* ------------------------------------------------------------ creation */
+
+/* Each rank's figures come from its own transports (a socket's speed from
+ * its interface, which network namespaces or bonding may report
+ * differently per rank) and its own settings; ranks that modelled different
+ * links could choose different algorithms for one call and wait on each
+ * other forever. So every rank measures, applies its settings, and then all
+ * take the most conservative figure of any rank. */
 rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   /* With one node the inter class is never used, and vice versa. */
   int nets[2] = {class_net(c, 1), class_net(c, 0)};
@@ -124,8 +219,12 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   rcoll_tune_link_t links[2];
   for (int k = 0; k < 2; k++)
     links[k] = nets[k] >= 0 ? net_link(c, nets[k], &names[k]) : rcoll_tune_default_link("socket");
+  double measured = 0;
+  RCOLL_CHECK(rcoll_tune_measure_inter(c->bootstrap, &c->topo, &measured));
+  links[1].alpha_us = fmax(links[1].alpha_us, measured);
   rcoll_tune_params_t prm;
   RCOLL_CHECK(rcoll_tune_params_from_settings(&c->settings, names, links, c->chunk_bytes, &prm));
+  RCOLL_CHECK(rcoll_tune_params_exchange(c->bootstrap, c->rank, c->nranks, &prm));
   rcoll_tuner_t *t = malloc(sizeof *t);
   if (t == NULL)
     return rcoll_error(rcollSystemError, "rank %d: out of memory for the tuner", c->rank);
@@ -135,10 +234,11 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
     return r;
   }
   RCOLL_INFO(RCOLL_SUB_TUNE | RCOLL_SUB_INIT, "tune: rank %d: %d ranks on %d nodes (at most %d per node%s); "
-             "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s, reduce %.1f GB/s, chunk <= %zu%s",
+             "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s (measured here %.1f us), "
+             "reduce %.1f GB/s, chunk <= %zu%s (agreed by all ranks)",
              c->rank, t->nranks, t->nnodes, t->ppn, t->uniform ? "" : ", uneven",
              names[0][0] ? names[0] : "-", prm.intra.alpha_us, prm.intra.gbps,
-             names[1][0] ? names[1] : "-", prm.inter.alpha_us, prm.inter.gbps, prm.reduce_gbps,
+             names[1][0] ? names[1] : "-", prm.inter.alpha_us, prm.inter.gbps, measured, prm.reduce_gbps,
              prm.max_chunk, prm.deterministic ? ", deterministic" : "");
   *out = t;
   return rcollSuccess;
