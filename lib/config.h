@@ -78,6 +78,7 @@
     "Tuner: GB/s at which a rank reduces (adds) received data into its own")                     \
   X(INT, spin_us, "SPIN_US", NULL, "50",                                                         \
     "Microseconds a wait spins before it yields the core, then sleeps")                          \
+  X(INT, pin_threads, "PIN_THREADS", NULL, "1", "1: pin progress threads near their NIC or GPU (hwloc); 0: never") \
   X(STR, net_gdr_level, "NET_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", "PHB",                            \
     "GPUDirect RDMA for device buffers: LOC (0) never; PIX, PXB, PHB, SYS (1..5) whenever the "  \
     "transport registers device memory (no PCI distance is computed yet)")                       \

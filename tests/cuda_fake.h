@@ -375,6 +375,7 @@ static const rcoll_cuda_api_t fake_api = {
     .cu_module_get_function = f_module_get_function, .cu_launch_kernel = f_launch,
     .cu_stream_wait_value32 = f_wait_value, .cu_flush_gpudirect_rdma_writes = NULL,
     .cu_func_load = f_func_load,
+    .device_get_pci_bus_id = NULL, /* no PCI device: the proxy keeps its inherited CPUs */
 };
 
 static inline void fake_cuda_install(void) {

@@ -107,6 +107,7 @@ typedef struct rcoll_cuda_api {
   /* cuFuncLoad (CUDA 12.4+): loads a function now instead of at its first
    * launch (module.c says why that matters). */
   int (*cu_func_load)(rcoll_cu_function_t f);
+  int (*device_get_pci_bus_id)(char *bus_id, int len, int device); /* optional, runtime */
 } rcoll_cuda_api_t;
 
 /* The table, loaded on first use (thread-safe); NULL when this machine has

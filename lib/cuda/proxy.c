@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "cuda/unit.h"
+#include "hwtopo.h"
 #include "log.h"
 #include "sockutil.h"
 
@@ -347,12 +348,30 @@ static void *proxy_main(void *arg) {
   return NULL;
 }
 
+/* The proxy launches and copies for one GPU: run it on the CPUs next to
+ * that GPU's PCI slot. The bus id comes from the runtime (an optional entry
+ * of the table: without it the thread keeps the CPUs it inherited). */
+static void proxy_pin(rcoll_cuda_comm_t *cc) {
+  const rcoll_cuda_api_t *api = rcoll_cuda_api();
+  rcoll_hwtopo_locality_t loc = {.valid = 0, .numa = -1};
+  char busid[32], who[96];
+  if (api != NULL && api->device_get_pci_bus_id != NULL &&
+      api->device_get_pci_bus_id(busid, (int)sizeof busid, cc->device) == 0)
+    rcoll_hwtopo_locality_of_pci(busid, &loc);
+  else
+    snprintf(loc.where, sizeof loc.where, "the CUDA runtime gives no PCI bus id for device %d",
+             cc->device);
+  snprintf(who, sizeof who, "rank %d: CUDA proxy thread of device %d", cc->comm->rank, cc->device);
+  rcoll_hwtopo_pin_thread(cc->thread, &loc, who);
+}
+
 rcollResult_t rcoll_cuda_proxy_start(rcoll_cuda_comm_t *cc) {
   int e = pthread_create(&cc->thread, NULL, proxy_main, cc);
   if (e != 0)
     return rcoll_error(rcollSystemError, "rank %d: cannot start the CUDA proxy thread: %s",
                        cc->comm->rank, strerror(e));
   cc->thread_started = 1;
+  proxy_pin(cc);
   return rcollSuccess;
 }
 

@@ -4,7 +4,14 @@
  * that is missing or full. A segment is created with O_EXCL under a name that
  * carries the creator's pid and 64 random bits, and reserved with fallocate
  * so that a full tmpfs fails here with ENOSPC instead of killing the process
- * with SIGBUS when a page is first touched. */
+ * with SIGBUS when a page is first touched.
+ *
+ * Placement: on a machine with several NUMA nodes the ring's slots belong
+ * on the receiver's node, whose reads wait on memory while the sender's
+ * writes are posted. The sender creates the segment but cannot know that
+ * node, so it leaves the slots untouched (fallocate's pages are mapped by
+ * no one), and the receiver, when it maps the ring, binds the slots to its
+ * node (hwtopo.c), which moves those pages, before any message uses them. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -16,6 +23,7 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "hwtopo.h"
 #include "log.h"
 #include "shm_priv.h"
 #include "sockutil.h"
@@ -64,14 +72,14 @@ static void shm_seg_init(shm_seg_t *seg, uint32_t nslots, size_t slot_size, size
 }
 
 /* Creates, reserves and maps one file of `bytes`; 0 or an errno. */
-static int shm_seg_try(const char *path, size_t bytes, void **out) {
+static int shm_seg_try(const char *path, size_t bytes, int populate, void **out) {
   int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0)
     return errno;
   int e = posix_fallocate(fd, 0, (off_t)bytes);
   void *p = MAP_FAILED;
   if (e == 0) {
-    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, fd, 0);
+    p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | (populate ? MAP_POPULATE : 0), fd, 0);
     e = p == MAP_FAILED ? errno : 0;
   }
   close(fd);
@@ -92,10 +100,11 @@ rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_
   shm_path(path, sizeof path, ctx->dir, name);
   uint32_t n = ctx->nslots;
   void *p = NULL;
-  int e = shm_seg_try(path, shm_seg_bytes(n, ctx->slot_size), &p);
+  int touch = rcoll_hwtopo_numa_count() == 1; /* else the receiver places the slots */
+  int e = shm_seg_try(path, shm_seg_bytes(n, ctx->slot_size), touch, &p);
   while (e == ENOSPC && n / 2 >= SHM_MIN_SLOTS) {
     n /= 2;
-    e = shm_seg_try(path, shm_seg_bytes(n, ctx->slot_size), &p);
+    e = shm_seg_try(path, shm_seg_bytes(n, ctx->slot_size), touch, &p);
   }
   if (e != 0)
     return rcoll_error_quiet(rcollSystemError, "shm: cannot create a ring in %s: %s%s", ctx->dir, strerror(e),
@@ -105,8 +114,9 @@ rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_
                ctx->nslots);
   size_t bytes = shm_seg_bytes(n, ctx->slot_size);
   /* Touch every page now, so that no message pays for a page fault; a
-   * child the application forks has no use for the ring. */
-  memset(p, 0, bytes);
+   * child the application forks has no use for the ring. With several NUMA
+   * nodes only the header: the slots wait for the receiver's placement. */
+  memset(p, 0, touch ? bytes : SHM_HDR_BYTES);
   madvise(p, bytes, MADV_DONTFORK);
   shm_seg_init(p, n, ctx->slot_size, bytes);
   *out = p;
@@ -125,6 +135,17 @@ static int shm_seg_valid(const shm_seg_t *seg, size_t bytes) {
          seg->nslots <= SHM_MAX_SLOTS && seg->slot_size >= SHM_MIN_SLOT &&
          seg->slot_size <= SHM_MAX_SLOT && seg->slot_size % SHM_LINE == 0 &&
          shm_seg_bytes(seg->nslots, seg->slot_size) == bytes;
+}
+
+/* The receiver's half of placement (see the top of the file). MAP_POPULATE
+ * mapped the slots into this process first, which is what lets the kernel
+ * find and move them. */
+static void shm_seg_place(shm_seg_t *seg, size_t len, const char *name) {
+  char who[SHM_NAME_MAX + 48];
+  if (rcoll_hwtopo_numa_count() == 1)
+    return;
+  snprintf(who, sizeof who, "shm: ring %s from pid %d", name, (int)seg->sender_pid);
+  rcoll_hwtopo_place_area((char *)seg + SHM_HDR_BYTES, len - SHM_HDR_BYTES, who);
 }
 
 rcollResult_t shm_seg_open(const char *dir, const char *name, shm_seg_t **out, size_t *bytes) {
@@ -151,6 +172,7 @@ rcollResult_t shm_seg_open(const char *dir, const char *name, shm_seg_t **out, s
     munmap(p, len);
     return rcoll_error_quiet(rcollSystemError, "shm: %s has a bad header", path);
   }
+  shm_seg_place(p, len, name);
   *out = p;
   *bytes = len;
   return rcollSuccess;

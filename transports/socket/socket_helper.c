@@ -5,13 +5,17 @@
  * An idle helper sleeps on its condition variable; the producer signals it
  * only when it is idle, so a busy connection costs no futex calls. */
 #include <errno.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "error.h"
+#include "hwtopo.h"
 #include "socket_priv.h"
 
 #define SOCKET_HELPER_STACK (256 * 1024)
@@ -204,6 +208,44 @@ static int socket_helper_spawn(socket_helper_t *h) {
   return rc;
 }
 
+/* The interface the connection's sockets use: the one that holds their
+ * local address. The connection does not record it, and the address is what
+ * the kernel really chose. "" when no interface has it. */
+static void socket_helper_ifname(int fd, char *name, size_t len) {
+  struct sockaddr_storage ss;
+  socklen_t sl = sizeof ss;
+  struct ifaddrs *ifs = NULL;
+  name[0] = '\0';
+  if (getsockname(fd, (struct sockaddr *)&ss, &sl) != 0 || getifaddrs(&ifs) != 0)
+    return;
+  for (struct ifaddrs *i = ifs; i != NULL && name[0] == '\0'; i = i->ifa_next) {
+    if (i->ifa_addr == NULL || i->ifa_addr->sa_family != ss.ss_family)
+      continue;
+    const struct sockaddr_in *a4 = (const void *)i->ifa_addr, *b4 = (const void *)&ss;
+    const struct sockaddr_in6 *a6 = (const void *)i->ifa_addr, *b6 = (const void *)&ss;
+    int same = ss.ss_family == AF_INET ? a4->sin_addr.s_addr == b4->sin_addr.s_addr
+               : ss.ss_family == AF_INET6 && memcmp(&a6->sin6_addr, &b6->sin6_addr, sizeof a6->sin6_addr) == 0;
+    if (same)
+      snprintf(name, len, "%s", i->ifa_name);
+  }
+  freeifaddrs(ifs);
+}
+
+/* Helpers move the bytes through the NIC: run them on the CPUs next to it. */
+static void socket_helpers_pin(socket_conn_t *c) {
+  char ifname[64], who[160];
+  rcoll_hwtopo_locality_t loc;
+  socket_helper_ifname(c->ctrl_fd, ifname, sizeof ifname);
+  if (ifname[0] == '\0')
+    snprintf(loc.where, sizeof loc.where, "no interface holds the connection's address");
+  loc.valid = ifname[0] != '\0' && rcoll_hwtopo_locality_of_netdev(ifname, &loc);
+  for (int t = 0; t < c->nthreads; t++) {
+    snprintf(who, sizeof who, "socket: helper %d/%d of the %s connection with %s", t + 1, c->nthreads,
+             c->is_send ? "send" : "receive", c->peer);
+    rcoll_hwtopo_pin_thread(c->helpers[t].thread, &loc, who);
+  }
+}
+
 /* Socket s belongs to helper s % nthreads, so consecutive pieces of one
  * message land on different threads. */
 rcollResult_t socket_helpers_start(socket_conn_t *c) {
@@ -224,6 +266,7 @@ rcollResult_t socket_helpers_start(socket_conn_t *c) {
     }
     h->started = 1;
   }
+  socket_helpers_pin(c);
   return rcollSuccess;
 fail:
   socket_helpers_stop(c);

@@ -1,0 +1,324 @@
+/* Hardware topology through hwloc (hwtopo.h).
+ *
+ * One topology per process, loaded on first use under a mutex that every
+ * query also holds: queries are rare (one per connection or thread), and
+ * the mutex lets the test hook swap the topology safely. Binding is done
+ * with the kernel's calls (sched affinity, mbind) rather than hwloc's, so
+ * that a topology loaded from XML, which hwloc does not consider to be this
+ * machine, still drives real bindings in the tests. */
+#include "hwtopo.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+#if RCOLL_HAVE_HWLOC
+#include <hwloc.h>
+#endif
+
+#define HWTOPO_SUBSYS (RCOLL_SUB_INIT | RCOLL_SUB_NET)
+#define HWTOPO_MPOL_PREFERRED 1     /* linux/mempolicy.h */
+#define HWTOPO_MPOL_MF_MOVE (1 << 1)
+#define HWTOPO_MAX_NODES 1024
+
+char *rcoll_hwtopo_cpus_str(const cpu_set_t *cpus, char *buf, size_t len) {
+  size_t off = 0;
+  buf[0] = '\0';
+  for (int c = 0; c < CPU_SETSIZE && off < len; c++) {
+    if (!CPU_ISSET(c, cpus))
+      continue;
+    int last = c;
+    while (last + 1 < CPU_SETSIZE && CPU_ISSET(last + 1, cpus))
+      last++;
+    int n = last == c ? snprintf(buf + off, len - off, "%s%d", off ? "," : "", c)
+                      : snprintf(buf + off, len - off, "%s%d-%d", off ? "," : "", c, last);
+    off += n > 0 ? (size_t)n : 0;
+    c = last;
+  }
+  if (off == 0)
+    snprintf(buf, len, "none");
+  return buf;
+}
+
+/* RCOLL_PIN_THREADS, read at each decision through the settings table (its
+ * default and help live there): threads are pinned rarely, and tests flip it. */
+static int pin_enabled(void) {
+  for (int i = 0; i < rcoll_settings_count(); i++) {
+    rcoll_setting_info_t info;
+    rcoll_settings_describe(i, &info);
+    if (strcmp(info.name, "PIN_THREADS") != 0)
+      continue;
+    int64_t v = 1;
+    return rcoll_settings_parse_int(info.value, &v) != 0 || v != 0;
+  }
+  return 1;
+}
+
+/* The CPUs the calling thread may run on: a device's locality is only
+ * useful where it meets them. */
+static void caller_cpus(cpu_set_t *out) {
+  CPU_ZERO(out);
+  if (sched_getaffinity(0, sizeof *out, out) != 0)
+    for (int c = 0; c < CPU_SETSIZE; c++)
+      CPU_SET(c, out);
+}
+
+static int locality_none(rcoll_hwtopo_locality_t *out, const char *fmt, const char *name) {
+  out->valid = 0;
+  out->numa = -1;
+  CPU_ZERO(&out->cpus);
+  snprintf(out->where, sizeof out->where, fmt, name);
+  return 0;
+}
+
+#if RCOLL_HAVE_HWLOC
+
+static pthread_mutex_t topo_mu = PTHREAD_MUTEX_INITIALIZER;
+static hwloc_topology_t topo;
+static int topo_tried;
+
+/* I/O objects are filtered out by default; keeping the important ones (PCI
+ * devices of network, GPU and accelerator classes, and their OS devices)
+ * is what lets a NIC or GPU be found by name or bus id. */
+static hwloc_topology_t topo_new(const char *xml) {
+  hwloc_topology_t t;
+  if (hwloc_topology_init(&t) != 0)
+    return NULL;
+  hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  if ((xml != NULL && hwloc_topology_set_xmlbuffer(t, xml, (int)strlen(xml) + 1) != 0) ||
+      hwloc_topology_load(t) != 0) {
+    hwloc_topology_destroy(t);
+    return NULL;
+  }
+  return t;
+}
+
+/* Called with topo_mu held; NULL when hwloc cannot load this machine. */
+static hwloc_topology_t topo_get(void) {
+  if (!topo_tried) {
+    topo_tried = 1;
+    topo = topo_new(NULL);
+    if (topo == NULL)
+      RCOLL_INFO(HWTOPO_SUBSYS, "hwloc: cannot load this machine's topology (%s): no pinning or "
+                 "placement", strerror(errno));
+  }
+  return topo;
+}
+
+static void bitmap_to_cpus(hwloc_const_bitmap_t b, cpu_set_t *out) {
+  CPU_ZERO(out);
+  for (int c = hwloc_bitmap_first(b); c >= 0 && c < CPU_SETSIZE; c = hwloc_bitmap_next(b, c))
+    CPU_SET(c, out);
+}
+
+/* The locality of an I/O object: the cpuset of its first non-I/O ancestor
+ * (the package or NUMA node its host bridge hangs from). A device attached
+ * to the machine as a whole (virtual, or firmware that gives no NUMA
+ * affinity) has none: pinning to every CPU would say nothing. */
+static int locality_of_obj(hwloc_topology_t t, hwloc_obj_t dev, const char *name,
+                           rcoll_hwtopo_locality_t *out) {
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, dev);
+  hwloc_obj_t root = hwloc_get_root_obj(t);
+  if (anc == NULL || anc->cpuset == NULL || hwloc_bitmap_isequal(anc->cpuset, root->cpuset))
+    return locality_none(out, "%s has no PCI locality (attached to the whole machine)", name);
+  cpu_set_t near, mine;
+  char a[64], b[64];
+  bitmap_to_cpus(anc->cpuset, &near);
+  caller_cpus(&mine);
+  CPU_AND(&out->cpus, &near, &mine);
+  out->numa = hwloc_bitmap_weight(anc->nodeset) == 1 ? hwloc_bitmap_first(anc->nodeset) : -1;
+  rcoll_hwtopo_cpus_str(&near, a, sizeof a);
+  if (CPU_COUNT(&out->cpus) == 0) {
+    out->valid = 0;
+    snprintf(out->where, sizeof out->where, "%s is near CPUs %s, none of which this thread may use (%s)",
+             name, a, rcoll_hwtopo_cpus_str(&mine, b, sizeof b));
+    return 0;
+  }
+  out->valid = 1;
+  if (out->numa >= 0)
+    snprintf(out->where, sizeof out->where, "%s on NUMA node %d (CPUs %s)", name, out->numa, a);
+  else
+    snprintf(out->where, sizeof out->where, "%s near CPUs %s", name, a);
+  return 1;
+}
+
+int rcoll_hwtopo_locality_of_netdev(const char *name, rcoll_hwtopo_locality_t *out) {
+  int r = 0;
+  pthread_mutex_lock(&topo_mu);
+  hwloc_topology_t t = topo_get();
+  hwloc_obj_t o = NULL;
+  while (t != NULL && (o = hwloc_get_next_osdev(t, o)) != NULL)
+    if (o->name != NULL && strcmp(o->name, name) == 0)
+      break;
+  if (o != NULL)
+    r = locality_of_obj(t, o, name, out);
+  else
+    locality_none(out, t != NULL ? "%s is no PCI device in the topology (virtual or loopback?)"
+                                 : "%s: no topology", name);
+  pthread_mutex_unlock(&topo_mu);
+  return r;
+}
+
+int rcoll_hwtopo_locality_of_pci(const char *busid, rcoll_hwtopo_locality_t *out) {
+  int r = 0;
+  pthread_mutex_lock(&topo_mu);
+  hwloc_topology_t t = topo_get();
+  hwloc_obj_t o = t != NULL ? hwloc_get_pcidev_by_busidstring(t, busid) : NULL;
+  if (o != NULL)
+    r = locality_of_obj(t, o, busid, out);
+  else
+    locality_none(out, "PCI device %s is not in the topology", busid);
+  pthread_mutex_unlock(&topo_mu);
+  return r;
+}
+
+int rcoll_hwtopo_numa_count(void) {
+  pthread_mutex_lock(&topo_mu);
+  hwloc_topology_t t = topo_get();
+  int n = t != NULL ? hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE) : 1;
+  pthread_mutex_unlock(&topo_mu);
+  return n > 1 ? n : 1;
+}
+
+/* The NUMA node whose CPUs contain all of `cpus`, or -1 when they span
+ * several nodes (or none). Called with topo_mu held. */
+static int numa_of_cpus(hwloc_topology_t t, const cpu_set_t *cpus) {
+  int found = -1, n = 0;
+  hwloc_obj_t node = NULL;
+  while ((node = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, node)) != NULL) {
+    cpu_set_t near, both;
+    bitmap_to_cpus(node->cpuset, &near);
+    CPU_AND(&both, &near, cpus);
+    if (CPU_COUNT(&both) > 0) {
+      found = (int)node->os_index;
+      n++;
+    }
+  }
+  return n == 1 ? found : -1;
+}
+
+int rcoll_hwtopo_use_xml(const char *xml) {
+  pthread_mutex_lock(&topo_mu);
+  if (topo != NULL)
+    hwloc_topology_destroy(topo);
+  topo = xml != NULL ? topo_new(xml) : NULL;
+  topo_tried = xml != NULL;
+  int ok = xml == NULL || topo != NULL;
+  pthread_mutex_unlock(&topo_mu);
+  return ok ? 0 : -1;
+}
+
+#else /* no hwloc: nothing has a locality and there is one NUMA node */
+
+int rcoll_hwtopo_locality_of_netdev(const char *name, rcoll_hwtopo_locality_t *out) {
+  return locality_none(out, "%s: built without hwloc", name);
+}
+
+int rcoll_hwtopo_locality_of_pci(const char *busid, rcoll_hwtopo_locality_t *out) {
+  return locality_none(out, "%s: built without hwloc", busid);
+}
+
+int rcoll_hwtopo_numa_count(void) { return 1; }
+
+int rcoll_hwtopo_use_xml(const char *xml) { return xml == NULL ? 0 : -1; }
+
+#endif
+
+int rcoll_hwtopo_pin_thread(pthread_t thread, const rcoll_hwtopo_locality_t *loc, const char *who) {
+  cpu_set_t cur, target;
+  char a[64], b[64];
+  if (!pin_enabled()) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: not pinned (RCOLL_PIN_THREADS=0)", who);
+    return 0;
+  }
+  if (pthread_getaffinity_np(thread, sizeof cur, &cur) != 0) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: not pinned: cannot read its CPU binding", who);
+    return 0;
+  }
+  rcoll_hwtopo_cpus_str(&cur, a, sizeof a);
+  if (loc == NULL || !loc->valid) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: keeps the CPUs it inherited (%s): %s", who, a,
+               loc != NULL ? loc->where : "no device to be near");
+    return 0;
+  }
+  /* A thread starts with its creator's binding: whatever the user or the
+   * launcher chose. Pinning only ever narrows it. */
+  CPU_AND(&target, &cur, &loc->cpus);
+  if (CPU_COUNT(&target) == 0) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: keeps its binding to CPUs %s, which excludes %s (the user's "
+               "binding wins)", who, a, loc->where);
+    return 0;
+  }
+  if (CPU_EQUAL(&target, &cur)) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: keeps its binding to CPUs %s, already within %s", who, a, loc->where);
+    return 0;
+  }
+  int e = pthread_setaffinity_np(thread, sizeof target, &target);
+  if (e != 0) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: keeps CPUs %s: binding to %s failed: %s", who, a,
+               rcoll_hwtopo_cpus_str(&target, b, sizeof b), strerror(e));
+    return 0;
+  }
+  RCOLL_INFO(HWTOPO_SUBSYS, "%s: pinned to CPUs %s near %s (was %s)", who,
+             rcoll_hwtopo_cpus_str(&target, b, sizeof b), loc->where, a);
+  return 1;
+}
+
+/* Binds whole pages only: a partial page at either end belongs to whatever
+ * shares it. MPOL_PREFERRED rather than BIND, so that a full node costs
+ * speed instead of a SIGBUS; MPOL_MF_MOVE moves pages already allocated
+ * that only this process maps. */
+static int mbind_node(void *addr, size_t len, int node) {
+  unsigned long mask[HWTOPO_MAX_NODES / (8 * sizeof(unsigned long))] = {0};
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t beg = ((uintptr_t)addr + page - 1) & ~(page - 1);
+  uintptr_t end = ((uintptr_t)addr + len) & ~(page - 1);
+  if (node < 0 || node >= HWTOPO_MAX_NODES) {
+    errno = EINVAL;
+    return -1;
+  }
+  if (end <= beg)
+    return 0;
+  mask[node / (8 * sizeof(unsigned long))] |= 1ul << (node % (8 * sizeof(unsigned long)));
+  return (int)syscall(SYS_mbind, (void *)beg, (unsigned long)(end - beg), HWTOPO_MPOL_PREFERRED,
+                      mask, (unsigned long)HWTOPO_MAX_NODES + 1, (unsigned)HWTOPO_MPOL_MF_MOVE);
+}
+
+int rcoll_hwtopo_place_area(void *addr, size_t len, const char *who) {
+  int node = -1, nodes = 1;
+  cpu_set_t mine;
+  char a[64];
+  caller_cpus(&mine);
+#if RCOLL_HAVE_HWLOC
+  pthread_mutex_lock(&topo_mu);
+  hwloc_topology_t t = topo_get();
+  nodes = t != NULL ? hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE) : 1;
+  if (nodes > 1)
+    node = numa_of_cpus(t, &mine);
+  pthread_mutex_unlock(&topo_mu);
+#endif
+  if (nodes <= 1) {
+    RCOLL_TRACE(HWTOPO_SUBSYS, "%s: one NUMA node: not placed", who);
+    return -1;
+  }
+  rcoll_hwtopo_cpus_str(&mine, a, sizeof a);
+  if (node < 0) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: not placed: this thread runs on CPUs %s, which span NUMA nodes",
+               who, a);
+    return -1;
+  }
+  if (mbind_node(addr, len, node) != 0) {
+    RCOLL_INFO(HWTOPO_SUBSYS, "%s: placing %zu KiB on NUMA node %d failed: %s", who, len >> 10, node,
+               strerror(errno));
+    return -1;
+  }
+  RCOLL_INFO(HWTOPO_SUBSYS, "%s: %zu KiB placed on NUMA node %d, where this thread runs (CPUs %s)",
+             who, len >> 10, node, a);
+  return node;
+}
