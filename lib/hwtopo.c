@@ -9,6 +9,7 @@
 #include "hwtopo.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -99,6 +100,17 @@ static hwloc_topology_t topo_new(const char *xml) {
   return t;
 }
 
+static void topo_log(hwloc_topology_t t) {
+  cpu_set_t mine;
+  char a[64];
+  caller_cpus(&mine);
+  RCOLL_INFO(HWTOPO_SUBSYS, "hwloc: %d packages, %d NUMA nodes, %d cores, %d PUs, %d PCI devices kept; "
+             "this process may run on CPUs %s", hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PACKAGE),
+             hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE), hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_CORE),
+             hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PU), hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_PCI_DEVICE),
+             rcoll_hwtopo_cpus_str(&mine, a, sizeof a));
+}
+
 /* Called with topo_mu held; NULL when hwloc cannot load this machine. */
 static hwloc_topology_t topo_get(void) {
   if (!topo_tried) {
@@ -107,6 +119,8 @@ static hwloc_topology_t topo_get(void) {
     if (topo == NULL)
       RCOLL_INFO(HWTOPO_SUBSYS, "hwloc: cannot load this machine's topology (%s): no pinning or "
                  "placement", strerror(errno));
+    else
+      topo_log(topo);
   }
   return topo;
 }
@@ -304,7 +318,10 @@ int rcoll_hwtopo_place_area(void *addr, size_t len, const char *who) {
   pthread_mutex_unlock(&topo_mu);
 #endif
   if (nodes <= 1) {
-    RCOLL_TRACE(HWTOPO_SUBSYS, "%s: one NUMA node: not placed", who);
+    /* Said once at INFO: every ring of the process would repeat it. */
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (!atomic_flag_test_and_set(&said))
+      RCOLL_INFO(HWTOPO_SUBSYS, "%s: not placed: one NUMA node (so are all later ones)", who);
     return -1;
   }
   rcoll_hwtopo_cpus_str(&mine, a, sizeof a);

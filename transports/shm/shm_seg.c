@@ -142,8 +142,6 @@ static int shm_seg_valid(const shm_seg_t *seg, size_t bytes) {
  * find and move them. */
 static void shm_seg_place(shm_seg_t *seg, size_t len, const char *name) {
   char who[SHM_NAME_MAX + 48];
-  if (rcoll_hwtopo_numa_count() == 1)
-    return;
   snprintf(who, sizeof who, "shm: ring %s from pid %d", name, (int)seg->sender_pid);
   rcoll_hwtopo_place_area((char *)seg + SHM_HDR_BYTES, len - SHM_HDR_BYTES, who);
 }
