@@ -7,7 +7,23 @@
  * that send across nodes at once share the node's inter-node bandwidth. A
  * pipelined algorithm whose chunks pass S hops costs the latency of its
  * longest path plus (chunks + S - 1) chunk times; phases that overlap chunk
- * by chunk cost one chunk's phases plus (chunks - 1) times the slowest. */
+ * by chunk cost one chunk's phases plus (chunks - 1) times the slowest.
+ *
+ * Two limits keep that from flattering pipelines on slow links. A
+ * connection has `window` receives in flight (its staging slots), and a
+ * chunk's slot is held from the receive's posting until the chunk, which
+ * its sender could only forward after receiving it, has come the whole way:
+ * at most window x chunk bytes move per round trip (2 alpha), so a link of
+ * 260 us moves 4 x 8 KiB chunks at 60 MB/s, not at its 1.25 GB/s: a
+ * pipeline of more chunks than the window spends at least 2 alpha / window
+ * per chunk. And phases only
+ * overlap on idle cores: where a machine runs more ranks than it has cores
+ * (cores_shared), the reductions, copies and the network stack of one
+ * phase take the cores the other phases would need, so the hierarchical
+ * algorithm's phases are costed one after the other (measured, 2 namespaces
+ * x 2 ranks on 2 cores, 200 us links, 64 MiB: hier 117 ms against 57
+ * predicted with overlap; rabenseifner, whose steps never overlap, 94 ms
+ * against 68). */
 #include "tuner.h"
 
 #include <math.h>
@@ -268,6 +284,14 @@ static cost_link_t link_for(const rcoll_tuner_t *t, int cross, int share) {
   return (cost_link_t){fmax(in->alpha_us, ex->alpha_us), fmax(bi, be), fmax(in->msg_us, ex->msg_us)};
 }
 
+/* The least time per chunk a pipeline of k chunks over a link of latency
+ * lat can keep up: a window's worth per round trip, once there are more
+ * chunks than fit in one window (fewer all go at once). */
+static double window_slot(const rcoll_tuner_t *t, double lat, double k) {
+  int w = t->prm.window;
+  return w > 0 && k > w ? 2 * lat / w : 0;
+}
+
 static double chunks(double bytes, size_t chunk) {
   double k = ceil(bytes / (double)chunk);
   return k < 1 ? 1 : k;
@@ -281,7 +305,7 @@ static double ring_time(const rcoll_tuner_t *t, double m, size_t c, int phases, 
   cost_link_t l = link_for(t, t->ring_cross, t->ring_share);
   double s = m / n, k = chunks(s, c), gamma = beta_of(t->prm.reduce_gbps);
   double cs = fmin((double)c, s), o = msg_us(l, cs);
-  double step = fmax(t->ring_hop_us + o + cs * l.b, k * o + s * l.b);
+  double step = fmax(t->ring_hop_us + o + cs * l.b, k * fmax(o + cs * l.b, window_slot(t, l.lat, k)));
   return phases * (n - 1) * step + (reduce ? (n - 1) * s * gamma : 0);
 }
 
@@ -297,20 +321,25 @@ static double tree_time(const rcoll_tuner_t *t, double m, size_t c) {
   double nic = t->tree_cross ? t->tree_share * beta_of(t->prm.inter.gbps) : 0;
   /* An inner rank reduces two children's chunks per slot. */
   double slot = msg_us(l, cb) + cb * (fmax(2 * t->tree_out * l.b, nic) + 2 * gamma);
+  slot = fmax(slot, window_slot(t, l.lat, k));
   return pipeline(2 * t->tree_us, k, 2 * t->tree_height, slot);
 }
 
-/* Steps do not overlap: each pays its latency and its whole transfer. */
+/* Steps do not overlap: each pays its latency and its whole transfer. Its
+ * chunks are all in hand when a step starts and are sent at once, so only
+ * the first window waits a round trip: no window limit. */
 static double halving_time(const rcoll_tuner_t *t, double m, size_t c) {
   double gamma = beta_of(t->prm.reduce_gbps), time = 0, size = m;
   if (t->rhd_rem > 0) { /* fold in and hand back: the whole vector twice */
     cost_link_t l = link_for(t, t->fold_cross, t->fold_share);
-    time += 2 * (l.lat + chunks(m, c) * msg_us(l, fmin((double)c, m)) + m * l.b) + m * gamma;
+    double cs = fmin((double)c, m);
+    time += 2 * (l.lat + chunks(m, c) * msg_us(l, cs) + m * l.b) + m * gamma;
   }
   for (int s = 0; s < t->rhd_steps && s < RCOLL_TUNE_MAX_STEPS; s++) {
     size /= 2;
     cost_link_t l = link_for(t, t->step_cross[s], t->step_share[s]);
-    time += 2 * (l.lat + chunks(size, c) * msg_us(l, fmin((double)c, size)) + size * l.b) + size * gamma;
+    double cs = fmin((double)c, size);
+    time += 2 * (l.lat + chunks(size, c) * msg_us(l, cs) + size * l.b) + size * gamma;
   }
   return time;
 }
@@ -326,7 +355,9 @@ static double hier_time(const rcoll_tuner_t *t, double m, size_t c) {
   double w1 = (L - 1) * (msg_us(li, cs) + cs * (li.b + gamma));
   double w2 = 2 * (N - 1) * (msg_us(le, cs / N) + cs / N * le.b) + (N - 1) * cs / N * gamma;
   double w3 = (L - 1) * (msg_us(li, cs) + cs * li.b);
-  return path + w1 + w2 + w3 + (k - 1) * fmax(w1 + w3, w2);
+  double busiest = t->prm.cores_shared ? w1 + w2 + w3 : fmax(w1 + w3, w2);
+  busiest = fmax(busiest, window_slot(t, le.lat, k));
+  return path + w1 + w2 + w3 + (k - 1) * busiest;
 }
 
 /* Chains: `laps` passes along 0 -> n-1 (2 for the deterministic
@@ -336,6 +367,7 @@ static double chain_time(const rcoll_tuner_t *t, double m, size_t c, int laps, i
   cost_link_t l = link_for(t, t->ring_cross, t->ring_share);
   double cs = fmin((double)c, m);
   double slot = laps * msg_us(l, cs) + cs * (laps * l.b + (reduce ? beta_of(t->prm.reduce_gbps) : 0));
+  slot = fmax(slot, window_slot(t, l.lat, chunks(m, c)));
   return pipeline(laps * t->chain_us + extra * l.lat, chunks(m, c), laps * (t->nranks - 1) + extra, slot);
 }
 
@@ -344,6 +376,7 @@ static double btree_time(const rcoll_tuner_t *t, double m, size_t c) {
   double fan = t->nranks > 2 ? 2 : 1;
   double nic = t->btree_cross ? t->btree_share * beta_of(t->prm.inter.gbps) : 0;
   double cs = fmin((double)c, m), slot = fan * msg_us(l, cs) + cs * fmax(fan * l.b, nic);
+  slot = fmax(slot, window_slot(t, l.lat, chunks(m, c)));
   return pipeline(t->btree_us, chunks(m, c), t->tree_height, slot);
 }
 
@@ -433,9 +466,19 @@ static void log_choice(const rcoll_tuner_t *t, int coll, size_t bytes, rcoll_tun
   RCOLL_INFO(RCOLL_SUB_TUNE, "tune: %s", line);
 }
 
+/* The order candidates are tried in, which near ties follow: rabenseifner
+ * before hier, since where the model cannot tell them apart (phases that
+ * cannot overlap on shared cores move the same bytes) its few large
+ * messages with no hand-off between phases measured 10-50% faster (2 x 2
+ * ranks on 2 cores, 200 us links, 128 KiB - 64 MiB). */
+static const rcoll_algo_id_t try_order[RCOLL_ALGO_NALGOS] = {
+    RCOLL_ALGO_RING,  RCOLL_ALGO_TREE,          RCOLL_ALGO_RABENSEIFNER, RCOLL_ALGO_HIER,
+    RCOLL_ALGO_CHAIN, RCOLL_ALGO_DETERMINISTIC, RCOLL_ALGO_P2P};
+
 static rcoll_tune_choice_t choose(const rcoll_tuner_t *t, int coll, size_t bytes) {
   rcoll_tune_choice_t best = {RCOLL_ALGO_NALGOS, 0, -1};
-  for (int a = 0; a < RCOLL_ALGO_NALGOS; a++) {
+  for (int i = 0; i < RCOLL_ALGO_NALGOS; i++) {
+    int a = (int)try_order[i];
     if (!candidate(t, coll, a))
       continue;
     rcoll_tune_choice_t c = rcoll_tune_best(t, coll, a, bytes);

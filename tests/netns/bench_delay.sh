@@ -14,7 +14,8 @@
 # up to 64 KiB (WIRE_OPTS, default mtu=65000): netem on a veth delays TCP's
 # 64 KiB segmentation-offload frames whole, and with 1500-byte frames the
 # userspace switch, not the algorithm, would bound the large sizes. Needs
-# root, MPICH, and `make` run first.
+# root, MPICH, and `make` run first. LOGS=DIR keeps each run's output there
+# (with RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=TUNE: the tuner's choices).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 BENCH=${BENCH_DIR:-$PWD/bench}/allreduce_perf
@@ -53,6 +54,7 @@ bench() {
   RUN_PID=$!
   wait "$RUN_PID" || { echo "bench_delay: RCOLL_ALGO=$algo failed:" >&2; tail -n 5 "$SCRATCH/$algo.log" >&2; }
   awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6, $8}' "$SCRATCH/$algo.log" >>"$SCRATCH/$algo"
+  [[ -n ${LOGS:-} ]] && mkdir -p "$LOGS" && cat "$SCRATCH/$algo.log" >>"$LOGS/$algo.log"
 }
 
 for algo in auto $ALGOS; do
