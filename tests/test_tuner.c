@@ -231,3 +231,40 @@ Test(tuner, crossover_moves_with_latency) {
   free(fast);
   free(slow);
 }
+
+/* A connection keeps `window` receives in flight: a pipeline of more chunks
+ * than that over a 260 us link moves at most window chunks per round trip,
+ * so 8 KiB chunks of a 512 KiB ring cost at least 6 steps x 16 chunks x
+ * 2 x 260 / 4 us; without the window the model would not see it. */
+Test(tuner, window_bounds_pipelines_of_small_chunks) {
+  rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 260);
+  t->prm.window = 0;
+  double open = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 512 << 10, 8192);
+  t->prm.window = 4;
+  double bound = 6 * 16 * 2 * 260.0 / 4;
+  double held = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 512 << 10, 8192);
+  cr_assert_lt(open, bound, "without a window: %.1f us", open);
+  cr_assert_geq(held, bound, "with a window of 4: %.1f us", held);
+  /* So the choice takes chunks the window can carry: a ring segment of
+   * 128 KiB in at most 4 chunks. */
+  rcoll_tune_choice_t c = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 512 << 10);
+  cr_assert_geq(c.chunk, (size_t)32 << 10, "%s chunk %zu", rcoll_algo_name(c.algo), c.chunk);
+  free(t);
+}
+
+/* Where ranks outnumber cores, the hierarchical phases cannot overlap:
+ * hier then costs no less than the sum of its phases, and large vectors on
+ * 2 x 2 ranks go to rabenseifner, which moves the same bytes in fewer
+ * messages; with idle cores hier's overlap wins. */
+Test(tuner, shared_cores_serialize_hier) {
+  rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 260);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_HIER);
+  double overlapped = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER, 64 << 20).time_us;
+  free(t);
+  t = model_at(4, 2, NULL, "", 0, 260);
+  t->prm.cores_shared = 1;
+  double serial = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER, 64 << 20).time_us;
+  cr_assert_gt(serial, overlapped * 1.1, "serial %.1f us, overlapped %.1f us", serial, overlapped);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_RABENSEIFNER);
+  free(t);
+}
