@@ -70,7 +70,6 @@ typedef struct rcoll_tune_params {
   unsigned allowed;     /* bit per rcoll_algo_id_t (rcoll_tune_parse_algos) */
   int deterministic;
   int window;           /* receives a connection keeps in flight (staging slots); 0: unbounded */
-  int cores_shared;     /* some machine runs more ranks than it has cores */
 } rcoll_tune_params_t;
 
 typedef struct rcoll_tune_choice {
@@ -88,7 +87,7 @@ typedef struct rcoll_tuner {
    * many ranks of one node send across at once (they share the node's
    * inter bandwidth), and the latency of its critical path of hops. */
   int ring_cross, ring_share;
-  double ring_hop_us;       /* mean latency of a ring hop */
+  double ring_hop_us;       /* latency of the ring's slowest hop: every step waits for it */
   double chain_us;          /* latency of the chain 0 -> 1 -> ... -> n-1 */
   int tree_cross, tree_share, tree_height;
   double tree_out;          /* most a rank sends in the double tree, x vector */
@@ -146,6 +145,12 @@ rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, in
  * Collective over the bootstrap. */
 rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
                                        double *inter_us);
+/* Bandwidth in GB/s of one TCP flow between nodes, from how much longer
+ * 256 KiB blocks take to go round the bootstrap ring than a few bytes; 0
+ * on one node, above 16 ranks, or when the difference is lost in noise.
+ * Collective over the bootstrap. */
+rcollResult_t rcoll_tune_measure_inter_gbps(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
+                                            double *gbps);
 
 /* Whether the algorithm family implements the collective here. */
 int rcoll_tune_applies(const rcoll_tuner_t *t, int coll, int algo);
