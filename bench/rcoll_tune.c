@@ -6,6 +6,7 @@
  *   bench/rcoll_tune -n 8 -N 2 -i shm -t ib -c all every collective
  *   -b 8 -e 256M -f 4    sizes (bytes of the whole vector), as in the perf tools
  *   -r                   ranks round robin over the nodes instead of in blocks
+ *   -s                   machines run more ranks than they have cores
  *   -w slots             receives in flight per connection (default RCOLL_NSLOTS)
  *
  * Link parameters are the transports' defaults, adjusted by RCOLL_TUNE_ALPHA,
@@ -25,7 +26,7 @@
 
 typedef struct tool_opts {
   int nranks, nnodes, round_robin, coll; /* coll -1: all */
-  int window;                             /* 0: RCOLL_NSLOTS */
+  int cores_shared, window;               /* window 0: RCOLL_NSLOTS */
   const char *intra, *inter;
   size_t min_bytes, max_bytes;
   double factor;
@@ -52,19 +53,20 @@ static int parse_coll(const char *s) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: rcoll_tune [-n ranks] [-N nodes] [-r] [-w slots] [-i intra-net] [-t inter-net]\n"
+  fprintf(stderr, "usage: rcoll_tune [-n ranks] [-N nodes] [-r] [-s] [-w slots] [-i intra-net] [-t inter-net]\n"
                   "                  [-c collective|all] [-b min] [-e max] [-f factor]\n");
   exit(2);
 }
 
 static void parse(int argc, char **argv, tool_opts_t *o) {
-  *o = (tool_opts_t){4, 2, 0, RCOLL_COLL_ALLREDUCE, 0, "shm", "socket", 8, 256 << 20, 4};
+  *o = (tool_opts_t){4, 2, 0, RCOLL_COLL_ALLREDUCE, 0, 0, "shm", "socket", 8, 256 << 20, 4};
   int c;
-  while ((c = getopt(argc, argv, "n:N:rw:i:t:c:b:e:f:h")) != -1) {
+  while ((c = getopt(argc, argv, "n:N:rsw:i:t:c:b:e:f:h")) != -1) {
     switch (c) {
     case 'n': o->nranks = atoi(optarg); break;
     case 'N': o->nnodes = atoi(optarg); break;
     case 'r': o->round_robin = 1; break;
+    case 's': o->cores_shared = 1; break;
     case 'w': o->window = atoi(optarg); break;
     case 'i': o->intra = optarg; break;
     case 't': o->inter = optarg; break;
@@ -121,15 +123,16 @@ int main(int argc, char **argv) {
   if (rcoll_tune_params_from_settings(&s, nets, links, chunk, &prm) != rcollSuccess)
     return 1;
   prm.window = o.window > 0 ? o.window : (int)s.nslots;
+  prm.cores_shared = o.cores_shared;
   rcoll_tuner_t *t = malloc(sizeof *t);
   if (t == NULL || rcoll_tuner_setup(t, &topo, &prm) != rcollSuccess)
     return 1;
   printf("# rcoll tuner model: %d ranks on %d nodes (%s, at most %d per node)\n", t->nranks, t->nnodes,
          o.round_robin ? "round robin" : "in blocks", t->ppn);
   printf("# intra %s: %.1f us, %.2f GB/s; inter %s: %.1f us, %.2f GB/s; reduce %.1f GB/s; "
-         "chunk <= %zu; window %d%s\n", o.intra, prm.intra.alpha_us, prm.intra.gbps, o.inter,
+         "chunk <= %zu; window %d%s%s\n", o.intra, prm.intra.alpha_us, prm.intra.gbps, o.inter,
          prm.inter.alpha_us, prm.inter.gbps, prm.reduce_gbps, prm.max_chunk, prm.window,
-         prm.deterministic ? "; deterministic" : "");
+         prm.cores_shared ? "; cores shared" : "", prm.deterministic ? "; deterministic" : "");
   for (int c = 0; c < RCOLL_COLL_SEND; c++)
     if (o.coll < 0 || o.coll == c)
       print_table(t, c, &o);

@@ -16,14 +16,17 @@
  * at most window x chunk bytes move per round trip (2 alpha), so a link of
  * 260 us moves 4 x 8 KiB chunks at 60 MB/s, not at its 1.25 GB/s: a
  * pipeline of more chunks than the window spends at least 2 alpha / window
- * per chunk.
- *
- * A ring step lasts as long as its slowest hop: 2 namespaces x 2 ranks with
- * 260 us between them took 1250-1930 us for an 8-byte ring all-reduce, the
- * 6 steps at the crossing hop's latency each, not at the mean of the four
- * hops (two of which stay inside a node). Fed the link's measured bandwidth,
- * the model then predicted hier within 1-3% of its measured time from
- * 128 KiB to 32 MiB on that layout (tests/netns/bench_delay.sh). */
+ * per chunk. A ring step lasts as long as the ring's slowest hop: 2
+ * namespaces x 2 ranks with 260 us between them took 1250-1930 us for an
+ * 8-byte ring all-reduce, 6 steps at the crossing hop's latency each, not
+ * at the mean of the four hops (two of which stay inside a node). And phases only
+ * overlap on idle cores: where a machine runs more ranks than it has cores
+ * (cores_shared), the reductions, copies and the network stack of one
+ * phase take the cores the other phases would need, so the hierarchical
+ * algorithm's phases are costed one after the other (measured, 2 namespaces
+ * x 2 ranks on 2 cores, 200 us links, 64 MiB: hier 117 ms against 57
+ * predicted with overlap; rabenseifner, whose steps never overlap, 94 ms
+ * against 68). */
 #include "tuner.h"
 
 #include <math.h>
@@ -353,7 +356,7 @@ static double hier_time(const rcoll_tuner_t *t, double m, size_t c) {
   double w1 = (L - 1) * (msg_us(li, cs) + cs * (li.b + gamma));
   double w2 = 2 * (N - 1) * (msg_us(le, cs / N) + cs / N * le.b) + (N - 1) * cs / N * gamma;
   double w3 = (L - 1) * (msg_us(li, cs) + cs * li.b);
-  double busiest = fmax(w1 + w3, w2);
+  double busiest = t->prm.cores_shared ? w1 + w2 + w3 : fmax(w1 + w3, w2);
   busiest = fmax(busiest, window_slot(t, le.lat, k));
   return path + w1 + w2 + w3 + (k - 1) * busiest;
 }

@@ -70,6 +70,7 @@ typedef struct rcoll_tune_params {
   unsigned allowed;     /* bit per rcoll_algo_id_t (rcoll_tune_parse_algos) */
   int deterministic;
   int window;           /* receives a connection keeps in flight (staging slots); 0: unbounded */
+  int cores_shared;     /* some machine runs more ranks than it has cores */
 } rcoll_tune_params_t;
 
 typedef struct rcoll_tune_choice {

@@ -143,6 +143,7 @@ void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_t
     a.deterministic |= p->deterministic;
     if (p->window > 0 && (a.window <= 0 || p->window < a.window))
       a.window = p->window;
+    a.cores_shared |= p->cores_shared;
   }
   *out = a;
 }
@@ -250,6 +251,21 @@ rcollResult_t rcoll_tune_measure_inter_gbps(struct rcoll_bootstrap *b, const rco
 
 /* ------------------------------------------------------------ creation */
 
+/* Whether this machine runs more of the communicator's ranks than it has
+ * cores: ranks of one machine share its host name, whatever their network
+ * namespace (the bootstrap's "host:pid"). */
+static int cores_shared_here(const struct rcollComm *c) {
+  const char *me = rcoll_bootstrap_host(c->bootstrap, c->rank);
+  size_t len = strcspn(me, ":");
+  int local = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    const char *h = rcoll_bootstrap_host(c->bootstrap, r);
+    local += strncmp(h, me, len) == 0 && (h[len] == ':' || h[len] == '\0');
+  }
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  return cpus > 0 && local > cpus;
+}
+
 /* Each rank's figures come from its own transports (a socket's speed from
  * its interface, which network namespaces or bonding may report
  * differently per rank) and its own settings; ranks that modelled different
@@ -278,6 +294,7 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   rcoll_tune_params_t prm;
   RCOLL_CHECK(rcoll_tune_params_from_settings(&c->settings, names, links, c->chunk_bytes, &prm));
   prm.window = c->nslots;
+  prm.cores_shared = cores_shared_here(c);
   RCOLL_CHECK(rcoll_tune_params_exchange(c->bootstrap, c->rank, c->nranks, &prm));
   rcoll_tuner_t *t = malloc(sizeof *t);
   if (t == NULL)
@@ -289,11 +306,12 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   }
   RCOLL_INFO(RCOLL_SUB_TUNE | RCOLL_SUB_INIT, "tune: rank %d: %d ranks on %d nodes (at most %d per node%s); "
              "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s (measured here %.1f us %.2f GB/s), "
-             "reduce %.1f GB/s, chunk <= %zu, window %d%s (agreed by all ranks)",
+             "reduce %.1f GB/s, chunk <= %zu, window %d%s%s (agreed by all ranks)",
              c->rank, t->nranks, t->nnodes, t->ppn, t->uniform ? "" : ", uneven",
              names[0][0] ? names[0] : "-", prm.intra.alpha_us, prm.intra.gbps,
              names[1][0] ? names[1] : "-", prm.inter.alpha_us, prm.inter.gbps, measured, measured_gbps, prm.reduce_gbps,
-             prm.max_chunk, prm.window, prm.deterministic ? ", deterministic" : "");
+             prm.max_chunk, prm.window, prm.cores_shared ? ", cores shared" : "",
+             prm.deterministic ? ", deterministic" : "");
   *out = t;
   return rcollSuccess;
 }

@@ -252,18 +252,33 @@ Test(tuner, window_bounds_pipelines_of_small_chunks) {
   free(t);
 }
 
+/* Where ranks outnumber cores, the hierarchical phases cannot overlap:
+ * hier then costs no less than the sum of its phases, and large vectors on
+ * 2 x 2 ranks go to rabenseifner, which moves the same bytes in fewer
+ * messages; with idle cores hier's overlap wins. */
+Test(tuner, shared_cores_serialize_hier) {
+  rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 260);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_HIER);
+  double overlapped = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER, 64 << 20).time_us;
+  free(t);
+  t = model_at(4, 2, NULL, "", 0, 260);
+  t->prm.cores_shared = 1;
+  double serial = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER, 64 << 20).time_us;
+  cr_assert_gt(serial, overlapped * 1.1, "serial %.1f us, overlapped %.1f us", serial, overlapped);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_RABENSEIFNER);
+  free(t);
+}
+
 /* A ring step waits for the ring's slowest hop: on 2 x 2 ranks whose two
  * crossing hops take 260 us, a tiny all-reduce costs 2 (n - 1) crossings,
- * not 2 (n - 1) times the mean hop (measured 1250-1930 us). And on that
- * layout hier, which crosses nodes with half the vector per rank and
- * overlaps its phases, is the choice for 64 MiB (measured 86-89 ms,
- * rabenseifner 99, ring 149-174). */
-Test(tuner, ring_steps_wait_for_the_slowest_hop_and_hier_takes_large_vectors) {
+ * not 2 (n - 1) times the mean hop (measured 1250-1930 us), and a 512 KiB
+ * one does not go to ring (measured 1.3-1.6 ms, rabenseifner 1.0-1.1). */
+Test(tuner, ring_steps_wait_for_the_slowest_hop) {
   rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 260);
   double tiny = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 8).time_us;
   cr_assert_geq(tiny, 6 * 260.0, "ring, 8 bytes: %.1f us", tiny);
   cr_assert_lt(tiny, 6 * 260.0 * 1.2, "ring, 8 bytes: %.1f us", tiny);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_HIER);
+  t->prm.cores_shared = 1;
   cr_assert_neq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 512 << 10).algo, RCOLL_ALGO_RING);
   free(t);
 }

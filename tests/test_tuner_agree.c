@@ -72,8 +72,10 @@ Test(tuner_agree, merge_takes_the_conservative_figure_in_any_order) {
   p[1].allowed &= ~(1u << RCOLL_ALGO_TREE);
   p[0].deterministic = 1;
   p[0].window = 4, p[1].window = 2;
+  p[1].cores_shared = 1;
   rcoll_tune_params_agree(p, 2, &a);
   cr_assert_eq(a.window, 2);
+  cr_assert_eq(a.cores_shared, 1);
   cr_assert_eq(a.allowed & (1u << RCOLL_ALGO_TREE), 0u);
   cr_assert(a.allowed & (1u << RCOLL_ALGO_RING));
   cr_assert_eq(a.deterministic, 1);
