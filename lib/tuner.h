@@ -146,12 +146,6 @@ rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, in
  * Collective over the bootstrap. */
 rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
                                        double *inter_us);
-/* Bandwidth in GB/s of one TCP flow between nodes, from how much longer
- * 256 KiB blocks take to go round the bootstrap ring than a few bytes; 0
- * on one node, above 16 ranks, or when the difference is lost in noise.
- * Collective over the bootstrap. */
-rcollResult_t rcoll_tune_measure_inter_gbps(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
-                                            double *gbps);
 
 /* Whether the algorithm family implements the collective here. */
 int rcoll_tune_applies(const rcoll_tuner_t *t, int coll, int algo);
