@@ -47,17 +47,8 @@ FAILURES=()
 mkdir -p "$OUTDIR"
 trap 'exit 130' INT TERM
 
-note() { printf '# %s\n' "$*"; }
+. "$(dirname "$0")/common.sh"
 fail() { note "FAILED: $*"; FAILURES+=("$*"); STATUS=1; }
-
-# "1M" -> 1048576 (binary multiples, optional trailing B).
-to_bytes() {
-  local t=${1^^}; t=${t%B}
-  local n=${t%[KMG]} mult=1
-  case $t in *K) mult=1024 ;; *M) mult=$((1 << 20)) ;; *G) mult=$((1 << 30)) ;; esac
-  [[ $n =~ ^[0-9]+$ ]] || { echo "bad size '$1'" >&2; exit 2; }
-  echo $((n * mult))
-}
 
 # Calls per size: about 1 GiB through the all-reduce, 20..10000 calls. Shared
 # memory is fast, so this is still well under a second per run, and the 8 B
@@ -68,9 +59,6 @@ iters_for() {
   [ "$i" -gt 10000 ] && i=10000
   echo "${ITERS:-$i}"
 }
-warmup_for() { local w=$(( $1 / 10 )); [ "$w" -lt 2 ] && w=2; echo "${WARMUP:-$w}"; }
-
-lo_bytes() { awk '$1 == "lo:" { print $2 }' /proc/net/dev; }
 
 # ------------------------------------------------------------------ install
 # Only this benchmark needs Open MPI, so it is installed here rather than by
@@ -150,23 +138,6 @@ detect_tools() {
 # Each run_* prints "time_us busbw wrong" for its one size, or nothing.
 # $1 size in bytes, $2 iters, $3 warmup, $4 log file.
 
-# bench/allreduce_perf's nccl-tests table: size count type redop root
-# time algbw busbw #wrong (out-of-place), then the same for in-place.
-# The out-of-place time is the one compared (MPI's is out of place too);
-# #wrong counts both halves.
-parse_nccl_table() {
-  awk -v s="$1" '$1 == s && $3 == "float" {
-      w = $9; if ($13 != "N/A" && $13 + 0 > 0) w = $13
-      print $6, $8, w; exit }' "$2"
-}
-# mpi_allreduce: bytes count time_us algbw busbw #wrong.
-parse_ref_table() {
-  awk -v s="$1" '$1 == s { print $3, $5, $6; exit }' "$2"
-}
-
-rcoll_args() {
-  echo "-b $1 -e $1 -f 2 -n $2 -w $3 -c $CHECK -d float -o sum"
-}
 run_rcoll() {
   # shellcheck disable=SC2046
   RCOLL_NET=shm timeout -k 10 "$RUN_TIMEOUT" \
@@ -252,13 +223,6 @@ lo_ratio() {
 }
 
 # ------------------------------------------------------------------ report
-val() { echo "${BUSBW[$1,$2]:-n/a}"; }
-# busbw of tool $1 over busbw of tool $2 at size $3, taken from the times so
-# that it is exact even where busbw rounds to 0.000 (8 B).
-ratio() {
-  awk -v a="${TIME[$1,$3]:-}" -v b="${TIME[$2,$3]:-}" \
-    'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", b / a; else print "n/a" }'
-}
 
 print_tables() {
   local s b t
