@@ -42,3 +42,12 @@ ratio() {
   awk -v a="${TIME[$1,$3]:-}" -v b="${TIME[$2,$3]:-}" \
     'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", b / a; else print "n/a" }'
 }
+
+# Keeps tool $1's best time $3 (us) at size $2, and its busbw by one formula
+# for every tool, with 3 decimals (the tables agree with each tool's own
+# busbw column up to its rounding).
+record_best() {
+  TIME[$1,$2]=$3
+  BUSBW[$1,$2]=$(awk -v s="$2" -v t="$3" -v n="$NRANKS" \
+    'BEGIN { printf "%.3f", s / (t * 1e3) * 2 * (n - 1) / n }')
+}

@@ -206,10 +206,7 @@ measure() {
     fi
   done
   [ -n "$best" ] || return 0
-  TIME[$tool,$size]=$best
-  # busbw from time_us by one formula for every tool, with 3 decimals.
-  BUSBW[$tool,$size]=$(awk -v s="$size" -v t="$best" -v n=$NRANKS \
-    'BEGIN { printf "%.3f", s / (t * 1e3) * 2 * (n - 1) / n }')
+  record_best "$tool" "$size" "$best"
 }
 
 # Loopback bytes per call / size: about 0 shows that the data did not go

@@ -164,11 +164,7 @@ measure() {
     fi
   done
   [ -n "$best" ] || return 0
-  TIME[$tool,$size]=$best
-  # busbw from time_us by one formula for every tool, with 3 decimals (the
-  # tables agree with each tool's own busbw column up to its rounding).
-  BUSBW[$tool,$size]=$(awk -v s="$size" -v t="$best" -v n=$NRANKS \
-    'BEGIN { printf "%.3f", s / (t * 1e3) * 2 * (n - 1) / n }')
+  record_best "$tool" "$size" "$best"
 }
 
 # Loopback bytes per call / size. bench/allreduce_perf runs every call twice
