@@ -259,6 +259,28 @@ rcollResult_t rcoll_socket_pick_addr(const char *ifname_spec, const char *family
 /* ------------------------------------------------------------------ */
 /* Connections                                                          */
 
+rcollResult_t rcoll_socket_accept_pending(int listen_fd, const char *who,
+                                          int (*take)(void *arg, int fd, const rcoll_sockaddr_t *addr),
+                                          void *arg) {
+  for (;;) {
+    rcoll_sockaddr_t addr;
+    socklen_t len = sizeof addr;
+    memset(&addr, 0, sizeof addr);
+    int fd = accept4(listen_fd, &addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return rcollSuccess;
+      /* The peer gave up between SYN and accept: not our failure. */
+      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+        continue;
+      return rcoll_error(rcollSystemError, "%s: accept failed: %s", who, strerror(errno));
+    }
+    rcoll_socket_set_nodelay(fd);
+    if (!take(arg, fd, &addr))
+      close(fd);
+  }
+}
+
 void rcoll_socket_set_nodelay(int fd) {
   int one = 1;
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

@@ -44,6 +44,14 @@ int rcoll_socket_listen(rcoll_sockaddr_t *addr, int backlog);
 int rcoll_socket_connect(const rcoll_sockaddr_t *addr, int64_t deadline_ms);
 /* Accept with a deadline; -1 with rcollTimeout set when it passes. */
 int rcoll_socket_accept(int listen_fd, int64_t deadline_ms);
+/* Takes every connection waiting on a non-blocking listener, without
+ * blocking. Each socket (non-blocking, close-on-exec, TCP_NODELAY) goes to
+ * take(arg, fd, addr), which keeps it (returns 1) or refuses it (0: it is
+ * closed here). Fails only when accept itself does; `who` names the caller
+ * in that error. */
+rcollResult_t rcoll_socket_accept_pending(int listen_fd, const char *who,
+                                          int (*take)(void *arg, int fd, const rcoll_sockaddr_t *addr),
+                                          void *arg);
 /* Move exactly len bytes or fail: on timeout, error, or EOF (peer closed). */
 rcollResult_t rcoll_socket_send_all(int fd, const void *buf, size_t len, int64_t deadline_ms);
 rcollResult_t rcoll_socket_recv_all(int fd, void *buf, size_t len, int64_t deadline_ms);

@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <ifaddrs.h>
 #include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,4 +382,72 @@ Test(sockutil, clock_is_monotonic_and_in_the_right_unit) {
   int64_t dm = rcoll_now_ms() - m0, du = rcoll_now_us() - u0;
   cr_assert(dm >= 50 && dm < 2000, "%lld ms", (long long)dm);
   cr_assert(du >= 50000 && du < 2000000, "%lld us", (long long)du);
+}
+
+/* ------------------------------------------------------------------ */
+/* Accepting whatever is pending (the transports' listeners)            */
+
+typedef struct taker {
+  int keep;         /* how many more to keep */
+  int fds[4], nfds; /* kept */
+  int refused;
+  int port_seen;
+} taker_t;
+
+static int take_some(void *arg, int fd, const rcoll_sockaddr_t *addr) {
+  taker_t *t = arg;
+  t->port_seen += rcoll_sockaddr_port(addr) != 0;
+  if (t->keep == 0) {
+    t->refused++;
+    return 0;
+  }
+  t->keep--;
+  t->fds[t->nfds++] = fd;
+  return 1;
+}
+
+Test(sockutil, accept_pending_takes_what_waits_and_closes_what_is_refused, .timeout = 10) {
+  rcoll_sockaddr_t a;
+  int lfd = listen_on("127.0.0.1:0", &a);
+  taker_t t = {.keep = 2};
+  /* Nothing waiting: returns at once with nothing taken. */
+  cr_assert_eq(rcoll_socket_accept_pending(lfd, "test", take_some, &t), rcollSuccess);
+  cr_assert_eq(t.nfds + t.refused, 0);
+  int c[3];
+  for (int i = 0; i < 3; i++) {
+    c[i] = rcoll_socket_connect(&a, rcoll_now_ms() + 2000);
+    cr_assert_geq(c[i], 0, "%s", rcoll_error_text());
+  }
+  for (int64_t end = rcoll_now_ms() + 2000; t.nfds + t.refused < 3 && rcoll_now_ms() < end;)
+    cr_assert_eq(rcoll_socket_accept_pending(lfd, "test", take_some, &t), rcollSuccess);
+  cr_assert_eq(t.nfds, 2);
+  cr_assert_eq(t.refused, 1);
+  cr_assert_eq(t.port_seen, 3, "the peer's address comes with each socket");
+  for (int i = 0; i < t.nfds; i++) {
+    int nodelay = 0;
+    socklen_t len = sizeof nodelay;
+    cr_assert(fcntl(t.fds[i], F_GETFL) & O_NONBLOCK);
+    cr_assert(fcntl(t.fds[i], F_GETFD) & FD_CLOEXEC);
+    cr_assert_eq(getsockopt(t.fds[i], IPPROTO_TCP, TCP_NODELAY, &nodelay, &len), 0);
+    cr_assert_neq(nodelay, 0);
+  }
+  /* Exactly one client sees its socket closed: the refused one. */
+  int closed = 0;
+  for (int i = 0; i < 3; i++) {
+    struct pollfd p = {.fd = c[i], .events = POLLIN};
+    char b;
+    if (poll(&p, 1, 500) == 1 && recv(c[i], &b, 1, MSG_DONTWAIT) == 0)
+      closed++;
+  }
+  cr_assert_eq(closed, 1);
+  for (int i = 0; i < 3; i++)
+    close(c[i]);
+  for (int i = 0; i < t.nfds; i++)
+    close(t.fds[i]);
+  /* A socket that is not listening fails, with the caller's name. */
+  int plain = socket(AF_INET, SOCK_STREAM, 0);
+  cr_assert_eq(rcoll_socket_accept_pending(plain, "test", take_some, &t), rcollSystemError);
+  cr_assert(strstr(rcoll_error_text(), "test: accept failed") != NULL, "%s", rcoll_error_text());
+  close(plain);
+  close(lfd);
 }

@@ -108,26 +108,15 @@ static void socket_pend_drop(socket_listener_t *l, int i, const char *why) {
   l->pend[i] = l->pend[--l->npend];
 }
 
-static rcollResult_t socket_accept_new(socket_listener_t *l) {
-  for (;;) {
-    socket_pacc_t p = {.since_ms = rcoll_now_ms()};
-    socklen_t len = sizeof p.addr;
-    p.fd = accept4(l->fd, &p.addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (p.fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return rcollSuccess;
-      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-        continue;
-      return rcoll_error(rcollSystemError, "socket: accept failed: %s", strerror(errno));
-    }
-    if (l->npend == SOCKET_MAX_PENDING) {
-      RCOLL_WARN("socket: %d connections without a hello pending; refusing more", l->npend);
-      close(p.fd);
-      continue;
-    }
-    rcoll_socket_set_nodelay(p.fd);
-    l->pend[l->npend++] = p;
+/* A newly accepted socket waits for its hello. */
+static int socket_pend_take(void *arg, int fd, const rcoll_sockaddr_t *addr) {
+  socket_listener_t *l = arg;
+  if (l->npend == SOCKET_MAX_PENDING) {
+    RCOLL_WARN("socket: %d connections without a hello pending; refusing more", l->npend);
+    return 0;
   }
+  l->pend[l->npend++] = (socket_pacc_t){.fd = fd, .addr = *addr, .since_ms = rcoll_now_ms()};
+  return 1;
 }
 
 static const char *socket_hello_check(const socket_listener_t *l, const socket_hello_t *h) {
@@ -244,7 +233,7 @@ static rcollResult_t socket_groups_harvest(socket_listener_t *l, int64_t now, vo
 rcollResult_t socket_accept(void *listen_comm, void **recv_comm) {
   socket_listener_t *l = listen_comm;
   *recv_comm = NULL;
-  RCOLL_CHECK(socket_accept_new(l));
+  RCOLL_CHECK(rcoll_socket_accept_pending(l->fd, "socket", socket_pend_take, l));
   int64_t now = rcoll_now_ms();
   socket_read_hellos(l, now);
   return socket_groups_harvest(l, now, recv_comm);

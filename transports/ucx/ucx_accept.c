@@ -94,26 +94,15 @@ static void ucx_pend_drop(ucx_listener_t *l, int i, const char *why) {
   ucx_pend_remove(l, i, 1);
 }
 
-static rcollResult_t ucx_accept_new(ucx_listener_t *l) {
-  for (;;) {
-    ucx_pacc_t p = {.since_ms = rcoll_now_ms()};
-    socklen_t len = sizeof p.addr;
-    p.fd = accept4(l->fd, &p.addr.sa, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (p.fd < 0) {
-      if (errno == EAGAIN || errno == EWOULDBLOCK)
-        return rcollSuccess;
-      if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
-        continue;
-      return rcoll_error(rcollSystemError, "ucx: accept failed: %s", strerror(errno));
-    }
-    if (l->npend == UCX_MAX_PENDING) {
-      RCOLL_WARN("ucx: %d connections in their handshake; refusing more", l->npend);
-      close(p.fd);
-      continue;
-    }
-    rcoll_socket_set_nodelay(p.fd);
-    l->pend[l->npend++] = p;
+/* A newly accepted socket starts its handshake. */
+static int ucx_pend_take(void *arg, int fd, const rcoll_sockaddr_t *addr) {
+  ucx_listener_t *l = arg;
+  if (l->npend == UCX_MAX_PENDING) {
+    RCOLL_WARN("ucx: %d connections in their handshake; refusing more", l->npend);
+    return 0;
   }
+  l->pend[l->npend++] = (ucx_pacc_t){.fd = fd, .addr = *addr, .since_ms = rcoll_now_ms()};
+  return 1;
 }
 
 /* The hello checked out: the answer names the connection and carries this
@@ -203,7 +192,7 @@ rcollResult_t ucx_accept(void *listen_comm, void **recv_comm) {
   *recv_comm = NULL;
   /* Peers' endpoints finish their wire-up through this worker. */
   ucp_worker_progress(l->ctx->worker);
-  RCOLL_CHECK(ucx_accept_new(l));
+  RCOLL_CHECK(rcoll_socket_accept_pending(l->fd, "ucx", ucx_pend_take, l));
   int64_t now = rcoll_now_ms();
   for (int i = 0; i < l->npend;) {
     int rc = ucx_pend_step(l, i, now);
