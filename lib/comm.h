@@ -34,15 +34,18 @@ typedef struct rcoll_rank_info {
   char handles[RCOLL_MAX_NETS][RCOLL_NET_HANDLE_BYTES];
 } rcoll_rank_info_t;
 
+/* The first message on every connection: who sent it (conn.c). */
+typedef struct rcoll_conn_hello {
+  uint64_t magic;
+  int64_t rank;
+} rcoll_conn_hello_t;
+
 /* An accepted connection waiting for its hello (conn.c). */
 struct rcoll_pending_accept {
   int net;
   void *recv_comm;
   void *request;
-  struct {
-    uint64_t magic;
-    int64_t rank;
-  } hello;
+  rcoll_conn_hello_t hello;
 };
 
 /* Both directions of the link to one peer. Connections are made on first use. */
@@ -50,6 +53,10 @@ typedef struct rcoll_peer {
   int net; /* index of the transport used with this peer (comm.c: comm_pick_nets) */
   void *send_comm;
   void *recv_comm;
+  /* A send connection made, its hello not yet delivered (conn.c): it
+   * becomes send_comm once the hello's request completes. */
+  void *hello_comm;
+  void *hello_req;
   /* Messages planned and posted per direction; the engine posts in plan order. */
   uint64_t send_planned, send_posted;
   uint64_t recv_planned, recv_posted;
@@ -78,6 +85,8 @@ struct rcollComm {
   char net_summary[64];                  /* e.g. "shm+socket", for log lines */
   rcoll_rank_info_t *infos;              /* every rank's host id and listen handles */
   rcoll_peer_t *peers;
+  /* What this rank's hellos say; the send requests point here. */
+  rcoll_conn_hello_t hello;
   /* Accepted connections whose hello (the sender's rank) has not arrived. */
   struct rcoll_pending_accept *pending;
   int npending;

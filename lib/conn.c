@@ -14,34 +14,7 @@
 
 #define HELLO_MAGIC 0x6f6c6c65686c6c63ull
 
-typedef struct conn_hello {
-  uint64_t magic;
-  int64_t rank;
-} conn_hello_t;
-
 enum { NEED_SEND = 1, NEED_RECV = 2 };
-
-static rcollResult_t send_hello(struct rcollComm *c, const rcoll_transport_ops_t *net,
-                                void *send_comm) {
-  static _Thread_local conn_hello_t hello; /* must outlive the send request */
-  hello.magic = HELLO_MAGIC;
-  hello.rank = c->rank;
-  void *req = NULL;
-  int64_t deadline = rcoll_now_ms() + c->timeout_ms;
-  while (req == NULL) {
-    RCOLL_CHECK(net->isend(send_comm, &hello, sizeof hello, 0, NULL, &req));
-    if (req == NULL && rcoll_now_ms() > deadline)
-      return rcoll_error_quiet(rcollTimeout, "could not post the connection hello");
-  }
-  for (int done = 0; !done;) {
-    RCOLL_CHECK(net->test(req, &done, NULL));
-    if (!done && rcoll_now_ms() > deadline)
-      return rcoll_error_quiet(rcollTimeout, "connection hello was not delivered");
-    if (!done)
-      sched_yield();
-  }
-  return rcollSuccess;
-}
 
 /* Staging for receive-reduce steps, made when a plan first reduces data from
  * this peer (point-to-point peers never need it) and touched now so that no
@@ -59,15 +32,33 @@ static rcollResult_t peer_staging(struct rcollComm *c, int peer) {
                                          &pe->staging_mh);
 }
 
+/* One step of making the send connection to a peer, never waiting: connect,
+ * post the hello, see it delivered; each happens in the round where it can.
+ * A transport may complete a send only once the receiver has posted its
+ * receive, and the peer posts that while polling its own connections, so
+ * waiting here for delivery could hold both ranks until the timeout. */
 static rcollResult_t try_connect(struct rcollComm *c, int peer) {
   rcoll_peer_t *pe = &c->peers[peer];
   rcoll_comm_net_t *n = &c->nets[pe->net];
-  void *sc = NULL;
-  RCOLL_CHECK(n->ops->connect(n->ctx, 0, c->infos[peer].handles[pe->net], &sc));
-  if (sc == NULL)
+  if (pe->hello_comm == NULL) {
+    RCOLL_CHECK(n->ops->connect(n->ctx, 0, c->infos[peer].handles[pe->net], &pe->hello_comm));
+    if (pe->hello_comm == NULL)
+      return rcollSuccess;
+  }
+  if (pe->hello_req == NULL) {
+    if (c->hello.magic != HELLO_MAGIC) /* written once: earlier sends may still read it */
+      c->hello = (rcoll_conn_hello_t){.magic = HELLO_MAGIC, .rank = c->rank};
+    RCOLL_CHECK(n->ops->isend(pe->hello_comm, &c->hello, sizeof c->hello, 0, NULL, &pe->hello_req));
+    if (pe->hello_req == NULL)
+      return rcollSuccess; /* no send slot yet */
+  }
+  int done = 0;
+  RCOLL_CHECK(n->ops->test(pe->hello_req, &done, NULL));
+  if (!done)
     return rcollSuccess;
-  RCOLL_CHECK(send_hello(c, n->ops, sc));
-  pe->send_comm = sc;
+  pe->send_comm = pe->hello_comm;
+  pe->hello_comm = NULL;
+  pe->hello_req = NULL;
   RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d -> rank %d (%s): connected via %s", c->rank,
              peer, rcoll_bootstrap_host(c->bootstrap, peer), n->ops->name);
   return rcollSuccess;
@@ -250,6 +241,8 @@ void rcoll_conn_close_all(struct rcollComm *c) {
       ops->dereg_mr(pe->recv_comm, pe->staging_mh);
     if (ops != NULL && pe->send_comm != NULL)
       ops->close_send(pe->send_comm);
+    if (ops != NULL && pe->hello_comm != NULL) /* closing it ends its hello request */
+      ops->close_send(pe->hello_comm);
     if (ops != NULL && pe->recv_comm != NULL)
       ops->close_recv(pe->recv_comm);
     free(pe->staging);
