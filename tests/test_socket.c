@@ -100,30 +100,14 @@ Test(socket, many_in_flight_keep_order, .timeout = 60) {
   }
 }
 
+static rcollResult_t wait_one(pair_t *p, void *req, size_t *size, int64_t ms) {
+  return th_wait_req(p->ops, req, size, ms);
+}
+
 Test(socket, out_of_slots_gives_null_request) {
   pair_t p;
-  char buf[8];
-  size_t sz = sizeof buf;
-  int tag = 0;
-  void *bp = buf, *req = NULL, *first = NULL;
   pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
-  int posted = 0;
-  for (; posted < 100; posted++) {
-    cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
-    if (req == NULL)
-      break;
-    if (first == NULL)
-      first = req;
-  }
-  cr_assert_eq(posted, SOCKET_NREQS, "pool gave %d requests", posted);
-  /* Completing the oldest frees a slot. */
-  void *sreq;
-  cr_assert_eq(ops->isend(p.send, "abcdefgh", 8, 0, NULL, &sreq), rcollSuccess);
-  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
-  cr_assert_eq(th_wait_req(ops, first, NULL, 5000), rcollSuccess);
-  cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0);
-  cr_assert_eq(ops->irecv(p.recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
-  cr_assert_not_null(req);
+  th_expect_slot_pool(&p, SOCKET_NREQS, wait_one);
   th_pair_close(&p);
 }
 

@@ -268,4 +268,35 @@ static inline double th_thread_cpu_ms(void) {
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
+/* Waits for a request of pair p; a transport may need both ends driven. */
+typedef rcollResult_t (*th_wait_fn)(th_pair_t *p, void *req, size_t *size, int64_t ms);
+
+/* The receive side has exactly nreqs request slots: the next irecv gives a
+ * NULL request, and completing the oldest frees a slot. */
+static inline void th_expect_slot_pool(th_pair_t *p, int nreqs, th_wait_fn wait) {
+  const rcoll_transport_ops_t *ops = p->ops;
+  char buf[8];
+  size_t sz = sizeof buf;
+  int tag = 0;
+  void *bp = buf, *req = NULL, *first = NULL;
+  int posted = 0;
+  for (; posted < 100; posted++) {
+    cr_assert_eq(ops->irecv(p->recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
+    if (req == NULL)
+      break;
+    if (first == NULL)
+      first = req;
+  }
+  cr_assert_eq(posted, nreqs, "pool gave %d requests", posted);
+  void *sreq;
+  cr_assert_eq(ops->isend(p->send, "abcdefgh", 8, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(wait(p, sreq, NULL, 5000), rcollSuccess);
+  size_t got = 0;
+  cr_assert_eq(wait(p, first, &got, 5000), rcollSuccess);
+  cr_assert_eq(got, 8);
+  cr_assert_eq(memcmp(buf, "abcdefgh", 8), 0);
+  cr_assert_eq(ops->irecv(p->recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
+  cr_assert_not_null(req);
+}
+
 #endif
