@@ -9,7 +9,14 @@
  * just before the call, and the result copied back on it just after, with no
  * host synchronization in between: a call that did not order itself on its
  * stream would read stale inputs or be read before it finished.
- * Exit status: 0 all passed, 1 some failed, 77 no GPU here. */
+ *
+ * Knobs for finding why a run hangs (tests/gpu/probe.sh varies them):
+ *   GPU_CONF_STREAM=created|default  the calls' stream: one created non-blocking
+ *                                    (default), or the legacy default stream
+ *   GPU_CONF_HOST=pageable|pinned    the host side of the copies around a call
+ *   GPU_CONF_CASES=all|collectives   collectives: skip the all-types sweep
+ *   GPU_CONF_LIMIT=seconds           the watchdog (45)
+ * Exit status: 0 all passed, 1 some failed, 3 hung, 77 no GPU here. */
 #include <cuda_runtime_api.h>
 #include <math.h>
 #include <signal.h>
@@ -19,6 +26,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "hang_dump.h"
 #include "rcoll.h"
 
 static int rank, nranks, failures, passes;
@@ -38,21 +46,48 @@ static rcollComm_t comm;
  * waits for the device) is beyond rcoll's own timeouts; without this the
  * launcher's timeout kills the rank with its output buffered and nothing
  * says where it stopped. */
-#define CASE_LIMIT_S 45
+static unsigned case_limit_s = 45;
 static char current[128] = "init";
 
 static void on_alarm(int sig) {
   (void)sig;
   char msg[200];
-  int n = snprintf(msg, sizeof msg, "rank %d: HUNG for %d s in: %s\n", rank, CASE_LIMIT_S, current);
+  int n = snprintf(msg, sizeof msg, "rank %d: HUNG for %u s in: %s; the threads:\n", rank,
+                   case_limit_s, current);
   if (write(2, msg, (size_t)n) < 0)
     _exit(3);
+  hang_dump_all();
   _exit(3);
 }
 
 static void begin_case(const char *what) {
   snprintf(current, sizeof current, "%s", what);
-  alarm(CASE_LIMIT_S);
+  alarm(case_limit_s);
+}
+
+/* ---- the knobs ---- */
+
+static int use_default_stream, use_pinned_host, only_collectives;
+
+static const char *knob(const char *name, const char *dflt) {
+  const char *v = getenv(name);
+  return v != NULL && *v ? v : dflt;
+}
+
+/* Host buffers for the copies around a call: pageable (malloc) or pinned. */
+static void *host_alloc(size_t bytes) {
+  void *p = NULL;
+  if (!use_pinned_host)
+    return malloc(bytes ? bytes : 1);
+  CUDA_OK(cudaMallocHost(&p, bytes ? bytes : 1));
+  return p;
+}
+
+static void host_free(void *p) {
+  if (use_pinned_host)
+    cudaFreeHost(p);
+  else
+    free(p);
 }
 
 /* ---- element types, written from their definitions ---- */
@@ -182,7 +217,7 @@ static void check_async(const char *what) {
 static void case_allreduce_types(cudaStream_t s, size_t count) {
   for (int t = 0; t < rcollNumTypes; t++) {
     size_t bytes = count * type_size((rcollDataType_t)t);
-    char *h = malloc(bytes), *out = malloc(bytes);
+    char *h = host_alloc(bytes), *out = host_alloc(bytes);
     void *d_in, *d_out;
     CUDA_OK(cudaMalloc(&d_in, bytes));
     CUDA_OK(cudaMalloc(&d_out, bytes));
@@ -209,15 +244,15 @@ static void case_allreduce_types(cudaStream_t s, size_t count) {
     }
     cudaFree(d_in);
     cudaFree(d_out);
-    free(h);
-    free(out);
+    host_free(h);
+    host_free(out);
   }
 }
 
 /* float32: each collective at one count, against the inputs of every rank. */
 static void case_collectives(cudaStream_t s, size_t n) {
   size_t N = n * (size_t)nranks;
-  float *h = malloc(N * 4 + 4), *out = malloc(N * 4 + 4);
+  float *h = host_alloc(N * 4 + 4), *out = host_alloc(N * 4 + 4);
   float *din, *dout;
   CUDA_OK(cudaMalloc((void **)&din, N * 4 + 4));
   CUDA_OK(cudaMalloc((void **)&dout, N * 4 + 4));
@@ -263,13 +298,13 @@ static void case_collectives(cudaStream_t s, size_t n) {
   }
   cudaFree(din);
   cudaFree(dout);
-  free(h);
-  free(out);
+  host_free(h);
+  host_free(out);
 }
 
 /* rcollReduce avg to root 0, on the default stream (NULL). */
 static void case_reduce_default_stream(size_t n) {
-  float *h = malloc(n * 4), *d;
+  float *h = host_alloc(n * 4), *d;
   CUDA_OK(cudaMalloc((void **)&d, n * 4));
   for (size_t i = 0; i < n; i++)
     h[i] = (float)input(rcollFloat32, rcollAvg, rank, i);
@@ -284,7 +319,7 @@ static void case_reduce_default_stream(size_t n) {
     wrong += !matches(rcollFloat32, rcollAvg, h[i], expected(rcollFloat32, rcollAvg, i));
   report("reduce avg in place on the default stream", wrong);
   cudaFree(d);
-  free(h);
+  host_free(h);
 }
 
 static int local_rank(void) {
@@ -301,6 +336,16 @@ int main(void) {
   const char *r = getenv("RANK");
   rank = r ? atoi(r) : 0;
   setvbuf(stdout, NULL, _IOLBF, 0);
+  use_default_stream = strcmp(knob("GPU_CONF_STREAM", "created"), "default") == 0;
+  use_pinned_host = strcmp(knob("GPU_CONF_HOST", "pageable"), "pinned") == 0;
+  only_collectives = strcmp(knob("GPU_CONF_CASES", "all"), "collectives") == 0;
+  case_limit_s = (unsigned)atoi(knob("GPU_CONF_LIMIT", "45"));
+  if (case_limit_s == 0)
+    case_limit_s = 45;
+  fprintf(stderr, "rank %d: %s stream, %s host buffers, %s cases, watchdog %u s\n", rank,
+          use_default_stream ? "the legacy default" : "a created non-blocking",
+          use_pinned_host ? "pinned" : "pageable", only_collectives ? "float32" : "all", case_limit_s);
+  hang_dump_init();
   signal(SIGALRM, on_alarm);
   begin_case("rcollCommInitFromEnv");
   CUDA_OK(cudaSetDevice(local_rank() % ndev));
@@ -311,9 +356,11 @@ int main(void) {
   }
   rcollCommUserRank(comm, &rank);
   rcollCommCount(comm, &nranks);
-  cudaStream_t s;
-  CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  case_allreduce_types(s, 1031);
+  cudaStream_t s = NULL;
+  if (!use_default_stream)
+    CUDA_OK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  if (!only_collectives)
+    case_allreduce_types(s, 1031);
   static const size_t counts[] = {0, 1, 7, 4099, (1u << 20) + 3, 16u << 20};
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++)
     case_collectives(s, counts[k]);
@@ -324,7 +371,8 @@ int main(void) {
   res = rcollCommFinalize(comm);
   report("rcollCommFinalize", res != rcollSuccess);
   rcollCommDestroy(comm);
-  cudaStreamDestroy(s);
+  if (s != NULL)
+    cudaStreamDestroy(s);
   printf("gpu_conformance rank %d of %d (device %d): %d passed, %d failed\n", rank, nranks, dev,
          passes, failures);
   return failures ? 1 : 0;

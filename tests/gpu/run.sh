@@ -22,83 +22,8 @@
 #   5. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked.
 # Exit status: 0 when every step passed, 1 otherwise, 77 without a GPU.
 set -uo pipefail
-
-cd "$(dirname "$0")/../.." || exit 1
-ROOT=$PWD
-OUTDIR=${OUT:-/tmp/rcoll-gpu-out}
-mkdir -p "$OUTDIR"
-LOG=$OUTDIR/gpu_run.log
-SUMMARY=$OUTDIR/summary.txt
-WORK=$(mktemp -d /tmp/rcoll-gpu.XXXXXX)
-: >"$SUMMARY"
-exec > >(tee "$LOG") 2>&1
-START=$(date +%s)
-BUDGET=${GPU_RUN_BUDGET:-420} # seconds after which remaining runs are skipped
-FAILED=0
-
-say() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }
-elapsed() { echo $(($(date +%s) - START)); }
-section() { printf '\n==== [%4ss] %s\n' "$(elapsed)" "$*"; }
-over_budget() { [[ $(elapsed) -gt $BUDGET ]]; }
-
-trap 'rm -rf "$WORK"' EXIT
-
-# ---------------------------------------------------------------- 0. the machine
-section "machine"
-if ! command -v nvidia-smi >/dev/null || ! nvidia-smi -L; then
-  say "SKIP: no NVIDIA GPU or driver here"
-  exit 77
-fi
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-CUDA_HOME=${CUDA_HOME:-}
-if [[ -z "$CUDA_HOME" ]]; then
-  if [[ -x /usr/local/cuda/bin/nvcc ]]; then CUDA_HOME=/usr/local/cuda
-  elif command -v nvcc >/dev/null; then CUDA_HOME=$(cd "$(dirname "$(command -v nvcc)")/.." && pwd)
-  fi
-fi
-if [[ -z "$CUDA_HOME" || ! -x "$CUDA_HOME/bin/nvcc" ]]; then
-  say "FAIL: no CUDA toolkit (set CUDA_HOME)"
-  exit 1
-fi
-CUDA_LIB=$CUDA_HOME/lib64
-[[ -d "$CUDA_LIB" ]] || CUDA_LIB=$CUDA_HOME/lib
-"$CUDA_HOME/bin/nvcc" --version | tail -n 2
-gcc --version | head -n 1
-nproc
-
-# ---------------------------------------------------------------- 1. build
-section "build (a copy of the tree, CUDA only config.mk)"
-mkdir -p "$WORK/src"
-tar --exclude=./.git --exclude=./build --exclude=./build-asan --exclude=./tests/gpu/out -cf - . |
-  (cd "$WORK/src" && tar -xf -) || { say "FAIL: copying the tree"; exit 1; }
-cd "$WORK/src" || exit 1
-rm -f lib/librcoll.* bench/*_perf
-cat >config.mk <<EOF
-# Written by tests/gpu/run.sh for the GPU run: CUDA only.
-CC = gcc
-CONFIG_DEFS = -DRCOLL_HAVE_CUDA=1
-RCOLL_HAVE_CUDA = 1
-CUDA_HOME = $CUDA_HOME
-NVCC = $CUDA_HOME/bin/nvcc
-CUDA_CFLAGS = -I$CUDA_HOME/include
-CUDA_LIBS = -L$CUDA_LIB -Wl,-rpath,$CUDA_LIB -lcudart
-RCOLL_HAVE_MPI = 0
-HAVE_CRITERION = 0
-EOF
-# -o: never try to regenerate config.mk or configure (no autoconf needed).
-MAKE_GPU=(make -o config.mk -o configure -j"$(nproc)")
-if ! "${MAKE_GPU[@]}" lib/librcoll.so lib/libnccl-net-rcoll.so bench/allreduce_perf; then
-  say "FAIL: build"
-  exit 1
-fi
-mkdir -p build/gpu
-GPU_CFLAGS=(-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Iinclude -I"$CUDA_HOME/include")
-GPU_LIBS=(-L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcudart -lm)
-gcc "${GPU_CFLAGS[@]}" tests/gpu/gpu_conformance.c -o build/gpu/gpu_conformance -Llib -lrcoll \
-  -Wl,-rpath,"$WORK/src/lib" "${GPU_LIBS[@]}" &&
-  gcc "${GPU_CFLAGS[@]}" tests/gpu/d2d_bw.c -o build/gpu/d2d_bw "${GPU_LIBS[@]}" ||
-  { say "FAIL: building tests/gpu programs"; exit 1; }
-say "build: OK ($(elapsed) s)"
+# shellcheck source=tests/gpu/lib.sh
+source "$(dirname "$0")/lib.sh" # steps 0 and 1; the shell is now in the build
 
 section "the library loads without CUDA libraries"
 readelf -d lib/librcoll.so | grep -E 'NEEDED|RUNPATH'
@@ -120,31 +45,6 @@ echo "$D2D"
 D2D_GBS=$(sed -n 's/.*: \([0-9.]*\) GB\/s copied.*/\1/p' <<<"$D2D")
 say "d2d cudaMemcpy 256 MiB: ${D2D_GBS:-?} GB/s copied"
 
-# ---------------------------------------------------------------- launching ranks
-# launch NRANKS TIMEOUT LABEL CMD...: one process per rank, the rendezvous
-# from the environment (rcollCommInitFromEnv), all on this machine's GPU(s).
-launch() {
-  local n=$1 t=$2 label=$3 port rc=0 r
-  shift 3
-  port=$((20000 + RANDOM % 30000))
-  local pids=()
-  for ((r = 0; r < n; r++)); do
-    # PER_RANK_HOSTID=1: each rank a host of its own to NCCL (step 5).
-    RANK=$r WORLD_SIZE=$n LOCAL_RANK=$r MASTER_ADDR=127.0.0.1 MASTER_PORT=$port \
-      env ${PER_RANK_HOSTID:+NCCL_HOSTID=rcoll-gpu-node$r} \
-      timeout -k 5 "$t" "$@" >"$WORK/$label.rank$r.log" 2>&1 &
-    pids+=($!)
-  done
-  for r in "${!pids[@]}"; do
-    wait "${pids[$r]}" || { local e=$?; [[ $rc -eq 0 ]] && rc=$e; }
-  done
-  for ((r = 0; r < n; r++)); do
-    echo "---- $label rank $r"
-    if [[ $r -eq 0 ]]; then cat "$WORK/$label.rank$r.log"; else tail -n 20 "$WORK/$label.rank$r.log"; fi
-  done
-  return "$rc"
-}
-
 # ---------------------------------------------------------------- 3. conformance
 run_conformance() { # tag label nranks env...
   local tag=$1 label=$2 n=$3
@@ -160,7 +60,9 @@ run_conformance() { # tag label nranks env...
   grep -h 'device buffers via' "$WORK/$tag".rank*.log | sed 's/.*rcoll INFO /  /' | sort -u | head -n 8 |
     tee -a "$SUMMARY"
 }
-export RCOLL_TIMEOUT=60
+# rcoll's own timeouts fire before the test's watchdog (45 s): a hang that
+# they catch names the peer and the step.
+export RCOLL_TIMEOUT=30
 run_conformance conf-2-ipc "2 ranks, CUDA IPC" 2 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT,NET
 run_conformance conf-4-ipc "4 ranks, CUDA IPC" 4
 run_conformance conf-2-staged "2 ranks, staged (RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2P_DISABLE=1 \
