@@ -75,6 +75,8 @@ static struct fake_stats {
   _Atomic int refuse_memop;   /* set: cuStreamWaitValue32 fails */
   _Atomic int lazy_loads;     /* launches of a function not loaded yet: on a GPU such a
                                  load may synchronize the context (module.c) */
+  _Atomic int deadlocks;      /* waits for the driver lock that gave up (see below) */
+  _Atomic int events_created;
 } fake_stats;
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -214,6 +216,47 @@ static inline int fake_stream_sync(rcoll_cuda_stream_t h) {
   return 0;
 }
 
+/* ---- the driver's context lock ----
+ * As a real driver showed it (H200, driver 580.159, CUDA 13, found with
+ * tests/gpu/probe.sh): a copy into pageable host memory holds the lock while
+ * it waits for its stream, shared on a created stream and exclusive on the
+ * legacy default stream; cuEventDestroy takes it exclusive; copies, launches,
+ * event records and queries, stream waits and syncs take it shared. The fake
+ * waits for it at most FAKE_LOCK_MS: each wait that gives up is a deadlock on
+ * a GPU, counted in fake_stats.deadlocks, and the call goes on without it. */
+#define FAKE_LOCK_MS 1500
+static pthread_rwlock_t fake_driver_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+static inline int fake_lock(int exclusive) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  ts.tv_sec += FAKE_LOCK_MS / 1000;
+  ts.tv_nsec += (FAKE_LOCK_MS % 1000) * 1000000L;
+  if (ts.tv_nsec >= 1000000000L) {
+    ts.tv_sec++;
+    ts.tv_nsec -= 1000000000L;
+  }
+  int e = exclusive ? pthread_rwlock_timedwrlock(&fake_driver_lock, &ts)
+                    : pthread_rwlock_timedrdlock(&fake_driver_lock, &ts);
+  if (e != 0)
+    atomic_fetch_add(&fake_stats.deadlocks, 1);
+  return e == 0;
+}
+
+static inline void fake_unlock(int held) {
+  if (held)
+    pthread_rwlock_unlock(&fake_driver_lock);
+}
+
+/* Test hook: cudaMemcpyAsync from device memory into pageable host memory,
+ * which returns only once the copy is done, with the lock held meanwhile. */
+static inline void fake_copy_to_pageable(void *dst, const void *src, size_t n, rcoll_cuda_stream_t h) {
+  int held = fake_lock(h == NULL);
+  fake_push(h, (fake_op_t){.kind = FAKE_OP_COPY, .dst = dst, .src = src, .bytes = n});
+  fake_stream_sync(h);
+  fake_unlock(held);
+}
+
 /* ---- the table ---- */
 
 static inline int f_get_device_count(int *n) { *n = 1; return 0; }
@@ -255,7 +298,16 @@ static inline int f_cu_range(rcoll_cu_deviceptr_t *base, size_t *bytes, rcoll_cu
 
 static inline int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda_stream_t st) {
   (void)kind;
+  int held = fake_lock(0);
   fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n});
+  fake_unlock(held);
+  return 0;
+}
+
+static inline int f_stream_sync(rcoll_cuda_stream_t h) {
+  int held = fake_lock(0);
+  fake_stream_sync(h);
+  fake_unlock(held);
   return 0;
 }
 
@@ -273,15 +325,32 @@ static inline int f_stream_destroy(rcoll_cuda_stream_t h) {
   return 0;
 }
 
-static inline int f_event_create(rcoll_cuda_event_t *e, unsigned f) { (void)f; *e = calloc(1, sizeof(fake_event_t)); return 0; }
-static inline int f_event_destroy(rcoll_cuda_event_t e) { free(e); return 0; }
+static inline int f_event_create(rcoll_cuda_event_t *e, unsigned f) {
+  (void)f;
+  int held = fake_lock(0);
+  atomic_fetch_add(&fake_stats.events_created, 1);
+  *e = calloc(1, sizeof(fake_event_t));
+  fake_unlock(held);
+  return 0;
+}
+static inline int f_event_destroy(rcoll_cuda_event_t e) {
+  int held = fake_lock(1);
+  free(e);
+  fake_unlock(held);
+  return 0;
+}
 static inline int f_event_query(rcoll_cuda_event_t e) {
-  return atomic_load(&((fake_event_t *)e)->pending) ? RCOLL_CUDA_ERROR_NOT_READY : 0;
+  int held = fake_lock(0);
+  int r = atomic_load(&((fake_event_t *)e)->pending) ? RCOLL_CUDA_ERROR_NOT_READY : 0;
+  fake_unlock(held);
+  return r;
 }
 static inline int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
+  int held = fake_lock(0);
   atomic_fetch_add(&fake_stats.records, 1);
   atomic_store(&((fake_event_t *)e)->pending, 1);
   fake_push(s, (fake_op_t){.kind = FAKE_OP_EVENT, .event = e});
+  fake_unlock(held);
   return 0;
 }
 
@@ -344,7 +413,9 @@ static inline int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsi
     op.args[1] = *(size_t *)params[1];
     op.args[2] = (uint64_t)*(int *)params[2];
   }
+  int held = fake_lock(0);
   fake_push(s, op);
+  fake_unlock(held);
   return 0;
 }
 
@@ -354,8 +425,10 @@ static inline int f_wait_value(rcoll_cuda_stream_t s, rcoll_cu_deviceptr_t addr,
     return 801; /* CUDA_ERROR_NOT_SUPPORTED */
   atomic_fetch_add(&fake_stats.waits, 1);
   atomic_store(&fake_stats.last_wait_value, value);
+  int held = fake_lock(0);
   fake_push(s, (fake_op_t){.kind = FAKE_OP_WAIT, .flag = (const _Atomic uint32_t *)(uintptr_t)addr,
                            .value = value});
+  fake_unlock(held);
   return 0;
 }
 
@@ -365,7 +438,7 @@ static const rcoll_cuda_api_t fake_api = {
     .free = fake_free, .host_alloc = f_host_alloc, .free_host = fake_free,
     .host_get_device_pointer = f_host_dev_ptr, .memcpy_async = f_memcpy_async,
     .stream_create_with_flags = f_stream_create, .stream_destroy = f_stream_destroy,
-    .stream_synchronize = fake_stream_sync, .event_create_with_flags = f_event_create,
+    .stream_synchronize = f_stream_sync, .event_create_with_flags = f_event_create,
     .event_destroy = f_event_destroy, .event_record = f_event_record, .event_query = f_event_query,
     .ipc_get_mem_handle = f_ipc_get, .ipc_open_mem_handle = f_ipc_open,
     .ipc_close_mem_handle = f_ipc_close, .get_error_string = f_error_string,

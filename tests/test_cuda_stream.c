@@ -283,3 +283,58 @@ Test(cuda_stream, register_device_memory) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
   run_ranks(1, 0, register_body, ctx);
 }
+
+/* ---- a synchronous copy right behind a call ----
+ * The pattern of `t.cpu()` after an all-reduce: cudaMemcpyAsync into
+ * pageable memory on the call's stream blocks the caller inside the driver,
+ * holding the driver's lock, until the call is done (cuda_fake.h models it
+ * as a real driver showed it). The proxy must finish the call without a CUDA
+ * call that needs that lock: on a GPU, a wait here that gives up is a hang
+ * (seen on an H200, where cuEventDestroy in the proxy waited for ever). */
+#define PAGEABLE_ROUNDS 8
+
+static void pageable_body(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  int legacy = x->user != NULL;
+  rcoll_cuda_stream_t s = legacy ? NULL : stream_new();
+  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *host = calloc(n, 4);
+  for (int round = 0; round < PAGEABLE_ROUNDS; round++) {
+    fill_rank(a, n, x->rank);
+    memset(b, 0, n * 4);
+    x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
+    /* On the legacy stream the call returns once done: nothing to wait for. */
+    if (legacy)
+      x->wrong += count_wrong(b, n, x->nranks);
+    fake_copy_to_pageable(host, b, n * 4, s);
+    x->wrong += count_wrong(host, n, x->nranks);
+  }
+  if (!legacy)
+    rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+  fake_free(b);
+  free(host);
+}
+
+Test(cuda_stream, synchronous_copy_behind_a_call_on_a_created_stream) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  int created = atomic_load(&fake_stats.events_created);
+  run_ranks(2, 5000, pageable_body, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.deadlocks), 0, "the proxy waited for the driver lock that a "
+               "synchronous copy held: a hang on a GPU");
+  /* Events are reused: creating them is not free, destroying them is what
+   * deadlocked. At most one per rank and call in flight, not one per call. */
+  cr_expect_leq(atomic_load(&fake_stats.events_created) - created, 2 * 2,
+                "%d events for %d calls", atomic_load(&fake_stats.events_created) - created,
+                2 * PAGEABLE_ROUNDS);
+}
+
+/* The legacy stream is one per process, so the ranks-as-threads of these
+ * tests would share it (and hold each other): one rank here. The call runs
+ * its proxy steps all the same (the out-of-place copy). */
+Test(cuda_stream, call_on_the_legacy_stream_returns_done) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  ctx[0].user = ctx; /* any non-NULL: use the legacy stream */
+  run_ranks(1, 5000, pageable_body, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.deadlocks), 0, "the proxy waited for the driver lock that a "
+               "synchronous copy on the legacy stream held: a hang on a GPU");
+}

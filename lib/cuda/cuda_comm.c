@@ -149,6 +149,7 @@ static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
   if (cc->stream != NULL)
     a->stream_destroy(cc->stream);
   free(cc->spare_steps);
+  rcoll_cuda_event_pool_free(cc);
   pthread_mutex_destroy(&cc->mu);
   pthread_cond_destroy(&cc->cv);
   free(cc);

@@ -74,6 +74,11 @@ typedef struct rcoll_cuda_stepx {
 
 struct rcoll_cuda_unit; /* proxy.c */
 
+typedef struct rcoll_cuda_pooled_event {
+  rcoll_cuda_event_t event;
+  int device;
+} rcoll_cuda_pooled_event_t;
+
 typedef struct rcoll_cuda_comm {
   struct rcollComm *comm;
   int device;
@@ -100,6 +105,8 @@ typedef struct rcoll_cuda_comm {
   struct rcoll_cuda_unit *run_unit; /* ... this one */
   rcoll_step_t *spare_steps;      /* a steps array kept for the next call */
   int spare_cap;
+  rcoll_cuda_pooled_event_t *events; /* recorded by finished units, for reuse */
+  int nevents, events_cap;
   /* Device calls of an open group (kept until rcollGroupEnd). */
   int group_pending;
   int ngroup_streams;
@@ -157,6 +164,12 @@ void rcoll_cuda_device_leave(int saved);
 /* 1 when a wait kernel gave up on this comm's flag (a collective outlasted
  * 4 x RCOLL_TIMEOUT, so later work on that stream may have run too early). */
 int rcoll_cuda_wait_timed_out(const rcoll_cuda_comm_t *cc);
+/* An event of `device` for a unit (the pool's, else a new one: call in the
+ * user's thread) and its return when the unit is done (no CUDA call: safe in
+ * the proxy while user streams wait). event_pool.c says why. */
+int rcoll_cuda_event_take(rcoll_cuda_comm_t *cc, int device, rcoll_cuda_event_t *out);
+void rcoll_cuda_event_give(rcoll_cuda_comm_t *cc, int device, rcoll_cuda_event_t e);
+void rcoll_cuda_event_pool_free(rcoll_cuda_comm_t *cc);
 /* Waits for the work queued on the proxy stream. */
 rcollResult_t rcoll_cuda_sync(rcoll_cuda_comm_t *cc, const char *what);
 

@@ -142,7 +142,7 @@ static rcollResult_t unit_record(rcoll_cuda_unit_t *u) {
     int saved = -1;
     int r = rcoll_cuda_device_enter(u->devices[i], &saved);
     if (r == 0)
-      r = a->event_create_with_flags(&u->events[i], RCOLL_CUDA_EVENT_DISABLE_TIMING);
+      r = rcoll_cuda_event_take(u->owner, u->devices[i], &u->events[i]);
     if (r == 0)
       r = a->event_record(u->events[i], u->streams[i]);
     rcoll_cuda_device_leave(saved);
@@ -167,7 +167,41 @@ static rcollResult_t unit_hold(rcoll_cuda_unit_t *u) {
   return rcollSuccess;
 }
 
+/* The legacy default stream (NULL, or cudaStreamLegacy): a synchronous
+ * copy on it holds the driver's lock exclusively until the stream moves, so
+ * if the caller issued one behind our hold, the proxy could make no CUDA
+ * call at all (seen on an H200: the proxy's cuMemcpyAsync waited on the lock
+ * that the user's cuMemcpyDtoHAsync held). A call on it therefore returns
+ * only once it has finished, as a blocking call may; a created stream (or
+ * cudaStreamPerThread) keeps calls asynchronous. */
+static int stream_is_legacy(rcoll_cuda_stream_t s) {
+  return s == NULL || s == (rcoll_cuda_stream_t)(uintptr_t)1;
+}
+
+/* Waits until the comms of a unit on the legacy stream have run it. */
+static rcollResult_t unit_wait_legacy(rcoll_cuda_comm_t **ccs, int n) {
+  for (int i = 0; i < n; i++) {
+    struct rcollComm *c = ccs[i]->comm;
+    int64_t ms = 4 * c->timeout_ms; /* the proxy's own waits time out first */
+    if (rcoll_cuda_proxy_drain(ccs[i], ms < 60000 ? 60000 : ms) != rcollSuccess)
+      return rcoll_error(rcollTimeout, "rank %d: a device call on the legacy default stream did "
+                         "not finish within %lld ms", c->rank, (long long)(ms < 60000 ? 60000 : ms));
+    if (c->async_error != rcollSuccess)
+      return rcoll_error(c->async_error, "rank %d: %s", c->rank, c->last_error);
+  }
+  return rcollSuccess;
+}
+
 rcollResult_t rcoll_cuda_unit_launch(rcoll_cuda_unit_t *u) {
+  int legacy = 0;
+  for (int i = 0; i < u->nstreams; i++)
+    legacy |= stream_is_legacy(u->streams[i]);
+  rcoll_cuda_comm_t *ccs[16], **wait = NULL;
+  int nwait = legacy ? u->nplans : 0;
+  if (legacy)
+    wait = nwait <= 16 ? ccs : calloc((size_t)nwait, sizeof *wait);
+  for (int i = 0; wait != NULL && i < nwait; i++)
+    wait[i] = u->plans[i].comm->cuda;
   pthread_mutex_lock(&units_mu);
   u->seq = ++u->owner->next_seq;
   rcollResult_t r = unit_record(u);
@@ -192,6 +226,16 @@ rcollResult_t rcoll_cuda_unit_launch(rcoll_cuda_unit_t *u) {
     pthread_mutex_unlock(&cc->mu);
   }
   pthread_mutex_unlock(&units_mu);
+  /* u may be gone now: the proxy frees it when done. */
+  if (legacy && wait == NULL && r == rcollSuccess)
+    r = rcoll_error(rcollSystemError, "out of memory waiting for a call on the legacy stream");
+  if (wait != NULL) {
+    rcollResult_t w = unit_wait_legacy(wait, nwait);
+    if (r == rcollSuccess)
+      r = w;
+    if (wait != ccs)
+      free(wait);
+  }
   return r;
 }
 
@@ -277,10 +321,11 @@ static void unit_run(rcoll_cuda_unit_t *u) {
       unit_fail(u, r);
     unit_set_executing(u, 0);
   }
-  for (int i = 0; i < u->nstreams; i++)
-    if (u->events[i] != NULL)
-      rcoll_cuda_api()->event_destroy(u->events[i]);
+  /* Release first, and no CUDA call after the work: a user thread may sit in
+   * a synchronous copy behind our hold, with the driver's lock (event_pool.c). */
   rcoll_cuda_stream_release(u->owner, u->seq);
+  for (int i = 0; i < u->nstreams; i++)
+    rcoll_cuda_event_give(u->owner, u->devices[i], u->events[i]);
   pthread_mutex_lock(&units_mu);
   u->result = r;
   u->done = 1;
