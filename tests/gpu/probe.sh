@@ -7,7 +7,7 @@
 #   tests/gpu/probe.sh [VARIANT...]   output in $OUT (probe.log, probe.summary.txt)
 #
 # A variant is NAME:ENV,ENV,... run as gpu_conformance with those settings
-# (gpu_conformance.c lists its GPU_CONF_* knobs). Without arguments, the ones
+# (gpu_conformance.c lists its GPU_CONF_* knobs; PROBE_RANKS=n, n ranks). Without arguments, the ones
 # that separate what the benches (which pass) do from what the conformance
 # test (which hung) does: the stream, pageable or pinned host memory, the
 # int8 sweep first or float32 only, and eager kernel loading.
@@ -34,11 +34,41 @@ for v in "$@"; do
   if over_budget; then say "probe $name: SKIPPED (time budget)"; continue; fi
   section "probe $name ($settings)"
   IFS=, read -r -a envs <<<"$settings"
-  if ( ((${#envs[@]} == 0)) || export "${envs[@]}"; launch 2 60 "probe-$name" build/gpu/gpu_conformance); then
+  # PROBE_RANKS=n among a variant's settings: that many ranks (2).
+  if ( ((${#envs[@]} == 0)) || export "${envs[@]}"; launch "${PROBE_RANKS:-2}" 60 "probe-$name" build/gpu/gpu_conformance); then
     say "probe $name: PASS ($(grep -h 'passed' "$WORK/probe-$name.rank0.log" | tail -n 1)) [$settings]"
   else
     say "probe $name: FAIL $(grep -h 'HUNG\|FAIL' "$WORK/probe-$name".rank*.log | head -n 2 | tr '\n' ' ') [$settings]"
   fi
 done
+# PROBE_BENCH=1: allreduce_perf -G, 2 ranks, as run.sh's step 5 but short,
+# then again under MPS when the machine has it. Ranks that are processes on
+# one GPU time-slice it between their contexts, and a stream held by
+# cuStreamWaitValue32 keeps its context busy for its slice; under MPS they
+# share one context. The difference is what the one-GPU benches cost.
+bench_quick() { # tag
+  launch 2 90 "$1" bench/allreduce_perf -G -b 8 -e 64M -f 8 -n 10 -w 3 -c 1 >/dev/null
+  local rc=$?
+  awk '$1 ~ /^[0-9]+$/ {printf "  %s %10s B %10s us %6s GB/s\n", tag, $1, $6, $8}' tag="$1" \
+    "$WORK/$1.rank0.log" | tee -a "$SUMMARY"
+  return $rc
+}
+if [[ ${PROBE_BENCH:-0} == 1 ]] && ! over_budget; then
+  section "allreduce_perf -G 2 ranks, short"
+  bench_quick bench-plain || say "bench-plain: FAIL"
+  if command -v nvidia-cuda-mps-control >/dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d; then
+      section "allreduce_perf -G 2 ranks, short, under MPS"
+      bench_quick bench-mps || { say "bench-mps: FAIL"; tail -n 20 "$CUDA_MPS_LOG_DIRECTORY"/*.log; }
+      echo quit | nvidia-cuda-mps-control
+    else
+      say "MPS: nvidia-cuda-mps-control -d failed"
+    fi
+  else
+    say "MPS: no nvidia-cuda-mps-control here"
+  fi
+fi
 section "summary"
 cat "$SUMMARY"

@@ -16,7 +16,8 @@
 #   3. GPU conformance (tests/gpu/gpu_conformance.c): every collective on
 #      device buffers, 2 and 4 ranks as processes on the one GPU, over CUDA
 #      IPC and again staged through host memory (RCOLL_P2P_DISABLE=1), and
-#      once with the wait kernel instead of cuStreamWaitValue32;
+#      once with the wait kernel instead of cuStreamWaitValue32, and once on
+#      the legacy default stream (where a call returns when done);
 #   4. NCCL (PyTorch's) through lib/libnccl-net-rcoll.so: 2 ranks on the one
 #      GPU made two hosts with NCCL_HOSTID (tests/gpu/nccl_plugin.py);
 #   5. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked.
@@ -69,6 +70,7 @@ run_conformance conf-2-staged "2 ranks, staged (RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2
   RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=NET
 run_conformance conf-4-staged "4 ranks, staged (RCOLL_P2P_DISABLE=1)" 4 RCOLL_P2P_DISABLE=1
 run_conformance conf-2-kernel "2 ranks, wait kernel (RCOLL_CUDA_WAIT=kernel)" 2 RCOLL_CUDA_WAIT=kernel
+run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM=default
 
 # ---------------------------------------------------------------- 4. NCCL + plugin
 # Two ranks on the one GPU that NCCL takes for two hosts (NCCL_HOSTID), so
