@@ -14,7 +14,7 @@ static double busbw_factor(int nranks) {
 static rcollResult_t run(bench_call_t *call) {
   call->failed = "rcollBroadcast";
   return rcollBroadcast(call->send, call->recv, call->counts.param_count, call->type, call->root,
-                        call->comm, NULL);
+                        call->comm, call->stream);
 }
 
 static bench_src_t source(const bench_call_t *call, size_t j) {

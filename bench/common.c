@@ -26,6 +26,7 @@ typedef struct bench_thread {
   /* Device runs (-G): send/recv above are device memory; these host mirrors
    * (same layout) are where inputs are written and results checked. */
   int device;                 /* CUDA device, -1 for host buffers */
+  void *stream;               /* the rank's stream on device runs, else NULL */
   unsigned char *hsend_alloc, *hrecv_alloc;
   unsigned char *hsend, *hrecv;
   uint64_t seed;              /* advanced per checked run */
@@ -68,6 +69,7 @@ static size_t alloc_bytes(const bench_thread_t *t) {
  * call, and get the results back after it. */
 static void alloc_device_buffers(bench_thread_t *t) {
   t->device = bench_cuda_select(t->thread, t->rank);
+  t->stream = bench_cuda_stream_create(t->rank);
   t->hsend_alloc = alloc_buffer(t->opts->max_bytes, &t->hsend);
   t->hrecv_alloc = alloc_buffer(t->opts->max_bytes, &t->hrecv);
   if (!t->hsend_alloc || !t->hrecv_alloc)
@@ -105,7 +107,7 @@ static bench_call_t make_call(const bench_thread_t *t, const bench_counts_t *c,
                               size_t shift) {
   size_t ws = bench_type_size(type);
   bench_call_t call = {.counts = *c, .type = type, .op = op, .root = root, .rank = t->rank,
-                       .nranks = t->nranks, .comm = t->comm};
+                       .nranks = t->nranks, .comm = t->comm, .stream = t->stream};
   if (in_place) {
     unsigned char *base = t->recv + shift;
     call.send = base + c->send_inplace_off * (size_t)t->rank * ws;
@@ -357,6 +359,7 @@ static void *thread_main(void *arg) {
   if (t->device >= 0) {
     bench_cuda_free(t->send_alloc);
     bench_cuda_free(t->recv_alloc);
+    bench_cuda_stream_destroy(t->stream);
     free(t->hsend_alloc);
     free(t->hrecv_alloc);
   } else {

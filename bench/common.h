@@ -34,6 +34,7 @@ typedef struct bench_call {
   int rank;
   int nranks;
   rcollComm_t comm;
+  rcollStream_t stream; /* device runs: the rank's own stream, as nccl-tests; else NULL */
   const char *failed; /* set by run(): the API function that failed */
 } bench_call_t;
 

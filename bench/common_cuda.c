@@ -9,7 +9,7 @@
 
 #include "common_impl.h"
 
-enum { CUDA_MEMCPY_HOST_TO_DEVICE = 1, CUDA_MEMCPY_DEVICE_TO_HOST = 2 };
+enum { CUDA_MEMCPY_HOST_TO_DEVICE = 1, CUDA_MEMCPY_DEVICE_TO_HOST = 2, CUDA_STREAM_NON_BLOCKING = 1 };
 
 static struct {
   int (*get_device_count)(int *);
@@ -18,6 +18,8 @@ static struct {
   int (*free)(void *);
   int (*memcpy)(void *, const void *, size_t, int);
   int (*device_synchronize)(void);
+  int (*stream_create_with_flags)(void **, unsigned);
+  int (*stream_destroy)(void *);
   const char *(*get_error_string)(int);
 } rt;
 static int rt_devices = -1; /* -1: not probed yet */
@@ -47,6 +49,8 @@ static void rt_load(void) {
       !rt_sym(h, "cudaSetDevice", &rt.set_device) || !rt_sym(h, "cudaMalloc", &rt.malloc) ||
       !rt_sym(h, "cudaFree", &rt.free) || !rt_sym(h, "cudaMemcpy", &rt.memcpy) ||
       !rt_sym(h, "cudaDeviceSynchronize", &rt.device_synchronize) ||
+      !rt_sym(h, "cudaStreamCreateWithFlags", &rt.stream_create_with_flags) ||
+      !rt_sym(h, "cudaStreamDestroy", &rt.stream_destroy) ||
       !rt_sym(h, "cudaGetErrorString", &rt.get_error_string))
     return;
   int n = 0;
@@ -105,4 +109,16 @@ void bench_cuda_download(void *host, const void *dev, size_t bytes, int rank) {
 /* Device calls return before they finish: wait for everything queued. */
 void bench_cuda_sync(int rank) {
   cuda_check(rt.device_synchronize(), rank, "cudaDeviceSynchronize");
+}
+
+void *bench_cuda_stream_create(int rank) {
+  void *s = NULL;
+  cuda_check(rt.stream_create_with_flags(&s, CUDA_STREAM_NON_BLOCKING), rank,
+             "cudaStreamCreateWithFlags");
+  return s;
+}
+
+void bench_cuda_stream_destroy(void *stream) {
+  if (stream != NULL)
+    rt.stream_destroy(stream);
 }

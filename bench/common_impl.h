@@ -137,6 +137,11 @@ void bench_cuda_free(void *p);
 void bench_cuda_upload(void *dev, const void *host, size_t bytes, int rank);
 void bench_cuda_download(void *host, const void *dev, size_t bytes, int rank);
 void bench_cuda_sync(int rank);
+/* A non-blocking stream for the rank's calls: on the legacy default stream
+ * rcoll's device calls return only once done (docs/gpu.md), and the timed
+ * loop, as nccl-tests', queues its calls and waits once at the end. */
+void *bench_cuda_stream_create(int rank);
+void bench_cuda_stream_destroy(void *stream);
 
 /* ---------------------------------------------------------------- report */
 

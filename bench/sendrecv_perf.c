@@ -21,10 +21,10 @@ static rcollResult_t run(bench_call_t *call) {
   if ((r = rcollGroupStart()) != rcollSuccess)
     return r;
   call->failed = "rcollSend";
-  r = rcollSend(call->send, n, call->type, next, call->comm, NULL);
+  r = rcollSend(call->send, n, call->type, next, call->comm, call->stream);
   if (r == rcollSuccess) {
     call->failed = "rcollRecv";
-    r = rcollRecv(call->recv, n, call->type, prev, call->comm, NULL);
+    r = rcollRecv(call->recv, n, call->type, prev, call->comm, call->stream);
   }
   /* Close the group even after a failure, so the thread is not left in it. */
   rcollResult_t end = rcollGroupEnd();
