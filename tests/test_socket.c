@@ -291,14 +291,14 @@ Test(socket, properties_registration_and_flush) {
   cr_assert_eq(ops->get_properties(p.sctx, 0, &props), rcollSuccess);
   cr_assert_str_eq(props.name, "lo");
   cr_assert_eq(props.ptr_support, RCOLL_PTR_HOST);
-  cr_assert_eq(props.max_recvs, 1);
+  cr_assert_eq(props.max_recvs, RCOLL_NET_MAX_RECVS);
   cr_assert_eq(props.reg_is_global, 1);
   cr_assert_gt(props.speed_mbps, 0);
   cr_assert_neq(ops->get_properties(p.sctx, 1, &props), rcollSuccess);
   char buf[64];
   void *mh = NULL, *req = NULL, *bp = buf;
   size_t sz = sizeof buf;
-  int tags[2] = {0, 0}, done = 0;
+  int done = 0;
   cr_assert_eq(ops->reg_mr(p.recv, buf, sizeof buf, RCOLL_MEM_HOST, &mh), rcollSuccess);
   cr_assert_not_null(mh);
   cr_assert_eq(ops->dereg_mr(p.recv, mh), rcollSuccess);
@@ -308,9 +308,16 @@ Test(socket, properties_registration_and_flush) {
   cr_assert_not_null(req, "a NULL flush request would read as 'out of slots'");
   cr_assert_eq(ops->test(req, &done, NULL), rcollSuccess);
   cr_assert_eq(done, 1);
-  void *bufs[2] = {buf, buf};
-  size_t sizes[2] = {8, 8};
-  cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
+  /* Grouped receives: 0 buffers, or more than max_recvs, are refused. */
+  void *bufs[RCOLL_NET_MAX_RECVS + 1];
+  size_t sizes[RCOLL_NET_MAX_RECVS + 1];
+  int tags[RCOLL_NET_MAX_RECVS + 1];
+  for (int i = 0; i <= RCOLL_NET_MAX_RECVS; i++)
+    bufs[i] = buf, sizes[i] = 8, tags[i] = i;
+  cr_assert_eq(ops->irecv(p.recv, RCOLL_NET_MAX_RECVS + 1, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "irecv of 9 buffers"), "text: %s", rcoll_error_text());
+  cr_assert_null(req);
+  cr_assert_eq(ops->irecv(p.recv, 0, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
   th_pair_close(&p);
 }
 

@@ -128,7 +128,7 @@ static rcollResult_t socket_get_properties(void *vctx, int dev, rcoll_net_props_
   props->ptr_support = RCOLL_PTR_HOST;
   props->speed_mbps = socket_link_speed(ctx->ifname);
   props->latency_us = SOCKET_LATENCY_US;
-  props->max_recvs = 1;
+  props->max_recvs = RCOLL_NET_MAX_RECVS;
   props->reg_is_global = 1;
   return rcollSuccess;
 }

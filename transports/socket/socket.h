@@ -4,7 +4,10 @@
  * moved by helper threads. The library sees it only through this ops table.
  *
  * Behaviour the contract in net.h leaves open:
- * - irecv takes one buffer (max_recvs = 1); tags are carried but not matched.
+ * - irecv takes up to RCOLL_NET_MAX_RECVS buffers. With one, tags are carried
+ *   but not matched (messages match in order). With n > 1 the receive takes
+ *   the next n messages and each lands in the buffer posted with its tag, in
+ *   any order; a tag matching no unfilled buffer fails the connection.
  * - iflush never returns a NULL request (that would read as "out of slots"):
  *   it returns a token that test reports done at once.
  * - reg_mr of host memory returns a dummy handle; device memory is refused.

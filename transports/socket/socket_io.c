@@ -51,6 +51,7 @@ static socket_req_t *socket_req_alloc(socket_conn_t *c, int kind) {
   r->ctrl_done = 0;
   r->ctrl_off = 0;
   r->size = 0;
+  r->group = NULL;
   atomic_store_explicit(&r->pieces_left, 0, memory_order_relaxed);
   atomic_store_explicit(&r->failed, 0, memory_order_relaxed);
   c->ring[c->ring_tail++ % SOCKET_NREQS] = r;
@@ -150,6 +151,34 @@ static int socket_stage_fill(socket_conn_t *c, size_t need, const char *what) {
   return 1;
 }
 
+/* A message of a grouped receive goes to the first unfilled buffer posted
+ * with its tag. Any other tag is the peer breaking NCCL's protocol: the
+ * connection fails, since no later message could be matched with confidence. */
+static int socket_group_place(socket_conn_t *c, socket_req_t *r) {
+  socket_rgroup_t *g = r->group;
+  int seen = 0;
+  for (int i = 0; i < g->n; i++) {
+    if (g->tags[i] != r->hdr.tag)
+      continue;
+    seen = 1;
+    if (g->filled & (1u << i))
+      continue;
+    g->filled |= 1u << i;
+    r->slot = i;
+    r->buf = g->bufs[i];
+    r->posted = g->caps[i];
+    return 0;
+  }
+  char list[RCOLL_NET_MAX_RECVS * 13] = "";
+  for (int i = 0, len = 0; i < g->n; i++)
+    len += snprintf(list + len, sizeof list - (size_t)len, "%s%d", i ? "," : "", g->tags[i]);
+  socket_conn_fail(c, rcollInvalidUsage,
+                   "socket: message with tag %d from %s %s of the grouped receive of %d buffers (tags %s)",
+                   (int)r->hdr.tag, c->peer, seen ? "matches only already filled buffers" : "matches no buffer",
+                   g->n, list);
+  return -1;
+}
+
 /* A header arrived for the oldest posted receive: check it, then hand a
  * large payload to the helpers. */
 static int socket_hdr_accept(socket_conn_t *c, socket_req_t *r) {
@@ -159,6 +188,8 @@ static int socket_hdr_accept(socket_conn_t *c, socket_req_t *r) {
     return -1;
   }
   c->seq++;
+  if (r->group != NULL && socket_group_place(c, r) < 0)
+    return -1;
   if (r->hdr.size > r->posted) {
     socket_conn_fail(c, rcollInvalidUsage,
                      "socket: message of %llu bytes from %s larger than posted receive of %zu",
@@ -252,18 +283,49 @@ rcollResult_t socket_isend(void *comm, const void *data, size_t size, int tag, v
   return rcollSuccess;
 }
 
-/* Tags are not checked: messages match in order, and with one buffer per
- * receive there is nothing for a tag to choose between. */
+/* Takes n slots at once (or none: the caller retries, as for one), so the
+ * group's messages are consecutive in the ring like any others. */
+static rcollResult_t socket_irecv_group(socket_conn_t *c, int n, void **data, const size_t *sizes,
+                                        const int *tags, void **request) {
+  if (tags == NULL)
+    return rcoll_error(rcollInvalidArgument, "socket: grouped irecv of %d buffers without tags", n);
+  if (c->nfree < n)
+    return rcollSuccess;
+  socket_req_t *first = socket_req_alloc(c, SOCKET_REQ_RECV);
+  socket_rgroup_t *g = &c->rgroups[first - c->reqs];
+  g->n = n;
+  g->filled = 0;
+  for (int i = 0; i < n; i++) {
+    socket_req_t *r = i == 0 ? first : socket_req_alloc(c, SOCKET_REQ_RECV);
+    r->group = g;
+    r->buf = NULL; /* chosen by the tag of the message that comes */
+    r->posted = 0;
+    g->members[i] = r;
+    g->bufs[i] = data[i];
+    g->caps[i] = sizes[i];
+    g->tags[i] = tags[i];
+  }
+  socket_ctrl_progress(c);
+  *request = first;
+  return rcollSuccess;
+}
+
+/* With one buffer tags are not checked: messages match in order, and there
+ * is nothing for a tag to choose between (rcoll's engine sends tag 0; NCCL
+ * relies on the order too). With several, each message picks its buffer by
+ * tag. */
 rcollResult_t socket_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
                            void **mh, void **request) {
   socket_conn_t *c = comm;
-  (void)tags;
   (void)mh;
   *request = NULL;
-  if (n != 1)
-    return rcoll_error(rcollInvalidArgument, "socket: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
+  if (n < 1 || n > RCOLL_NET_MAX_RECVS)
+    return rcoll_error(rcollInvalidArgument, "socket: irecv of %d buffers (max_recvs is %d)", n,
+                       RCOLL_NET_MAX_RECVS);
   if (atomic_load_explicit(&c->err, memory_order_acquire))
     return socket_conn_error(c);
+  if (n > 1)
+    return socket_irecv_group(c, n, data, sizes, tags, request);
   socket_req_t *r = socket_req_alloc(c, SOCKET_REQ_RECV);
   if (r == NULL)
     return rcollSuccess;
@@ -280,6 +342,35 @@ rcollResult_t socket_iflush(void *comm, int n, void **data, const size_t *sizes,
   return rcollSuccess;
 }
 
+/* As socket_test, over all messages of a group: done when every one is,
+ * with each size reported at the index of the buffer it landed in. Headers
+ * are matched in ring order, so the last member's control part finishes last. */
+static rcollResult_t socket_test_group(socket_req_t *first, int *done, size_t *sizes) {
+  socket_conn_t *c = first->conn;
+  socket_rgroup_t *g = first->group;
+  if (!g->members[g->n - 1]->ctrl_done)
+    socket_ctrl_progress(c);
+  int ok = 1;
+  for (int i = 0; i < g->n; i++) {
+    socket_req_t *m = g->members[i];
+    if (atomic_load_explicit(&m->pieces_left, memory_order_acquire) != 0)
+      return rcollSuccess;
+    ok = ok && m->ctrl_done && !atomic_load_explicit(&m->failed, memory_order_relaxed);
+  }
+  if (ok) {
+    *done = 1;
+    for (int i = 0; i < g->n; i++) {
+      if (sizes)
+        sizes[g->members[i]->slot] = g->members[i]->size;
+      socket_req_free(c, g->members[i]);
+    }
+    return rcollSuccess;
+  }
+  if (atomic_load_explicit(&c->err, memory_order_acquire))
+    return socket_conn_error(c);
+  return rcollSuccess;
+}
+
 /* A request is reported (done or failed) only when no helper holds a piece
  * of it any more, so the caller may reuse its buffer as soon as test returns. */
 rcollResult_t socket_test(void *request, int *done, size_t *sizes) {
@@ -292,6 +383,8 @@ rcollResult_t socket_test(void *request, int *done, size_t *sizes) {
   socket_conn_t *c = r->conn;
   if (r->kind == SOCKET_REQ_FREE)
     return rcoll_error(rcollInvalidUsage, "socket: test on a request that already completed");
+  if (r->group != NULL)
+    return socket_test_group(r, done, sizes);
   /* A request whose control part is done waits on helpers only: no syscall. */
   if (!r->ctrl_done)
     socket_ctrl_progress(c);

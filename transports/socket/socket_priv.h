@@ -74,9 +74,24 @@ typedef struct socket_ctx {
 enum socket_req_kind { SOCKET_REQ_FREE = 0, SOCKET_REQ_SEND, SOCKET_REQ_RECV };
 
 struct socket_conn;
+struct socket_req;
 
-/* One isend or irecv. ctrl_* fields belong to the calling thread; helpers
- * touch only pieces_left and failed. */
+/* A grouped receive (irecv of n > 1 buffers) takes n request slots, one per
+ * message it consumes, consecutive in the ring; the first is the caller's
+ * request. Which buffer a message fills is known only when its header
+ * arrives and names its tag. Lives in socket_conn_t.rgroups at the index of
+ * the first slot, so it needs no allocation. */
+typedef struct socket_rgroup {
+  int n;
+  unsigned filled; /* bit i: buffer i has taken its message */
+  char *bufs[RCOLL_NET_MAX_RECVS];
+  size_t caps[RCOLL_NET_MAX_RECVS];
+  int tags[RCOLL_NET_MAX_RECVS];
+  struct socket_req *members[RCOLL_NET_MAX_RECVS]; /* in wire order */
+} socket_rgroup_t;
+
+/* One isend or irecv, or one message of a grouped receive. ctrl_* fields
+ * belong to the calling thread; helpers touch only pieces_left and failed. */
 typedef struct socket_req {
   struct socket_conn *conn;
   int kind;
@@ -86,6 +101,8 @@ typedef struct socket_req {
   size_t size;             /* bytes of the message (receive: known after the header) */
   size_t ctrl_off;         /* bytes of header + inline payload moved so far */
   socket_msg_hdr_t hdr;
+  socket_rgroup_t *group;   /* the grouped receive this message belongs to, or NULL */
+  int slot;                /* grouped: the caller's buffer index it landed in */
   _Atomic int pieces_left; /* pieces handed to helpers and not finished */
   _Atomic int failed;      /* a helper abandoned a piece */
 } socket_req_t;
@@ -139,6 +156,7 @@ typedef struct socket_conn {
   /* Requests whose control part is pending, in posting order. */
   socket_req_t *ring[SOCKET_NREQS];
   unsigned ring_head, ring_tail;
+  socket_rgroup_t rgroups[SOCKET_NREQS]; /* by index of a group's first slot */
 
   /* Receive side: bytes read ahead from the control socket. */
   size_t stage_beg, stage_end;
