@@ -11,7 +11,8 @@
 #      out of range: clear errors; link-local: a warning); a rank killed
 #      mid-call; the NCCL net plugin over ib (tests/test_nccl_plugin.c's ib
 #      cases, v8..v11, data checked; its bandwidth against ib_ops and against
-#      rcoll's all-reduce); rcoll all-reduce at 1 MiB and 16 MiB beside
+#      rcoll's all-reduce); iflush's RDMA READ (tests/test_ib_flush.c under
+#      RCOLL_IB_FLUSH=force); rcoll all-reduce at 1 MiB and 16 MiB beside
 #      ib_write_bw in the same boot;
 #   2. two VMs on one L2 segment (taps on a bridge in a private network
 #      namespace, or QEMU's UDP netdev): conformance (-x,
@@ -93,6 +94,14 @@ if make --no-print-directory "${MAKEVARS[@]}" "$LIBOUT/libnccl-net-rcoll.so" "$B
 else
   echo "check_rxe: the NCCL net plugin or its tests did not build (see $DIR/make.log): no nccl-plugin step"
 fi
+# The verbs transport's iflush driven directly (tests/test_ib_flush.c).
+FLUSH_STEP=
+if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_flush" >>"$DIR/make.log" 2>&1; then
+  PROGS="$PROGS $ROOT/$BIN/test_ib_flush"
+  FLUSH_STEP=ib-flush
+else
+  echo "check_rxe: tests/test_ib_flush.c did not build (see $DIR/make.log): no ib-flush step"
+fi
 # allreduce_perf without MPI: its own file plus every bench/*.c without a main.
 BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | tr '\n' ' ')"
 # shellcheck disable=SC2086 # word lists on purpose
@@ -144,7 +153,7 @@ check_steps() { # log expected-steps...
 }
 
 show() { # log: what the VM saw and measured
-  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
+  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
 }
 
 # The plugin's stream (one direction, median of rounds) beside ib_ops driven
@@ -187,7 +196,7 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
   check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
-    $PLUGIN_STEP bandwidth port-down
+    $PLUGIN_STEP $FLUSH_STEP bandwidth port-down
   grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
   compare_bw "$DIR/one.log"
   compare_plugin_bw "$DIR/one.log"

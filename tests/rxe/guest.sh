@@ -156,6 +156,18 @@ nccl_plugin() {
   return $rc
 }
 
+# iflush's loopback RDMA READ over rxe0 (RCOLL_IB_FLUSH=force makes host
+# receives take the device-memory path): the Criterion cases, failing
+# instead of skipping when ib cannot start.
+ib_flush() {
+  local rc=0
+  RCOLL_TEST_REQUIRE_NET=ib test_ib_flush --ascii --verbose -j1 >/tmp/fl.log 2>&1 || rc=1
+  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' /tmp/fl.log | grep -v -E '^\[----\] +$|Running|Criterion v' |
+    sed 's/^/RXE-FLUSH /'
+  grep -q 'Failing: 0 | Crashing: 0' /tmp/fl.log && ! grep -q '^\[SKIP\]' /tmp/fl.log || rc=1
+  return $rc
+}
+
 # Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.
 dbg() {
   RCOLL_TIMEOUT=10 RCOLL_DEBUG=TRACE RCOLL_DEBUG_SUBSYS=NET allreduce_perf -t 2 -b 1M -e 1M -n 3 -w 1 >/tmp/dbg.log 2>&1
@@ -186,6 +198,7 @@ single() {
   step link-local-index 60 wrong_index 0 "selects the link-local GID" yes
   [ -x /rxe/rank_death ] && step rank-death 90 env RCOLL_TIMEOUT=15 rank_death -n 3 -d 1 -m kill
   [ -x /rxe/test_nccl_plugin ] && step nccl-plugin 300 nccl_plugin
+  [ -x /rxe/test_ib_flush ] && step ib-flush 200 ib_flush
   step bandwidth 200 bandwidth
   step port-down 90 port_down
 }

@@ -47,11 +47,12 @@ static rcollResult_t ib_check_settings(const rcoll_settings_t *s) {
   return ib_range("TIMEOUT", s->timeout, 1, INT32_MAX);
 }
 
-static ib_ctx_t *ib_ctx_new(const rcoll_net_config_t *cfg) {
+static ib_ctx_t *ib_ctx_new(const rcoll_net_config_t *cfg, int flush_mode) {
   const rcoll_settings_t *s = cfg->settings;
   ib_ctx_t *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return NULL;
+  ctx->flush_mode = flush_mode;
   atomic_store(&ctx->refs, 1);
   pthread_mutex_init(&ctx->lock, NULL);
   ib_mr_cache_init(&ctx->cache);
@@ -83,8 +84,12 @@ static rcollResult_t ib_ctx_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
 
 static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
   char abuf[64];
+  int flush_mode;
   RCOLL_CHECK(ib_check_settings(cfg->settings));
-  ib_ctx_t *ctx = ib_ctx_new(cfg);
+  /* Read here, not from the settings table: RCOLL_IB_FLUSH is not in
+   * lib/config.h yet (see ib_flush.c for its values). */
+  RCOLL_CHECK(ib_flush_mode_parse(getenv("RCOLL_IB_FLUSH"), &flush_mode));
+  ib_ctx_t *ctx = ib_ctx_new(cfg, flush_mode);
   if (ctx == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a context");
   rcollResult_t r = ib_ctx_open(ctx, cfg->settings);
@@ -98,10 +103,11 @@ static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
     snprintf(abuf, sizeof abuf, "?");
   RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT,
              "ib: rank %d on %s (%s, MTU %d, %d Mb/s), handshake via %s (%s), %d QP(s) per connection, "
-             "timeout %d retry %d sl %d tc %d; device memory: %s",
+             "timeout %d retry %d sl %d tc %d; device memory: %s; flush: %s",
              ctx->rank, ctx->port.desc, ctx->port.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
              128 << ctx->port.mtu, ctx->port.speed_mbps, ctx->ifname, abuf, ctx->nqps, ctx->timeout, ctx->retry_cnt, ctx->sl,
-             ctx->tc, ctx->gdr_why);
+             ctx->tc, ctx->gdr_why,
+             ctx->flush_mode == IB_FLUSH_OFF ? "off" : ctx->flush_mode == IB_FLUSH_FORCE ? "every receive" : "device memory");
   *out = ctx;
   return rcollSuccess;
 }
@@ -147,7 +153,9 @@ static rcollResult_t ib_reg_mr(void *comm, void *data, size_t size, int mem_type
   if (mem_type == RCOLL_MEM_CUDA && c->ctx->gdr == IB_GDR_NONE)
     return rcoll_error(rcollInvalidUsage, "ib: %s cannot register device memory (%s); stage through host",
                        c->ctx->port.desc, c->ctx->gdr_why);
-  rcollResult_t r = ib_mr_get(c->ctx, data, size, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, mem_type, &m);
+  /* Remote read: iflush reads received data back through the same NIC. */
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  rcollResult_t r = ib_mr_get(c->ctx, data, size, access, mem_type, &m);
   /* Read-only host memory can still be sent from. */
   if (r != rcollSuccess && mem_type == RCOLL_MEM_HOST)
     r = ib_mr_get(c->ctx, data, size, 0, mem_type, &m);

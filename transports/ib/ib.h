@@ -14,9 +14,12 @@
  * - reg_mr registrations are valid on every comm of the context
  *   (reg_is_global); unregistered buffers are copied through bounce slots
  *   (small) or registered for the life of the request (large).
- * - iflush of host memory finishes at once. Device memory registers through
- *   dma-buf or nvidia-peermem (ib_gdr_support); its flush is left to the GPU
- *   path.
+ * - Device memory registers through dma-buf or nvidia-peermem
+ *   (ib_gdr_support). iflush of a receive into registered device memory
+ *   reads a few bytes of it back through the NIC (an RDMA read on a queue
+ *   pair connected to itself) and is done when that read completes; host
+ *   memory finishes at once. RCOLL_IB_FLUSH=auto|0|off|force chooses
+ *   (force: every registered receive, host memory too).
  * - A send larger than the receive posted for it fails on both sides with
  *   a message; nothing is written past the posted buffer. */
 #ifndef RCOLL_TRANSPORT_IB_H

@@ -1,8 +1,8 @@
 /* Requests on a verbs connection, the side-independent part: request slots,
- * where a request's data lives, work completions, progress, test, iflush and
- * close. The protocols are described in ib_priv.h; the send side is in
- * ib_send.c, the receive side in ib_recv.c. Every call is driven by the
- * calling thread; nothing here blocks. */
+ * where a request's data lives, work completions, progress, test and close.
+ * The protocols are described in ib_priv.h; the send side is in ib_send.c,
+ * the receive side in ib_recv.c, iflush in ib_flush.c. Every call is driven
+ * by the calling thread; nothing here blocks. */
 #if RCOLL_HAVE_IBVERBS
 #include <errno.h>
 #include <stdarg.h>
@@ -16,9 +16,6 @@
 
 #define IB_POLL_BATCH 16
 #define IB_PEER_GONE_GRACE_US 100000 /* completions may trail the peer's socket closing */
-
-/* iflush has nothing to do for host memory; test reports this token done. */
-static const char ib_flush_token;
 
 void ib_comm_fail(ib_comm_t *c, rcollResult_t r, const char *fmt, ...) {
   va_list ap;
@@ -100,6 +97,10 @@ static void ib_wc_fail(ib_comm_t *c, const struct ibv_wc *wc) {
   static const char *what[] = {"?",           "an RDMA write to", "an eager send to", "a credit to",
                                "a credit from", "data from",      "data from"};
   int k = IB_WR_KIND(wc->wr_id);
+  if (k == IB_WR_FLUSH) {
+    ib_flush_wc_fail(c, wc);
+    return;
+  }
   ib_comm_fail(c, rcollRemoteError,
                "ib: %s %s failed: work completion status '%s' (%d, vendor error 0x%x, QPN 0x%x)%s "
                "[RCOLL_IB_TIMEOUT=%d RCOLL_IB_RETRY_CNT=%d]",
@@ -131,6 +132,7 @@ static void ib_wc_handle(ib_comm_t *c, const struct ibv_wc *wc) {
     ib_data_in(c, wc);
     ib_repost_data_recv(c, wc);
     break;
+  case IB_WR_FLUSH: ib_flush_in(c, idx); break;
   default:
     ib_comm_fail(c, rcollInternalError, "ib: completion with unknown id %llx", (unsigned long long)wc->wr_id);
   }
@@ -174,12 +176,6 @@ int ib_progress(ib_comm_t *c) {
 
 /* ---- the ops ---- */
 
-rcollResult_t ib_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh, void **request) {
-  (void)comm, (void)n, (void)data, (void)sizes, (void)mh;
-  *request = (void *)&ib_flush_token;
-  return rcollSuccess;
-}
-
 static int ib_req_finished(const ib_req_t *r) {
   return r->kind == IB_REQ_SEND ? r->posted && r->pending == 0 : r->pending == 0;
 }
@@ -212,6 +208,8 @@ rcollResult_t ib_test(void *request, int *done, size_t *sizes) {
   }
   ib_req_t *r = request;
   ib_comm_t *c = r->comm;
+  if (r->kind == IB_REQ_FLUSH)
+    return ib_flush_test(r, done);
   if (r->kind == IB_REQ_FREE)
     return rcoll_error_quiet(rcollInvalidUsage, "ib: test on a request that already completed");
   if (!ib_req_finished(r))

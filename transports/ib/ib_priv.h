@@ -26,7 +26,13 @@
  *   message already arrived eagerly; a sender ignores the credits of the
  *   messages it sent eagerly.
  * Buffers nobody registered are copied through a bounce slot when small, and
- * registered for the life of the request when large. */
+ * registered for the life of the request when large.
+ *
+ * Flush (GPUDirect RDMA): data the NIC wrote into device memory may not yet
+ * be visible to the GPU's own reads. A receive comm that must flush owns a
+ * third kind of queue pair, connected to itself through the same port, and
+ * iflush posts one RDMA READ of a few bytes of the received buffer on it:
+ * the READ's completion orders the earlier PCIe writes before it (ib_flush.c). */
 #ifndef RCOLL_TRANSPORT_IB_PRIV_H
 #define RCOLL_TRANSPORT_IB_PRIV_H
 
@@ -65,8 +71,12 @@
 #define IB_IMM_TOOBIG (1u << 25)        /*   the send did not fit the posted receive */
 #define IB_STR 128
 #define IB_GID_SCAN_MAX 256             /* entries read when ibv_query_gid_table is missing */
+#define IB_NFLUSH 32                    /* flushes one receive comm may have outstanding */
+#define IB_FLUSH_BYTES 8                /* bytes each flush READ reads back */
 
 enum ib_gdr_kind { IB_GDR_NONE = 0, IB_GDR_PEERMEM, IB_GDR_DMABUF };
+/* RCOLL_IB_FLUSH: which receives iflush reads back. */
+enum ib_flush_mode { IB_FLUSH_AUTO = 0, IB_FLUSH_OFF, IB_FLUSH_FORCE };
 
 /* The port a context uses, as discovery found it. */
 typedef struct ib_port {
@@ -116,6 +126,7 @@ typedef struct ib_ctx {
   rcoll_sockaddr_t addr; /* TCP address for the queue-pair handshake */
   char ifname[RCOLL_IFNAME_MAX];
   int gdr;               /* enum ib_gdr_kind */
+  int flush_mode;        /* enum ib_flush_mode */
   char gdr_why[160];
   ib_mr_cache_t cache;
   pthread_mutex_t lock;  /* pending connects and async events */
@@ -164,12 +175,15 @@ typedef struct ib_eager_hdr {
   uint32_t size;
 } ib_eager_hdr_t;
 
-enum ib_req_kind { IB_REQ_FREE = 0, IB_REQ_SEND, IB_REQ_RECV };
+enum ib_req_kind { IB_REQ_FREE = 0, IB_REQ_SEND, IB_REQ_RECV, IB_REQ_FLUSH };
 
 /* What a work request is, in the high half of its wr_id; the low half is a
  * request slot (DATA, EAGER), a credit buffer (CREDIT, CREDIT_RECV), a
- * landing buffer of QP 0 (LAND) or a QP index (DATA_RECV). */
-enum ib_wr_kind { IB_WR_DATA = 1, IB_WR_EAGER, IB_WR_CREDIT, IB_WR_CREDIT_RECV, IB_WR_LAND, IB_WR_DATA_RECV };
+ * landing buffer of QP 0 (LAND), a QP index (DATA_RECV) or a flush slot
+ * (FLUSH). */
+enum ib_wr_kind {
+  IB_WR_DATA = 1, IB_WR_EAGER, IB_WR_CREDIT, IB_WR_CREDIT_RECV, IB_WR_LAND, IB_WR_DATA_RECV, IB_WR_FLUSH
+};
 #define IB_WR_ID(kind, idx) (((uint64_t)(kind) << 32) | (uint32_t)(idx))
 #define IB_WR_KIND(id) ((int)((id) >> 32))
 #define IB_WR_IDX(id) ((int)((id)&0xffffffffu))
@@ -196,6 +210,16 @@ typedef struct ib_unexp {
   uint32_t seq;
   int land;
 } ib_unexp_t;
+
+/* A receive comm's flush queue pair (connected to itself), the host buffer
+ * its READs land in (IB_FLUSH_BYTES per slot), and the flush requests. */
+typedef struct ib_flush {
+  struct ibv_qp *qp;
+  uint32_t psn;
+  char *buf;
+  struct ibv_mr *mr;
+  ib_req_t reqs[IB_NFLUSH]; /* kind IB_REQ_FLUSH while in use; pending until the READ completes */
+} ib_flush_t;
 
 /* One direction of a connection. */
 typedef struct ib_comm {
@@ -239,6 +263,8 @@ typedef struct ib_comm {
   uint8_t credit_busy[IB_NCREDIT]; /* credit SENDs not completed */
   unsigned credit_next;
 
+  ib_flush_t *flush; /* receive side: made by the first flush that needs it */
+
   int err; /* rcollResult_t; the first failure wins */
   char errmsg[384];
 } ib_comm_t;
@@ -257,6 +283,13 @@ rcollResult_t ib_comm_create(ib_ctx_t *ctx, int is_send, int nqps, int fd, const
 void ib_comm_destroy(ib_comm_t *c);
 void ib_qp_info_fill(const ib_comm_t *c, uint64_t secret, ib_qp_info_t *info);
 rcollResult_t ib_qp_connect(ib_comm_t *c, const ib_qp_info_t *remote);
+/* One RC queue pair on the comm's completion queue, moved to INIT. */
+rcollResult_t ib_qp_create(ib_comm_t *c, int access, uint32_t max_send, uint32_t max_recv, struct ibv_qp **out);
+/* Moves qp to RTR and RTS toward queue pair q of `remote`, starting its own
+ * packets at sq_psn. */
+rcollResult_t ib_qp_ready(ib_comm_t *c, struct ibv_qp *qp, uint32_t sq_psn, const ib_qp_info_t *remote, int q,
+                          enum ibv_mtu mtu);
+uint32_t ib_random_psn(void);
 rcollResult_t ib_post_recvs(ib_comm_t *c);
 rcollResult_t ib_post_land(ib_comm_t *c, int land);
 rcollResult_t ib_post_credit_recv(ib_comm_t *c, int slot);
@@ -307,10 +340,18 @@ rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, cons
                        void **mh, void **req);
 void ib_land_in(ib_comm_t *c, int land, const struct ibv_wc *wc);
 void ib_data_in(ib_comm_t *c, const struct ibv_wc *wc);
-rcollResult_t ib_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh,
-                        void **req);
 rcollResult_t ib_test(void *request, int *done, size_t *sizes);
 rcollResult_t ib_close_comm(void *comm);
+
+/* ib_flush.c: iflush, its queue pair and its completions. */
+extern const char ib_flush_token; /* the request of a flush with nothing to do */
+rcollResult_t ib_flush_mode_parse(const char *text, int *mode);
+rcollResult_t ib_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh,
+                        void **req);
+rcollResult_t ib_flush_test(ib_req_t *r, int *done);
+void ib_flush_in(ib_comm_t *c, int slot);
+void ib_flush_wc_fail(ib_comm_t *c, const struct ibv_wc *wc);
+void ib_flush_destroy(ib_comm_t *c);
 
 /* ib_wait.c: sleeping until a connection may progress. */
 rcollResult_t ib_wait(void *const *comms, int n, int64_t timeout_us);

@@ -16,40 +16,47 @@
 #include "ib_priv.h"
 #include "log.h"
 
-static uint32_t ib_random_psn(void) {
+uint32_t ib_random_psn(void) {
   uint32_t v;
   if (getrandom(&v, sizeof v, GRND_NONBLOCK) != (ssize_t)sizeof v)
     v = (uint32_t)rcoll_now_us() * 2654435761u;
   return v & 0xffffff;
 }
 
-static rcollResult_t ib_qp_init(ib_comm_t *c, int q) {
+rcollResult_t ib_qp_create(ib_comm_t *c, int access, uint32_t max_send, uint32_t max_recv, struct ibv_qp **out) {
   ib_ctx_t *ctx = c->ctx;
   struct ibv_qp_init_attr ia = {
       .qp_context = c,
       .send_cq = c->cq,
       .recv_cq = c->cq,
-      .cap = {.max_send_wr = IB_NREQS * (IB_WRS_PER_QP + 1) + 4,
-              .max_recv_wr = IB_NLAND + 4,
-              .max_send_sge = 1,
-              .max_recv_sge = 1},
+      .cap = {.max_send_wr = max_send, .max_recv_wr = max_recv, .max_send_sge = 1, .max_recv_sge = 1},
       .qp_type = IBV_QPT_RC,
   };
-  c->qps[q] = ibv_create_qp(ctx->pd, &ia);
-  if (c->qps[q] == NULL)
-    return rcoll_error_quiet(rcollSystemError, "ib: cannot create queue pair %d on %s: %s", q, ctx->port.desc,
-                       strerror(errno));
+  struct ibv_qp *qp = ibv_create_qp(ctx->pd, &ia);
+  if (qp == NULL)
+    return rcoll_error_quiet(rcollSystemError, "ib: cannot create a queue pair on %s: %s", ctx->port.desc,
+                             strerror(errno));
   struct ibv_qp_attr a = {
       .qp_state = IBV_QPS_INIT,
       .pkey_index = 0,
       .port_num = (uint8_t)ctx->port.port,
-      .qp_access_flags = c->is_send ? 0 : IBV_ACCESS_REMOTE_WRITE,
+      .qp_access_flags = (unsigned)access,
   };
   int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS;
-  int e = ibv_modify_qp(c->qps[q], &a, mask);
-  if (e != 0)
-    return rcoll_error_quiet(rcollSystemError, "ib: moving queue pair 0x%x to INIT on %s failed: %s",
-                       c->qps[q]->qp_num, ctx->port.desc, strerror(e));
+  int e = ibv_modify_qp(qp, &a, mask);
+  if (e != 0) {
+    uint32_t qpn = qp->qp_num;
+    ibv_destroy_qp(qp);
+    return rcoll_error_quiet(rcollSystemError, "ib: moving queue pair 0x%x to INIT on %s failed: %s", qpn,
+                             ctx->port.desc, strerror(e));
+  }
+  *out = qp;
+  return rcollSuccess;
+}
+
+static rcollResult_t ib_qp_init(ib_comm_t *c, int q) {
+  RCOLL_CHECK(ib_qp_create(c, c->is_send ? 0 : IBV_ACCESS_REMOTE_WRITE, IB_NREQS * (IB_WRS_PER_QP + 1) + 4,
+                           IB_NLAND + 4, &c->qps[q]));
   c->psn[q] = ib_random_psn();
   return rcollSuccess;
 }
@@ -62,8 +69,9 @@ static rcollResult_t ib_comm_verbs(ib_comm_t *c) {
   int fl = fcntl(c->chan->fd, F_GETFL);
   if (fl < 0 || fcntl(c->chan->fd, F_SETFL, fl | O_NONBLOCK) < 0)
     return rcoll_error_quiet(rcollSystemError, "ib: fcntl on a completion channel: %s", strerror(errno));
-  /* Every work request posted on any QP may complete at once. */
-  int cqe = c->nqps * (IB_NREQS * (IB_WRS_PER_QP + 1) + IB_NLAND + 8);
+  /* Every work request posted on any QP may complete at once, the flush
+   * queue pair's READs included. */
+  int cqe = c->nqps * (IB_NREQS * (IB_WRS_PER_QP + 1) + IB_NLAND + 8) + (c->is_send ? 0 : IB_NFLUSH + 2);
   c->cq = ibv_create_cq(ctx->verbs, cqe, c, c->chan, 0);
   if (c->cq == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: cannot create a completion queue of %d entries: %s", cqe,
@@ -112,6 +120,7 @@ rcollResult_t ib_comm_create(ib_ctx_t *ctx, int is_send, int nqps, int fd, const
 }
 
 void ib_comm_destroy(ib_comm_t *c) {
+  ib_flush_destroy(c);
   for (int q = 0; q < c->nqps; q++)
     if (c->qps[q] != NULL)
       ibv_destroy_qp(c->qps[q]);
@@ -165,7 +174,8 @@ static void ib_ah_fill(const ib_ctx_t *ctx, const ib_qp_info_t *r, struct ibv_ah
   }
 }
 
-static rcollResult_t ib_qp_rtr_rts(ib_comm_t *c, int q, const ib_qp_info_t *r, enum ibv_mtu mtu) {
+rcollResult_t ib_qp_ready(ib_comm_t *c, struct ibv_qp *qp, uint32_t sq_psn, const ib_qp_info_t *r, int q,
+                          enum ibv_mtu mtu) {
   ib_ctx_t *ctx = c->ctx;
   char g[64];
   struct ibv_qp_attr a = {
@@ -179,25 +189,25 @@ static rcollResult_t ib_qp_rtr_rts(ib_comm_t *c, int q, const ib_qp_info_t *r, e
   ib_ah_fill(ctx, r, &a.ah_attr);
   int mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-  int e = ibv_modify_qp(c->qps[q], &a, mask);
+  int e = ibv_modify_qp(qp, &a, mask);
   if (e != 0)
     return rcoll_error_quiet(rcollSystemError,
                        "ib: moving queue pair 0x%x to RTR toward %s (%s, GID %s) failed: %s; local %s GID index %d",
-                       c->qps[q]->qp_num, c->peer, r->desc, ib_gid_str(r->gid, g, sizeof g), strerror(e),
+                       qp->qp_num, c->peer, r->desc, ib_gid_str(r->gid, g, sizeof g), strerror(e),
                        ctx->port.desc, ctx->port.gid_index);
   memset(&a, 0, sizeof a);
   a.qp_state = IBV_QPS_RTS;
   a.timeout = (uint8_t)ctx->timeout;
   a.retry_cnt = (uint8_t)ctx->retry_cnt;
   a.rnr_retry = 7; /* infinite: a receive is always pre-posted, so an RNR can only be transient */
-  a.sq_psn = c->psn[q];
+  a.sq_psn = sq_psn;
   a.max_rd_atomic = 1;
   mask = IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN |
          IBV_QP_MAX_QP_RD_ATOMIC;
-  e = ibv_modify_qp(c->qps[q], &a, mask);
+  e = ibv_modify_qp(qp, &a, mask);
   if (e != 0)
     return rcoll_error_quiet(rcollSystemError, "ib: moving queue pair 0x%x to RTS toward %s failed: %s",
-                       c->qps[q]->qp_num, c->peer, strerror(e));
+                       qp->qp_num, c->peer, strerror(e));
   return rcollSuccess;
 }
 
@@ -212,7 +222,7 @@ rcollResult_t ib_qp_connect(ib_comm_t *c, const ib_qp_info_t *r) {
                        p->desc, p->link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand");
   enum ibv_mtu mtu = (enum ibv_mtu)r->mtu < p->mtu ? (enum ibv_mtu)r->mtu : p->mtu;
   for (int q = 0; q < c->nqps; q++)
-    RCOLL_CHECK(ib_qp_rtr_rts(c, q, r, mtu));
+    RCOLL_CHECK(ib_qp_ready(c, c->qps[q], c->psn[q], r, q, mtu));
   return rcollSuccess;
 }
 
