@@ -266,3 +266,66 @@ Test(socket_multi, needs_one_slot_per_buffer, .timeout = 30) {
   free(sbuf);
   th_pair_close(&p);
 }
+
+/* A stream of groups of 1..8 buffers, several in flight, against a sender
+ * thread that sends message i with tag i in order: each group lists its
+ * tags reversed, so every message lands away from its arrival position,
+ * while helpers move the large ones concurrently. */
+typedef struct inflight {
+  void *req;
+  int m0, n; /* messages m0 .. m0 + n - 1 */
+} inflight_t;
+
+Test(socket_multi, stream_of_groups_against_a_sender_thread, .timeout = 120) {
+  enum { N = 400, W = 6, EXTRA = 9 };
+  size_t sizes[N];
+  char *rb[N];
+  for (int i = 0; i < N; i++) {
+    sizes[i] = i % 7 == 0 ? 0 : i % 5 == 0 ? (size_t)(150000 + i * 331) : (size_t)((i * 53) % (INLINE + 300));
+    rb[i] = rbuf_new(sizes[i] + EXTRA);
+  }
+  for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
+    th_pair_t p;
+    pair_open(&p, configs[c].nt, configs[c].ns, 30);
+    th_stream_t *tx = th_stream_new(ops, p.send, 1, N, sizes, 0, 1);
+    pthread_t t;
+    pthread_create(&t, NULL, th_stream_run, tx);
+    inflight_t win[W];
+    int m = 0, posted = 0, completed = 0;
+    while (m < N || completed < posted) {
+      if (m < N && posted - completed < W) {
+        int n = 1 + posted % RCOLL_NET_MAX_RECVS, tags[RCOLL_NET_MAX_RECVS];
+        n = n < N - m ? n : N - m;
+        void *bufs[RCOLL_NET_MAX_RECVS], *req = NULL;
+        size_t caps[RCOLL_NET_MAX_RECVS];
+        for (int j = 0; j < n; j++) {
+          tags[j] = m + n - 1 - j;
+          bufs[j] = rb[tags[j]];
+          caps[j] = sizes[tags[j]] + EXTRA;
+        }
+        cr_assert_eq(ops->irecv(p.recv, n, bufs, caps, tags, NULL, &req), rcollSuccess, "%s", rcoll_error_text());
+        if (req != NULL) {
+          win[posted++ % W] = (inflight_t){req, m, n};
+          m += n;
+          continue;
+        }
+        cr_assert_gt(posted, completed, "a NULL request with no receive in flight");
+      }
+      size_t got[RCOLL_NET_MAX_RECVS];
+      const inflight_t *g = &win[completed++ % W];
+      cr_assert_eq(th_wait_req(ops, g->req, got, 20000), rcollSuccess, "%s", rcoll_error_text());
+      for (int j = 0; j < g->n; j++) {
+        int tag = g->m0 + g->n - 1 - j;
+        cr_assert_eq(got[j], sizes[tag], "message %d: %zu bytes reported, %zu sent", tag, got[j], sizes[tag]);
+        rbuf_check(rb[tag], got[j], sizes[tag] + EXTRA, tag, "streamed group");
+        memset(rb[tag], POISON, sizes[tag] + EXTRA + 1);
+      }
+    }
+    pthread_join(t, NULL);
+    cr_assert_eq(tx->result, rcollSuccess, "sender: %s", tx->err);
+    th_stream_free(tx);
+    th_pair_close(&p);
+  }
+  for (int i = 0; i < N; i++)
+    free(rb[i]);
+}
