@@ -48,6 +48,9 @@
   X(INT, shm_memcpy_threshold, "SHM_MEMCPY_THRESHOLD", NULL, "16384",                            \
     "Between threads of one process, messages of this many bytes or more are copied straight "   \
     "from the sender's buffer instead of through the ring; 0 disables")                          \
+  X(INT, recv_reduce, "RECV_REDUCE", NULL, "1",                                                  \
+    "1: a transport that can (shm) reduces a message as it arrives; 0: every reduction reads "   \
+    "the message back from a staging slot it was received into")                                \
   X(STR, shm_dir, "SHM_DIR", NULL, "/dev/shm",                                                   \
     "Directory (a tmpfs) where shared-memory rings are created; each is unlinked once mapped")   \
   X(STR, ib_hca, "IB_HCA", "NCCL_IB_HCA", "",                                                   \

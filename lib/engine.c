@@ -79,6 +79,22 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
       return 0;
     void *buf = st->dst;
     void *mh = NULL;
+    const rcoll_transport_ops_t *ops = c->nets[pe->net].ops;
+    st->slot = -1;
+    if (st->kind == RCOLL_STEP_RECV_REDUCE && ops->irecv_reduce != NULL && c->settings.recv_reduce) {
+      /* Reduced on arrival: no staging slot, the message is read once. */
+      r = ops->irecv_reduce(pe->recv_comm, st->dst, st->src, st->bytes, st->dtype, st->op, &req);
+      if (r != rcollSuccess) {
+        *err = peer_error(c, st->peer, r, "receive from");
+        return 0;
+      }
+      if (req == NULL)
+        return 0;
+      pe->recv_posted++;
+      st->request = req;
+      st->state = RCOLL_STEP_POSTED;
+      return 1;
+    }
     if (st->kind == RCOLL_STEP_RECV_REDUCE) {
       unsigned slot = pe->slot_next % (unsigned)c->nslots;
       if (pe->slot_busy[slot])
@@ -130,7 +146,9 @@ static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
                        c->rank, name, got, st->bytes);
     return 0;
   }
-  if (st->kind == RCOLL_STEP_RECV_REDUCE) {
+  if (st->kind == RCOLL_STEP_RECV_REDUCE && st->slot < 0) {
+    finish_local(c, st); /* reduced by the transport on arrival */
+  } else if (st->kind == RCOLL_STEP_RECV_REDUCE) {
     rcoll_peer_t *pe = &c->peers[st->peer];
     const void *staged = pe->staging + (size_t)st->slot * c->chunk_bytes;
     rcollDataType_t t = (rcollDataType_t)st->dtype;

@@ -87,6 +87,14 @@ typedef struct rcoll_transport_ops {
   /* Makes data received into device memory visible; host transports finish at once. */
   rcollResult_t (*iflush)(void *recv_comm, int n, void **data, const size_t *sizes, void **mhandles,
                           void **request);
+  /* Optional (NULL when absent): receives the connection's next message,
+   * which must be `bytes` long, and reduces it as it arrives: dst = src (op)
+   * message, elements of rcollDataType_t dtype, rcollRedOp_t op; dst may be
+   * src. Host memory only. The engine then needs no staging slot and reads
+   * the message once instead of copying it and reading it back. test reports
+   * it as an irecv of one buffer. */
+  rcollResult_t (*irecv_reduce)(void *recv_comm, void *dst, const void *src, size_t bytes, int dtype,
+                                int op, void **request);
   /* sizes (may be NULL) gets the received size of each buffer of an irecv. */
   rcollResult_t (*test)(void *request, int *done, size_t *sizes);
 

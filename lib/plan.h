@@ -8,7 +8,8 @@
  * - A step starts only after the steps it depends on are done.
  * - RECV_REDUCE receives into a staging slot of the receiving connection,
  *   then computes dst = src (op) staged. The number of slots bounds how many
- *   such receives one connection has in flight.
+ *   such receives one connection has in flight. A transport with
+ *   irecv_reduce (shm) reduces on arrival instead, with no slot.
  * - A step marked RCOLL_STEP_FINISH applies rcoll_reduce_finish (avg: divide
  *   by nranks) to its result; used on the last reduction of each element. */
 #ifndef RCOLL_PLAN_H

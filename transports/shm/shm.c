@@ -131,6 +131,7 @@ const rcoll_transport_ops_t shm_ops = {
     .isend = shm_isend,
     .irecv = shm_irecv,
     .iflush = shm_iflush,
+    .irecv_reduce = shm_irecv_reduce,
     .test = shm_test,
     .wait = shm_wait,
     .close_send = shm_close_comm,

@@ -15,6 +15,8 @@
  *   single-copy send completes when the receiver has copied it, so it waits
  *   for the matching irecv.
  * - iflush returns a token that test reports done at once (host memory).
+ * - irecv_reduce reduces each ring slot, or each cache-sized piece of a
+ *   single-copy message, into the destination as it is read (shm_reduce.c).
  * - reg_mr of host memory returns a dummy handle; device memory is refused.
  *   A receive of 256 KiB or more posted without a handle is written with
  *   non-temporal stores (it does not stay in cache): pass a handle for

@@ -177,7 +177,9 @@ static int shm_recv_start(shm_conn_t *c, shm_req_t *r, const shm_slot_t *s) {
  * does it (process_vm_readv), which may stop short: go on from there. */
 static int shm_recv_direct(shm_conn_t *c, shm_req_t *r, const shm_slot_t *s) {
   const char *src = (const char *)(uintptr_t)s->addr;
-  if (c->copy == SHM_COPY_MEMCPY)
+  if (r->reduce && shm_recv_direct_reduce(c, r, src) < 0)
+    return -1;
+  if (c->copy == SHM_COPY_MEMCPY && !r->reduce)
     shm_copy_out(r, r->buf, src, r->size);
   while (c->copy == SHM_COPY_CMA && r->off < r->size) {
     struct iovec local = {r->buf + r->off, r->size - r->off};
@@ -213,7 +215,10 @@ static int shm_recv_pull(shm_conn_t *c, shm_req_t *r) {
                     "offset %zu of %zu)", c->peer, len, r->off, r->size);
       return -1;
     }
-    shm_copy_out(r, r->buf + r->off, shm_payload(s, len), len);
+    if (r->reduce)
+      shm_reduce_piece(r, r->off, shm_payload(s, len), len);
+    else
+      shm_copy_out(r, r->buf + r->off, shm_payload(s, len), len);
     r->off += len;
     shm_slot_release(c);
     if (r->off == r->size) {
@@ -229,6 +234,10 @@ static void shm_recv_progress(shm_conn_t *c) {
     c->qhead++;
   if (c->pos != before)
     shm_wake(&c->seg->tx_word, &c->seg->tx_sleeping);
+}
+
+void shm_recv_kick(shm_conn_t *c) {
+  shm_recv_progress(c);
 }
 
 static void shm_progress(shm_conn_t *c) {
@@ -256,6 +265,14 @@ rcollResult_t shm_isend(void *comm, const void *data, size_t size, int tag, void
   return rcollSuccess;
 }
 
+rcollResult_t shm_recv_post(shm_conn_t *c, void *buf, size_t size, shm_req_t **out) {
+  *out = NULL;
+  if (c->err != rcollSuccess)
+    return shm_conn_error(c);
+  *out = shm_req_alloc(c, buf, size);
+  return rcollSuccess;
+}
+
 rcollResult_t shm_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags, void **mh,
                         void **request) {
   shm_conn_t *c = comm;
@@ -263,9 +280,8 @@ rcollResult_t shm_irecv(void *comm, int n, void **data, const size_t *sizes, con
   *request = NULL;
   if (n != 1)
     return rcoll_error(rcollInvalidArgument, "shm: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
-  if (c->err != rcollSuccess)
-    return shm_conn_error(c);
-  shm_req_t *r = shm_req_alloc(c, data[0], sizes[0]);
+  shm_req_t *r = NULL;
+  RCOLL_CHECK(shm_recv_post(c, data[0], sizes[0], &r));
   if (r == NULL)
     return rcollSuccess;
   r->stream = (mh == NULL || mh[0] == NULL) && sizes[0] >= SHM_STREAM_MIN;
@@ -341,6 +357,7 @@ rcollResult_t shm_close_comm(void *comm) {
   munmap(c->seg, c->seg_bytes);
   if (c->fd >= 0)
     close(c->fd);
+  free(c->bounce);
   free(c);
   return rcollSuccess;
 }

@@ -118,6 +118,9 @@ typedef struct shm_req {
   int direct;  /* single copy: published (send) or announced (receive) */
   int started; /* receive: the first slot has been read */
   int stream;  /* receive: write with non-temporal stores (shm_io.c) */
+  int reduce;  /* receive: buf = rsrc (rop) message, as it arrives (shm_reduce.c) */
+  int rtype, rop;
+  const char *rsrc;
   char *buf;
   size_t size; /* send size; receive: capacity until the first slot, then size */
   size_t off;  /* bytes moved so far */
@@ -150,6 +153,8 @@ typedef struct shm_conn {
   /* Requests whose data still moves, in posting order. */
   shm_req_t *queue[SHM_NREQS];
   unsigned qhead, qtail;
+
+  char *bounce; /* receiver: where single-copy pieces land to be reduced (shm_reduce.c) */
 
   int err; /* rcollResult_t of the first failure; later calls repeat it */
   char errmsg[256];
@@ -194,6 +199,17 @@ rcollResult_t shm_irecv(void *comm, int n, void **data, const size_t *sizes, con
 rcollResult_t shm_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh,
                          void **req);
 rcollResult_t shm_test(void *request, int *done, size_t *sizes);
+/* shm_io.c, for shm_reduce.c: a receive request queued without progress
+ * (NULL when out of requests), and the progress that then moves it. */
+rcollResult_t shm_recv_post(shm_conn_t *c, void *buf, size_t size, shm_req_t **out);
+void shm_recv_kick(shm_conn_t *c);
+
+/* shm_reduce.c */
+rcollResult_t shm_irecv_reduce(void *comm, void *dst, const void *src, size_t bytes, int dtype, int op,
+                               void **request);
+void shm_reduce_piece(const shm_req_t *r, size_t off, const char *from, size_t len);
+/* Reduces a whole single-copy message from the sender's buffer at src. */
+int shm_recv_direct_reduce(shm_conn_t *c, shm_req_t *r, const char *src);
 rcollResult_t shm_close_comm(void *comm);
 void shm_conn_fail(shm_conn_t *c, rcollResult_t r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
