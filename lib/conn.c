@@ -170,7 +170,10 @@ static rcollResult_t conn_timeout(struct rcollComm *c) {
 static rcollResult_t conn_staging(struct rcollComm *c, const rcoll_plan_t *p) {
   for (int i = 0; i < p->nsteps; i++) {
     const rcoll_step_t *st = &p->steps[i];
-    if (st->kind == RCOLL_STEP_RECV_REDUCE && c->peers[st->peer].staging == NULL)
+    const rcoll_peer_t *pe = &c->peers[st->peer];
+    /* A transport that reduces on arrival (engine.c) needs no staging. */
+    if (st->kind == RCOLL_STEP_RECV_REDUCE && pe->staging == NULL &&
+        !(c->nets[pe->net].ops->irecv_reduce != NULL && c->settings.recv_reduce))
       RCOLL_CHECK(peer_staging(c, st->peer));
   }
   return rcollSuccess;
