@@ -69,6 +69,9 @@
     "ib ack timeout exponent: 4.096 us x 2^N per retry (14 = 67 ms, survives Soft-RoCE; 1..31)") \
   X(INT, ib_retry_cnt, "IB_RETRY_CNT", "NCCL_IB_RETRY_CNT", "7",                                 \
     "ib retransmissions before a send fails with 'retry exceeded' (0..7)")                       \
+  X(STR, ib_flush, "IB_FLUSH", NULL, "auto",                                                     \
+    "ib: after a receive into device memory, read it back (RDMA read) so the GPU sees it: auto, " \
+    "0/off (never: rely on cuFlushGPUDirectRDMAWrites), force (every registered receive)")       \
   X(STR, algo, "ALGO", "NCCL_ALGO", "",                                                          \
     "Algorithms the tuner may use: ring,tree,hier,rabenseifner,chain,deterministic; ^ excludes")  \
   X(INT, deterministic, "DETERMINISTIC", NULL, "0",                                              \

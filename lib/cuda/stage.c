@@ -11,6 +11,7 @@
  * pinned slot (the reduction needs the received chunk beside the operand). */
 #include "cuda/stage.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -270,10 +271,18 @@ static int gdr_register(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t *x
   return 0;
 }
 
+/* Messages up to this size are staged even to a GPUDirect peer. A
+ * transport may move small messages with the CPU (ib sends up to 8 KiB
+ * eagerly, through host slots, and copies them out with memcpy), which must
+ * never touch device memory; and a small message gains nothing from skipping
+ * one host copy. Both ends decide alone: staging and GPUDirect put the same
+ * bytes on the wire. */
+#define RCOLL_GDR_MIN_BYTES (64 * 1024)
+
 int rcoll_gdr_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   rcoll_cuda_stepx_t *x = rcoll_cuda_stepx(p, st);
-  if (st->kind == RCOLL_STEP_RECV_REDUCE || !gdr_register(p, st, x))
+  if (st->kind == RCOLL_STEP_RECV_REDUCE || st->bytes <= RCOLL_GDR_MIN_BYTES || !gdr_register(p, st, x))
     return rcoll_stage_post(p, st, err);
   x->mode = RCOLL_CUDA_MODE_GDR;
   rcoll_peer_t *pe = &c->peers[st->peer];
@@ -311,10 +320,12 @@ static rcollResult_t gdr_flush(struct rcollComm *c, rcoll_step_t *st, void *mh) 
   void *req = NULL;
   RCOLL_CHECK(ops->iflush(pe->recv_comm, 1, &st->dst, &st->bytes, &mh, &req));
   int64_t deadline = rcoll_now_us() + c->timeout_ms * 1000;
-  for (int done = req == NULL; !done;) {
+  for (int done = req == NULL, polls = 0; !done; polls++) {
     RCOLL_CHECK(ops->test(req, &done, NULL));
     if (!done && rcoll_now_us() > deadline)
       return rcoll_error(rcollTimeout, "rank %d: flush of a GPUDirect receive did not finish", c->rank);
+    if (!done && polls >= 64) /* a flush takes microseconds: spin, then yield the core */
+      sched_yield();
   }
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   if (a->cu_flush_gpudirect_rdma_writes != NULL)

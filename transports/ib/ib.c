@@ -86,9 +86,7 @@ static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
   char abuf[64];
   int flush_mode;
   RCOLL_CHECK(ib_check_settings(cfg->settings));
-  /* Read here, not from the settings table: RCOLL_IB_FLUSH is not in
-   * lib/config.h yet (see ib_flush.c for its values). */
-  RCOLL_CHECK(ib_flush_mode_parse(getenv("RCOLL_IB_FLUSH"), &flush_mode));
+  RCOLL_CHECK(ib_flush_mode_parse(cfg->settings->ib_flush, &flush_mode));
   ib_ctx_t *ctx = ib_ctx_new(cfg, flush_mode);
   if (ctx == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a context");
