@@ -118,5 +118,9 @@ int rcoll_net_index(const char *name); /* -1 when unknown */
 int rcoll_net_auto_priority(const rcoll_transport_ops_t *ops);
 int rcoll_net_count(void);
 const rcoll_transport_ops_t *rcoll_net_at(int i);
+/* Tests only: one extra transport at the end of the table (found by name,
+ * never chosen automatically), e.g. sockets that claim device memory so
+ * that the GPUDirect path runs on the host fake of CUDA. */
+void rcoll_net_add_for_tests(const rcoll_transport_ops_t *ops);
 
 #endif
