@@ -12,7 +12,9 @@
 #      mid-call; the NCCL net plugin over ib (tests/test_nccl_plugin.c's ib
 #      cases, v8..v11, data checked; its bandwidth against ib_ops and against
 #      rcoll's all-reduce); iflush's RDMA READ (tests/test_ib_flush.c under
-#      RCOLL_IB_FLUSH=force); rcoll all-reduce at 1 MiB and 16 MiB beside
+#      RCOLL_IB_FLUSH=force); the eager protocol and device memory
+#      (tests/test_ib_eager.c, conformance with RCOLL_IB_EAGER=0, small
+#      all-reduce latency with eager on and off); rcoll all-reduce at 1 MiB and 16 MiB beside
 #      ib_write_bw in the same boot;
 #   2. two VMs on one L2 segment (taps on a bridge in a private network
 #      namespace, or QEMU's UDP netdev): conformance (-x,
@@ -102,6 +104,14 @@ if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_flush" >>"$DIR/make.
 else
   echo "check_rxe: tests/test_ib_flush.c did not build (see $DIR/make.log): no ib-flush step"
 fi
+# The eager protocol and device memory (tests/test_ib_eager.c).
+EAGER_STEP=
+if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_eager" >>"$DIR/make.log" 2>&1; then
+  PROGS="$PROGS $ROOT/$BIN/test_ib_eager"
+  EAGER_STEP=ib-eager
+else
+  echo "check_rxe: tests/test_ib_eager.c did not build (see $DIR/make.log): no ib-eager step"
+fi
 # allreduce_perf without MPI: its own file plus every bench/*.c without a main.
 BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | tr '\n' ' ')"
 # shellcheck disable=SC2086 # word lists on purpose
@@ -153,7 +163,7 @@ check_steps() { # log expected-steps...
 }
 
 show() { # log: what the VM saw and measured
-  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
+  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH|EAGER) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
 }
 
 # The plugin's stream (one direction, median of rounds) beside ib_ops driven
@@ -168,6 +178,16 @@ compare_plugin_bw() {
                printf "   %5.1f MiB: NCCL plugin v11 over ib %.1f MB/s, ib_ops direct %.1f MB/s (plugin/direct %.0f%%)%s\n",
                       size / 1048576, plugin, direct, 100 * plugin / direct,
                       (ar > 0 ? sprintf(", rcoll all-reduce busbw %.1f MB/s", ar) : "") }' "$1"
+}
+
+# The 2-rank all-reduce time (out-of-place, the best of the rounds) at each
+# small size with eager sends on and off, from the ib-eager step.
+compare_eager_lat() {
+  awk '/^RXE-EAGER-LAT / { split($2, a, "="); e = a[2]; s = $4 + 0; t = $9 + 0
+         k = s SUBSEP e; if (!(k in best) || t < best[k]) best[k] = t; sizes[s] = 1 }
+       END { for (s in sizes)
+               printf "   %5d B: all-reduce latency, 2 ranks over ib: eager on %.1f us, eager off %.1f us\n",
+                      s, best[s SUBSEP 1], best[s SUBSEP 0] }' "$1" | sort -n
 }
 
 # MB/s (10^6) from perftest's MiB/s and from the all-reduce times (2 ranks:
@@ -196,10 +216,11 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
   check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
-    $PLUGIN_STEP $FLUSH_STEP bandwidth port-down
+    $PLUGIN_STEP $FLUSH_STEP $EAGER_STEP bandwidth port-down
   grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
   compare_bw "$DIR/one.log"
   compare_plugin_bw "$DIR/one.log"
+  compare_eager_lat "$DIR/one.log"
 fi
 
 if [[ ${RXE_TWO:-1} != 0 ]]; then

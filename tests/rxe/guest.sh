@@ -168,6 +168,35 @@ ib_flush() {
   return $rc
 }
 
+# The eager protocol and device memory (tests/test_ib_eager.c: sends wait
+# for their credits under RCOLL_IB_EAGER=0 or from device memory, a receive
+# into device memory never takes an eager message; "device" memory is host
+# memory the tests register as such and seal with mprotect), conformance
+# with eager off, then small all-reduce latency with eager on and off,
+# alternating over two rounds in this boot.
+ib_eager() {
+  local rc=0 round e r p pids
+  RCOLL_TEST_REQUIRE_NET=ib test_ib_eager --ascii --verbose -j1 >/tmp/eg.log 2>&1 || rc=1
+  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' /tmp/eg.log | grep -v -E '^\[----\] +$|Running|Criterion v' |
+    sed 's/^/RXE-EAGER /'
+  grep -q 'Failing: 0 | Crashing: 0' /tmp/eg.log && ! grep -q '^\[SKIP\]' /tmp/eg.log || rc=1
+  RCOLL_IB_EAGER=0 conformance -p 2 -s sweep -c 0,1,7,4099,65537 >/tmp/egc.log 2>&1 || rc=1
+  grep -E '^(FAIL|conformance:)' /tmp/egc.log | head -n 10 | sed 's/^/RXE-EAGER RCOLL_IB_EAGER=0 /'
+  for round in 1 2; do
+    for e in 1 0; do
+      pids=
+      for r in 0 1; do
+        RCOLL_IB_EAGER=$e RANK=$r WORLD_SIZE=2 RCOLL_COMM_ID=$ME:$((29670 + round * 2 + e)) \
+          allreduce_perf -b 8 -e 8192 -f 4 -n 300 -w 30 >/tmp/el$r.log 2>&1 &
+        pids="$pids $!"
+      done
+      for p in $pids; do wait $p || rc=1; done
+      grep -E '^ +[0-9]+ +[0-9]+ +float' /tmp/el0.log | sed "s/^/RXE-EAGER-LAT eager=$e round=$round /"
+    done
+  done
+  return $rc
+}
+
 # Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.
 dbg() {
   RCOLL_TIMEOUT=10 RCOLL_DEBUG=TRACE RCOLL_DEBUG_SUBSYS=NET allreduce_perf -t 2 -b 1M -e 1M -n 3 -w 1 >/tmp/dbg.log 2>&1
@@ -199,6 +228,7 @@ single() {
   [ -x /rxe/rank_death ] && step rank-death 90 env RCOLL_TIMEOUT=15 rank_death -n 3 -d 1 -m kill
   [ -x /rxe/test_nccl_plugin ] && step nccl-plugin 300 nccl_plugin
   [ -x /rxe/test_ib_flush ] && step ib-flush 200 ib_flush
+  [ -x /rxe/test_ib_eager ] && step ib-eager 300 ib_eager
   step bandwidth 200 bandwidth
   step port-down 90 port_down
 }

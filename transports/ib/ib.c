@@ -47,12 +47,13 @@ static rcollResult_t ib_check_settings(const rcoll_settings_t *s) {
   return ib_range("TIMEOUT", s->timeout, 1, INT32_MAX);
 }
 
-static ib_ctx_t *ib_ctx_new(const rcoll_net_config_t *cfg, int flush_mode) {
+static ib_ctx_t *ib_ctx_new(const rcoll_net_config_t *cfg, int flush_mode, int eager_mode) {
   const rcoll_settings_t *s = cfg->settings;
   ib_ctx_t *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return NULL;
   ctx->flush_mode = flush_mode;
+  ctx->eager_mode = eager_mode;
   atomic_store(&ctx->refs, 1);
   pthread_mutex_init(&ctx->lock, NULL);
   ib_mr_cache_init(&ctx->cache);
@@ -84,10 +85,13 @@ static rcollResult_t ib_ctx_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
 
 static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
   char abuf[64];
-  int flush_mode;
+  int flush_mode, eager_mode;
   RCOLL_CHECK(ib_check_settings(cfg->settings));
   RCOLL_CHECK(ib_flush_mode_parse(cfg->settings->ib_flush, &flush_mode));
-  ib_ctx_t *ctx = ib_ctx_new(cfg, flush_mode);
+  /* RCOLL_IB_EAGER is read here until it joins the settings table in
+   * lib/config.h (as RCOLL_IB_FLUSH did); then it comes from cfg->settings. */
+  RCOLL_CHECK(ib_eager_mode_parse(getenv("RCOLL_IB_EAGER"), &eager_mode));
+  ib_ctx_t *ctx = ib_ctx_new(cfg, flush_mode, eager_mode);
   if (ctx == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a context");
   rcollResult_t r = ib_ctx_open(ctx, cfg->settings);
@@ -101,11 +105,12 @@ static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
     snprintf(abuf, sizeof abuf, "?");
   RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT,
              "ib: rank %d on %s (%s, MTU %d, %d Mb/s), handshake via %s (%s), %d QP(s) per connection, "
-             "timeout %d retry %d sl %d tc %d; device memory: %s; flush: %s",
+             "timeout %d retry %d sl %d tc %d; device memory: %s; flush: %s; eager receives: %s",
              ctx->rank, ctx->port.desc, ctx->port.link_layer == IBV_LINK_LAYER_ETHERNET ? "RoCE" : "InfiniBand",
              128 << ctx->port.mtu, ctx->port.speed_mbps, ctx->ifname, abuf, ctx->nqps, ctx->timeout, ctx->retry_cnt, ctx->sl,
              ctx->tc, ctx->gdr_why,
-             ctx->flush_mode == IB_FLUSH_OFF ? "off" : ctx->flush_mode == IB_FLUSH_FORCE ? "every receive" : "device memory");
+             ctx->flush_mode == IB_FLUSH_OFF ? "off" : ctx->flush_mode == IB_FLUSH_FORCE ? "every receive" : "device memory",
+             ib_eager_refused(ctx) ? "refused" : "accepted");
   *out = ctx;
   return rcollSuccess;
 }

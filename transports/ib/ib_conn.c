@@ -7,10 +7,15 @@
  *   -- ib_qp_info (QPNs, PSNs, GID/LID) ->
  *                                          check secret; create QPs, post
  *                                          receives, move to RTR and RTS
- *   <- ib_qp_info ------------------------
+ *   <- ib_qp_info (+ IB_QPI_NO_EAGER) ----
  *   move to RTR and RTS
  *   -- IB_READY ------------------------->
  *   send comm ready                        recv comm ready
+ *
+ * Both ends must be the same wire version: the magic that starts every
+ * ib_qp_info (and the listen handle) says which; a mismatch drops the
+ * connection. The acceptor's flags ask the connector (the sender) for no
+ * eager messages when its receives may be device memory.
  *
  * The last word exists so that the acceptor's first credit cannot reach the
  * connector's queue pair before it is ready to receive. The socket stays open
@@ -348,11 +353,14 @@ static int ib_pconn_step(ib_ctx_t *ctx, ib_pconn_t *p, rcollResult_t *err) {
     p->state = PC_RECV_INFO;
   if (rc == 1 && p->state == PC_RECV_INFO && (rc = ib_xfer(p->fd, &p->rinfo, sizeof p->rinfo, &p->off, 0)) == 1) {
     if (p->rinfo.magic != IB_MAGIC) {
-      *err = rcoll_error_quiet(rcollRemoteError, "ib: %s answered the handshake with garbage", p->addr);
+      *err = rcoll_error_quiet(rcollRemoteError, "ib: %s answered the handshake with garbage (or is another "
+                               "rcoll wire version)", p->addr);
       return -1;
     }
     p->rinfo.desc[sizeof p->rinfo.desc - 1] = '\0';
     snprintf(p->comm->peer, sizeof p->comm->peer, "%s (%s)", p->addr, p->rinfo.desc);
+    if (p->rinfo.flags & IB_QPI_NO_EAGER)
+      p->comm->no_eager = 1;
     if ((*err = ib_qp_connect(p->comm, &p->rinfo)) != rcollSuccess)
       return -1;
     p->ready = IB_READY;
@@ -381,7 +389,8 @@ rcollResult_t ib_connect(void *vctx, int dev, const void *handle, void **send_co
     return rcoll_error_quiet(rcollInvalidArgument, "ib: connect on device %d, only device 0 exists", dev);
   memcpy(&h, handle, sizeof h);
   if (h.magic != IB_MAGIC)
-    return rcoll_error_quiet(rcollInvalidArgument, "ib: connect given a handle that is not an ib handle");
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: connect given a handle that is not an ib handle of this "
+                             "wire version");
   pthread_mutex_lock(&ctx->lock);
   ib_pconn_t *p = ctx->connects;
   while (p != NULL && (p->key != handle || memcmp(&p->handle, &h, sizeof h) != 0))
@@ -394,7 +403,11 @@ rcollResult_t ib_connect(void *vctx, int dev, const void *handle, void **send_co
     ib_comm_t *c = p->comm;
     c->fd = p->fd;
     ib_pconn_free(ctx, p, 1);
-    RCOLL_INFO(RCOLL_SUB_NET, "ib: connected to %s from %s, %d queue pair(s)", c->peer, ctx->port.desc, c->nqps);
+    RCOLL_INFO(RCOLL_SUB_NET, "ib: connected to %s from %s, %d queue pair(s), eager sends %s", c->peer,
+               ctx->port.desc, c->nqps,
+               !c->no_eager                      ? "on"
+               : ctx->eager_mode == IB_EAGER_OFF ? "off (RCOLL_IB_EAGER here)"
+                                                 : "off (the receiver asked)");
     *send_comm = c;
   }
   pthread_mutex_unlock(&ctx->lock);

@@ -25,6 +25,12 @@
  *   the posted size the credit carries. A receive posts a credit unless its
  *   message already arrived eagerly; a sender ignores the credits of the
  *   messages it sent eagerly.
+ * Eager copies the payload with the CPU on both sides, so it is never used
+ * for device memory (GPUDirect RDMA): a send registered as device memory
+ * always waits for its credit; a receive comm that may be given device
+ * buffers (RCOLL_IB_EAGER, ib_eager_refused) tells its sender at set-up to
+ * send nothing eagerly (IB_QPI_NO_EAGER), and a receive into device memory
+ * that meets an eager message anyway fails the connection rather than copy.
  * Buffers nobody registered are copied through a bounce slot when small, and
  * registered for the life of the request when large.
  *
@@ -46,7 +52,7 @@
 #include "net.h"
 #include "sockutil.h"
 
-#define IB_MAGIC 0x31626976626c6f63ull  /* "colbvib1": also versions the wire format */
+#define IB_MAGIC 0x32626976626c6f63ull  /* "colbvib2": also versions the wire format */
 #define IB_READY 0x7964616572626972ull  /* connector's last handshake word */
 #define IB_MAX_QPS 16
 #define IB_NREQS 32                     /* request slots per connection */
@@ -77,6 +83,10 @@
 enum ib_gdr_kind { IB_GDR_NONE = 0, IB_GDR_PEERMEM, IB_GDR_DMABUF };
 /* RCOLL_IB_FLUSH: which receives iflush reads back. */
 enum ib_flush_mode { IB_FLUSH_AUTO = 0, IB_FLUSH_OFF, IB_FLUSH_FORCE };
+/* RCOLL_IB_EAGER: whether small messages may go eagerly (through host
+ * landing buffers). auto: unless the receiving context can register device
+ * memory. */
+enum ib_eager_mode { IB_EAGER_AUTO = 0, IB_EAGER_OFF, IB_EAGER_ON };
 
 /* The port a context uses, as discovery found it. */
 typedef struct ib_port {
@@ -127,6 +137,7 @@ typedef struct ib_ctx {
   char ifname[RCOLL_IFNAME_MAX];
   int gdr;               /* enum ib_gdr_kind */
   int flush_mode;        /* enum ib_flush_mode */
+  int eager_mode;        /* enum ib_eager_mode */
   char gdr_why[160];
   ib_mr_cache_t cache;
   pthread_mutex_t lock;  /* pending connects and async events */
@@ -154,10 +165,11 @@ typedef struct ib_qp_info {
   uint8_t gid[16];
   uint16_t lid;
   uint8_t link_layer;
-  uint8_t pad;
+  uint8_t flags;     /* IB_QPI_*; the receive side's requests to its sender */
   int32_t gid_index;
   char desc[32]; /* "rxe0:1", for messages on the other side */
 } ib_qp_info_t;
+#define IB_QPI_NO_EAGER 0x1 /* the receiver may be given device memory: send nothing eagerly */
 
 /* Receiver -> sender, one per receive not already satisfied eagerly. */
 typedef struct ib_credit {
@@ -200,6 +212,7 @@ typedef struct ib_req {
   int eager;        /* send: small enough to go eagerly; receive: arrived so */
   int bounce;       /* data goes through this slot's bounce buffer */
   int toobig;       /* the message did not fit the posted receive */
+  int device;       /* the buffer is device memory: the CPU must never touch it */
   uint64_t addr;    /* where the data moves from/to (bounce or buf) */
   uint32_t lkey, rkey;
   ib_mr_t *mr;      /* registration to release at completion, or NULL */
@@ -264,6 +277,10 @@ typedef struct ib_comm {
   unsigned credit_next;
 
   ib_flush_t *flush; /* receive side: made by the first flush that needs it */
+
+  /* Send side: the receiver asked for no eager messages, or this side's
+   * RCOLL_IB_EAGER is off. Receive side: this side asked for none. */
+  int no_eager;
 
   int err; /* rcollResult_t; the first failure wins */
   char errmsg[384];
@@ -332,6 +349,9 @@ static inline int ib_split(const ib_comm_t *c, uint64_t posted) { return c->nqps
 
 /* ib_send.c: the send side. */
 rcollResult_t ib_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
+rcollResult_t ib_eager_mode_parse(const char *text, int *mode);
+/* Whether a receive comm of ctx asks its sender for no eager messages. */
+int ib_eager_refused(const ib_ctx_t *ctx);
 void ib_send_ready(ib_comm_t *c);
 void ib_credit_in(ib_comm_t *c, int slot);
 
@@ -363,5 +383,10 @@ rcollResult_t ib_mr_get(ib_ctx_t *ctx, const void *addr, size_t len, int access,
                         ib_mr_t **out);
 void ib_mr_put(ib_ctx_t *ctx, ib_mr_t *m);
 int ib_gdr_probe(ib_ctx_t *ctx, char *why, size_t len);
+/* Whether a memory handle (reg_mr's, or NULL) covers device memory. Tests
+ * mark host registrations RCOLL_MEM_CUDA to drive the device paths. */
+static inline int ib_mr_is_device(const void *mh) {
+  return mh != NULL && ((const ib_mr_t *)mh)->mem_type == RCOLL_MEM_CUDA;
+}
 
 #endif

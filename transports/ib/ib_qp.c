@@ -100,6 +100,8 @@ rcollResult_t ib_comm_create(ib_ctx_t *ctx, int is_send, int nqps, int fd, const
   c->ctx = ctx;
   c->nqps = nqps;
   c->fd = -1;
+  /* A sender learns the receiver's wish in the handshake (ib_conn.c). */
+  c->no_eager = is_send ? ctx->eager_mode == IB_EAGER_OFF : ib_eager_refused(ctx);
   snprintf(c->peer, sizeof c->peer, "%s", peer);
   for (int i = 0; i < IB_NREQS; i++) {
     c->reqs[i].comm = c;
@@ -155,6 +157,7 @@ void ib_qp_info_fill(const ib_comm_t *c, uint64_t secret, ib_qp_info_t *info) {
   memcpy(info->gid, p->gid.raw, 16);
   info->lid = p->lid;
   info->link_layer = (uint8_t)p->link_layer;
+  info->flags = !c->is_send && c->no_eager ? IB_QPI_NO_EAGER : 0;
   info->gid_index = p->gid_index;
   snprintf(info->desc, sizeof info->desc, "%.31s", p->desc);
 }

@@ -27,6 +27,14 @@ static void ib_land_free(ib_comm_t *c, int land) {
  * (the sender learns so with the next credit). */
 static void ib_eager_deliver(ib_comm_t *c, ib_req_t *r, int land) {
   const ib_eager_hdr_t *h = (const ib_eager_hdr_t *)ib_block_land(c, land);
+  if (r->device) { /* the CPU must not write device memory: never copy */
+    ib_comm_fail(c, rcollInvalidUsage,
+                 "ib: %s sent message %u (%u bytes) eagerly, through host memory, to a receive into device "
+                 "memory, which the CPU cannot copy into; this side %s (a peer of another rcoll build?)",
+                 c->peer, h->seq, h->size,
+                 c->no_eager ? "had asked it for no eager messages" : "allows them (RCOLL_IB_EAGER=1)");
+    return;
+  }
   if (h->size > r->size)
     r->toobig = 1;
   else if (h->size > 0)
@@ -131,7 +139,12 @@ rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, cons
     return rcollSuccess;
   }
   r->pending = ib_split(c, r->size) ? c->nqps : 1;
+  r->device = ib_mr_is_device(mh ? mh[0] : NULL);
   ib_recv_match(c, r);
+  if (c->err != rcollSuccess) { /* its message came eagerly into device memory */
+    ib_req_free(c, r);
+    return ib_comm_error(c);
+  }
   RCOLL_TRACE(RCOLL_SUB_NET, "ib: irecv %u of %zu bytes from %s: %s (%u eager returned)", r->seq, r->size, c->peer,
               r->eager ? "eager message already here" : "credit", c->eager_returned);
   if (!r->eager) {

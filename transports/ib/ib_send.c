@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "error.h"
 #include "ib_priv.h"
@@ -127,6 +128,28 @@ void ib_credit_in(ib_comm_t *c, int slot) {
     ib_comm_fail(c, rcollSystemError, "%s", rcoll_error_text());
 }
 
+rcollResult_t ib_eager_mode_parse(const char *text, int *mode) {
+  if (text == NULL || *text == '\0' || strcasecmp(text, "auto") == 0)
+    *mode = IB_EAGER_AUTO;
+  else if (strcmp(text, "0") == 0 || strcasecmp(text, "off") == 0)
+    *mode = IB_EAGER_OFF;
+  else if (strcmp(text, "1") == 0 || strcasecmp(text, "on") == 0)
+    *mode = IB_EAGER_ON;
+  else
+    return rcoll_error_quiet(rcollInvalidArgument,
+                             "ib: RCOLL_IB_EAGER=\"%s\" is not one of auto (eager unless this side can register "
+                             "device memory), 0/off (never), 1/on (always)", text);
+  return rcollSuccess;
+}
+
+/* A receiver that may be handed device memory cannot take eager messages
+ * (they are copied out by the CPU), and it cannot know in advance which
+ * receives will be: under auto, any context that can register device memory
+ * refuses them all. */
+int ib_eager_refused(const ib_ctx_t *ctx) {
+  return ctx->eager_mode == IB_EAGER_OFF || (ctx->eager_mode == IB_EAGER_AUTO && ctx->gdr != IB_GDR_NONE);
+}
+
 rcollResult_t ib_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
   ib_comm_t *c = comm;
   (void)tag;
@@ -139,15 +162,18 @@ rcollResult_t ib_isend(void *comm, const void *data, size_t size, int tag, void 
   if (r == NULL)
     return rcollSuccess;
   /* Eager candidates always use the bounce slot, which the eager SEND
-   * needs (header and payload in one piece). */
-  r->eager = size <= IB_EAGER_BYTES;
+   * needs (header and payload in one piece). Device memory is never copied
+   * by the CPU, whatever its size: it waits for its credit and is written
+   * from its registration. */
+  r->device = ib_mr_is_device(mh);
+  r->eager = size <= IB_EAGER_BYTES && !c->no_eager && !r->device;
   rcollResult_t rc = ib_req_mem(c, r, r->eager ? NULL : mh, 0);
   if (rc != rcollSuccess) {
     ib_req_free(c, r);
     c->seq--;
     return rc;
   }
-  if (r->bounce && size > 0)
+  if (r->bounce && size > 0) /* host memory only: ib_req_mem took mh for device memory */
     memcpy(ib_block_slot(c, ib_slot(c, r)) + IB_HDR, data, size);
   c->unposted[c->nunposted++] = r;
   ib_progress(c);
