@@ -72,6 +72,9 @@
   X(STR, ib_flush, "IB_FLUSH", NULL, "auto",                                                     \
     "ib: after a receive into device memory, read it back (RDMA read) so the GPU sees it: auto, " \
     "0/off (never: rely on cuFlushGPUDirectRDMAWrites), force (every registered receive)")       \
+  X(STR, ib_eager, "IB_EAGER", NULL, "auto",                                                     \
+    "ib messages up to 8 KiB sent eagerly through host buffers: auto (unless the receiving side " \
+    "can register device memory), 0/off (never), 1/on (always)")                                 \
   X(STR, algo, "ALGO", "NCCL_ALGO", "",                                                          \
     "Algorithms the tuner may use: ring,tree,hier,rabenseifner,chain,deterministic; ^ excludes")  \
   X(INT, deterministic, "DETERMINISTIC", NULL, "0",                                              \

@@ -88,9 +88,7 @@ static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
   int flush_mode, eager_mode;
   RCOLL_CHECK(ib_check_settings(cfg->settings));
   RCOLL_CHECK(ib_flush_mode_parse(cfg->settings->ib_flush, &flush_mode));
-  /* RCOLL_IB_EAGER is read here until it joins the settings table in
-   * lib/config.h (as RCOLL_IB_FLUSH did); then it comes from cfg->settings. */
-  RCOLL_CHECK(ib_eager_mode_parse(getenv("RCOLL_IB_EAGER"), &eager_mode));
+  RCOLL_CHECK(ib_eager_mode_parse(cfg->settings->ib_eager, &eager_mode));
   ib_ctx_t *ctx = ib_ctx_new(cfg, flush_mode, eager_mode);
   if (ctx == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a context");
