@@ -43,7 +43,10 @@ void rcoll_cuda_device_leave(int saved) {
 }
 
 rcollResult_t rcoll_cuda_sync(rcoll_cuda_comm_t *cc, const char *what) {
+  int64_t t0 = rcoll_now_us();
   int r = rcoll_cuda_api()->stream_synchronize(cc->stream);
+  cc->prof.syncs++;
+  cc->prof.sync_us += rcoll_now_us() - t0;
   if (r != 0)
     return rcoll_error(rcollUnhandledCudaError, "rank %d: %s failed on device %d: %s",
                        cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
@@ -363,6 +366,18 @@ rcollResult_t rcoll_cuda_comm_drain(struct rcollComm *c) {
   return rcoll_cuda_proxy_drain(c->cuda, c->timeout_ms);
 }
 
+static void prof_log(const rcoll_cuda_comm_t *cc) {
+  const struct rcoll_cuda_prof *p = &cc->prof;
+  if (p->units == 0)
+    return;
+  RCOLL_INFO(RCOLL_SUB_P2P, "rank %d: CUDA proxy: %lld units, %.3f ms running them (%.1f us each; "
+             "%.3f ms in %lld stream syncs, the rest issuing work and waiting for peers), %.3f ms "
+             "waiting for the streams' earlier work; CUDA IPC parts %lld sent, %lld received",
+             cc->comm->rank, (long long)p->units, p->run_us / 1e3, (double)p->run_us / (double)p->units,
+             p->sync_us / 1e3, (long long)p->syncs, p->event_wait_us / 1e3, (long long)p->ipc_parts_sent,
+             (long long)p->ipc_parts_recv);
+}
+
 void rcoll_cuda_comm_destroy(struct rcollComm *c) {
   rcoll_cuda_comm_t *cc = c->cuda;
   if (cc == NULL)
@@ -380,6 +395,7 @@ void rcoll_cuda_comm_destroy(struct rcollComm *c) {
     return;
   }
   rcoll_cuda_stream_release(cc, cc->next_seq);
+  prof_log(cc); /* the proxy has stopped: its counters are still */
   comm_free_resources(cc, !user_abort);
   c->cuda = NULL;
 }

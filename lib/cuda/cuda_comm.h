@@ -107,6 +107,13 @@ typedef struct rcoll_cuda_comm {
   int spare_cap;
   rcoll_cuda_pooled_event_t *events; /* recorded by finished units, for reuse */
   int nevents, events_cap;
+  /* Where the proxy's time went, logged when the comm goes (RCOLL_DEBUG=INFO,
+   * subsystem P2P); written by the proxy thread only. The GPU runs showed
+   * the one-GPU path far below the copy bandwidth: this says why. */
+  struct rcoll_cuda_prof {
+    int64_t units, syncs, ipc_parts_sent, ipc_parts_recv;
+    int64_t event_wait_us, run_us, sync_us;
+  } prof;
   /* Device calls of an open group (kept until rcollGroupEnd). */
   int group_pending;
   int ngroup_streams;

@@ -242,6 +242,7 @@ static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
     return 0;
   tx->next_part += issued;
   x->part += issued;
+  cc->prof.ipc_parts_sent += issued;
   atomic_store_explicit(&tx->ctrl->filled, tx->next_part, memory_order_release);
   if (x->part == nparts) {
     c->peers[st->peer].send_posted++;
@@ -288,6 +289,7 @@ static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
     return 0;
   rx->next_part += issued;
   x->part += issued;
+  cc->prof.ipc_parts_recv += issued;
   atomic_store_explicit(&rx->ctrl->consumed, rx->next_part, memory_order_release);
   if (x->part == nparts) {
     c->peers[st->peer].recv_posted++;

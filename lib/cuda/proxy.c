@@ -314,12 +314,17 @@ static void unit_run(rcoll_cuda_unit_t *u) {
   }
   if (r == rcollSuccess && !unit_comms_failed(u)) {
     unit_set_executing(u, 1);
+    int64_t t0 = rcoll_now_us();
     r = unit_events(u);
+    int64_t t1 = rcoll_now_us();
     if (r == rcollSuccess)
       r = rcoll_engine_run_now(u->plan_ptrs, u->nplans); /* records its own failures */
     else
       unit_fail(u, r);
     unit_set_executing(u, 0);
+    u->owner->prof.units++;
+    u->owner->prof.event_wait_us += t1 - t0;
+    u->owner->prof.run_us += rcoll_now_us() - t1;
   }
   /* Release first, and no CUDA call after the work: a user thread may sit in
    * a synchronous copy behind our hold, with the driver's lock (event_pool.c). */

@@ -46,11 +46,15 @@ done
 # one GPU time-slice it between their contexts, and a stream held by
 # cuStreamWaitValue32 keeps its context busy for its slice; under MPS they
 # share one context. The difference is what the one-GPU benches cost.
+# The proxy's time accounts (lib/cuda/cuda_comm.c) come with it: units, time
+# running them, in stream syncs, waiting for the streams.
 bench_quick() { # tag
-  launch 2 90 "$1" bench/allreduce_perf -G -b 8 -e 64M -f 8 -n 10 -w 3 -c 1 >/dev/null
+  RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=P2P launch 2 90 "$1" bench/allreduce_perf -G -b 8 -e 64M -f 8 \
+    -n 10 -w 3 -c 1 >/dev/null
   local rc=$?
   awk '$1 ~ /^[0-9]+$/ {printf "  %s %10s B %10s us %6s GB/s\n", tag, $1, $6, $8}' tag="$1" \
     "$WORK/$1.rank0.log" | tee -a "$SUMMARY"
+  grep -h 'CUDA proxy:' "$WORK/$1".rank*.log | sed 's/.*rcoll INFO /  /' | tee -a "$SUMMARY"
   return $rc
 }
 if [[ ${PROBE_BENCH:-0} == 1 ]] && ! over_budget; then
