@@ -20,7 +20,8 @@
 #      the legacy default stream (where a call returns when done);
 #   4. NCCL (PyTorch's) through lib/libnccl-net-rcoll.so: 2 ranks on the one
 #      GPU made two hosts with NCCL_HOSTID (tests/gpu/nccl_plugin.py);
-#   5. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked.
+#   5. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked;
+#      again under MPS where the machine has it.
 # Exit status: 0 when every step passed, 1 otherwise, 77 without a GPU.
 set -uo pipefail
 # shellcheck source=tests/gpu/lib.sh
@@ -120,6 +121,19 @@ run_bench() { # tag label nranks env...
 run_bench bench-2-ipc "2 ranks (CUDA IPC)" 2 RCOLL_DEBUG=WARN
 run_bench bench-4-ipc "4 ranks (CUDA IPC)" 4 RCOLL_DEBUG=WARN
 run_bench bench-2-staged "2 ranks (staged, RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2P_DISABLE=1
+# Processes on one GPU time-slice it between their contexts, which is most of
+# what the runs above measure (docs/gpu.md); under MPS they share a context.
+if command -v nvidia-cuda-mps-control >/dev/null && ! over_budget; then
+  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d; then
+    run_bench bench-2-mps "2 ranks (CUDA IPC, under MPS)" 2 RCOLL_DEBUG=WARN
+    run_bench bench-4-mps "4 ranks (CUDA IPC, under MPS)" 4 RCOLL_DEBUG=WARN
+    echo quit | nvidia-cuda-mps-control
+  else
+    say "MPS: nvidia-cuda-mps-control -d failed; no MPS benches"
+  fi
+fi
 
 section "summary"
 say "total: $(elapsed) s; $([[ $FAILED -eq 0 ]] && echo 'all steps passed' || echo 'SOME STEPS FAILED')"
