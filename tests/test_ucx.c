@@ -182,7 +182,7 @@ Test(ucx, properties_registration_and_flush) {
   cr_assert_str_eq(props.name, "ucx:tcp,self");
   int cuda = (((ucx_ctx_t *)p.sctx)->mem_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
   cr_assert_eq(props.ptr_support, RCOLL_PTR_HOST | (cuda ? RCOLL_PTR_CUDA : 0));
-  cr_assert_eq(props.max_recvs, 1);
+  cr_assert_eq(props.max_recvs, RCOLL_NET_MAX_RECVS);
   cr_assert_eq(props.reg_is_global, 1);
   cr_assert_neq(ops->get_properties(p.sctx, 1, &props), rcollSuccess);
   /* A registered buffer is used for a real transfer (UCX checks the handle
@@ -216,10 +216,18 @@ Test(ucx, properties_registration_and_flush) {
   cr_assert_not_null(req, "a NULL flush request would read as 'out of slots'");
   cr_assert_eq(ops->test(req, &done, NULL), rcollSuccess);
   cr_assert_eq(done, 1);
-  void *bufs[2] = {rbuf, rbuf};
-  size_t sizes[2] = {8, 8};
-  int tags[2] = {0, 0};
-  cr_assert_eq(ops->irecv(p.recv, 2, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
+  /* Grouped receives of 0 buffers, or of more than max_recvs, are refused
+   * (tests/test_ucx_multi.c has the rest). */
+  void *bufs[RCOLL_NET_MAX_RECVS + 1];
+  size_t sizes[RCOLL_NET_MAX_RECVS + 1];
+  int tags[RCOLL_NET_MAX_RECVS + 1];
+  for (int i = 0; i <= RCOLL_NET_MAX_RECVS; i++)
+    bufs[i] = rbuf, sizes[i] = 8, tags[i] = i;
+  req = NULL;
+  cr_assert_eq(ops->irecv(p.recv, RCOLL_NET_MAX_RECVS + 1, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "irecv of 9 buffers"), "text: %s", rcoll_error_text());
+  cr_assert_null(req);
+  cr_assert_eq(ops->irecv(p.recv, 0, bufs, sizes, tags, NULL, &req), rcollInvalidArgument);
   th_pair_close(&p);
   free(sbuf);
   free(rbuf);

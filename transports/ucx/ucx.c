@@ -248,7 +248,7 @@ static rcollResult_t ucx_get_properties(void *vctx, int dev, rcoll_net_props_t *
     props->ptr_support |= RCOLL_PTR_CUDA;
   props->speed_mbps = UCX_DEFAULT_SPEED_MBPS;
   props->latency_us = UCX_LATENCY_US;
-  props->max_recvs = 1;
+  props->max_recvs = RCOLL_NET_MAX_RECVS;
   /* Registrations belong to the UCP context, which every comm shares. */
   props->reg_is_global = 1;
   return rcollSuccess;

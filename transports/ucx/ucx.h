@@ -5,8 +5,12 @@
  * table, present when configure found UCX (RCOLL_HAVE_UCX).
  *
  * Behaviour the contract in net.h leaves open:
- * - irecv takes one buffer (max_recvs = 1); rcoll's tags are not used, UCX
- *   tags carry the connection and the message number instead.
+ * - irecv takes up to 8 buffers (max_recvs = RCOLL_NET_MAX_RECVS). With one,
+ *   the tag is not checked: messages match in order. With several, each of
+ *   the next n messages lands in the buffer posted with its tag, compared on
+ *   the low 16 bits that UCX tags carry (besides the connection and the
+ *   message number); a group whose distinct tags share those bits is
+ *   refused, and a message whose tag fits no buffer fails the connection.
  * - iflush never returns a NULL request: it returns a token that test
  *   reports done at once (UCX makes host and device data visible itself).
  * - reg_mr maps memory with ucp_mem_map; device memory is accepted only when

@@ -177,7 +177,7 @@ static int ucx_pend_step(ucx_listener_t *l, int i, int64_t now) {
  * releases the request. */
 static rcollResult_t ucx_greet_recv(ucx_conn_t *c) {
   ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
-  void *req = ucp_tag_recv_nbx(c->ctx->worker, NULL, 0, UCX_TAG_CTRL | ((ucp_tag_t)c->conn_id << 32), UINT64_MAX,
+  void *req = ucp_tag_recv_nbx(c->ctx->worker, NULL, 0, ucx_tag_greeting(c->conn_id), UINT64_MAX,
                                &param);
   if (UCS_PTR_IS_ERR(req))
     return rcoll_error(rcollSystemError, "ucx: posting the greeting receive failed: %s",

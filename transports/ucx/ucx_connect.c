@@ -191,7 +191,7 @@ static rcollResult_t ucx_pconn_start_ep(ucx_ctx_t *ctx, ucx_pconn_t *p) {
   p->fd = -1;
   RCOLL_CHECK(ucx_conn_connect_ep(p->conn, p->waddr, p->reply.host_id == ctx->host_id));
   ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL};
-  void *req = ucp_tag_send_sync_nbx(p->conn->ep, NULL, 0, UCX_TAG_CTRL | ((ucp_tag_t)p->conn->conn_id << 32),
+  void *req = ucp_tag_send_sync_nbx(p->conn->ep, NULL, 0, ucx_tag_greeting(p->conn->conn_id),
                                     &param);
   if (UCS_PTR_IS_ERR(req))
     return rcoll_error_quiet(rcollRemoteError, "ucx: greeting %s failed: %s", p->conn->peer,

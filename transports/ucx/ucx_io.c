@@ -1,10 +1,12 @@
 /* Requests on a UCX connection: isend / irecv / test / iflush.
  *
- * Each message is one UCP tagged operation whose tag is the connection id
- * (high 32 bits) and the message's sequence number (low 32 bits), received
- * with a full mask: the k-th irecv of a connection can match only the k-th
- * isend of its peer, whatever else arrives at the worker. UCX accepts a
- * receive posted larger than the message and reports the length that came.
+ * Each message is one UCP tagged operation whose tag is the connection id,
+ * the message's sequence number and the low bits of the sender's rcoll tag
+ * (ucx_priv.h). A single receive is posted with a mask that ignores the
+ * rcoll-tag bits: the k-th irecv of a connection can match only the k-th
+ * isend of its peer, whatever else arrives at the worker, and its tag is not
+ * checked. UCX accepts a receive posted larger than the message and reports
+ * the length that came. Grouped receives are in ucx_group.c.
  *
  * No completion callbacks are used: test asks UCX for the request's status
  * after progressing the worker, so a request released at close can never
@@ -21,7 +23,7 @@
  * request would read as "out of slots". */
 static const char ucx_flush_token;
 
-static ucx_req_t *ucx_req_alloc(ucx_conn_t *c, int kind, size_t posted) {
+ucx_req_t *ucx_req_alloc(ucx_conn_t *c, int kind, size_t posted) {
   if (c->nfree == 0)
     return NULL;
   ucx_req_t *r = &c->reqs[c->free_idx[--c->nfree]];
@@ -34,17 +36,16 @@ static ucx_req_t *ucx_req_alloc(ucx_conn_t *c, int kind, size_t posted) {
   return r;
 }
 
-static void ucx_req_free(ucx_conn_t *c, ucx_req_t *r) {
+void ucx_req_free(ucx_conn_t *c, ucx_req_t *r) {
   r->kind = UCX_REQ_FREE;
   c->free_idx[c->nfree++] = (int)(r - c->reqs);
 }
 
-static ucp_tag_t ucx_next_tag(ucx_conn_t *c) { return ((ucp_tag_t)c->conn_id << 32) | c->seq++; }
+static ucp_tag_t ucx_next_tag(ucx_conn_t *c, int tag) { return ucx_tag_make(c->conn_id, c->seq++, tag); }
 
 /* Hands UCX the registration when the buffer lies inside it; UCX checks
  * the handle against the buffer and would refuse a mismatch. */
-static void ucx_param_memh(ucp_request_param_t *p, const ucx_conn_t *c, const void *buf, size_t size,
-                           void *mh) {
+void ucx_param_memh(ucp_request_param_t *p, const ucx_conn_t *c, const void *buf, size_t size, void *mh) {
   const ucx_mr_t *mr = mh;
   const char *b = buf;
   if (mr == NULL || mr->memh == NULL || mr->ctx != c->ctx || size == 0)
@@ -56,7 +57,7 @@ static void ucx_param_memh(ucp_request_param_t *p, const ucx_conn_t *c, const vo
 }
 
 /* Records what a ucp_tag_*_nbx call returned: a request, or an outcome. */
-static void ucx_req_started(ucx_req_t *r, ucs_status_ptr_t p) {
+void ucx_req_started(ucx_req_t *r, ucs_status_ptr_t p) {
   if (p == NULL) {
     r->done = 1;
   } else if (UCS_PTR_IS_ERR(p)) {
@@ -69,7 +70,7 @@ static void ucx_req_started(ucx_req_t *r, ucs_status_ptr_t p) {
 
 /* A request finished with an error: the connection fails with a message
  * that says which way, how much and to whom. */
-static rcollResult_t ucx_req_failed(ucx_conn_t *c, ucx_req_t *r) {
+rcollResult_t ucx_req_failed(ucx_conn_t *c, ucx_req_t *r) {
   int send = r->kind == UCX_REQ_SEND;
   if (r->status == UCS_ERR_MESSAGE_TRUNCATED)
     ucx_conn_fail(c, rcollInvalidUsage, "ucx: message from %s larger than posted receive of %zu bytes", c->peer,
@@ -82,7 +83,6 @@ static rcollResult_t ucx_req_failed(ucx_conn_t *c, ucx_req_t *r) {
 
 rcollResult_t ucx_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
   ucx_conn_t *c = comm;
-  (void)tag;
   *request = NULL;
   if (c->err != rcollSuccess)
     return ucx_conn_error(c);
@@ -91,7 +91,7 @@ rcollResult_t ucx_isend(void *comm, const void *data, size_t size, int tag, void
     return rcollSuccess;
   ucp_request_param_t param = {.op_attr_mask = 0};
   ucx_param_memh(&param, c, data, size, mh);
-  ucx_req_started(r, ucp_tag_send_nbx(c->ep, data, size, ucx_next_tag(c), &param));
+  ucx_req_started(r, ucp_tag_send_nbx(c->ep, data, size, ucx_next_tag(c, tag), &param));
   if (r->done && r->status != UCS_OK)
     return ucx_req_failed(c, r);
   *request = r;
@@ -101,12 +101,13 @@ rcollResult_t ucx_isend(void *comm, const void *data, size_t size, int tag, void
 rcollResult_t ucx_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags, void **mh,
                         void **request) {
   ucx_conn_t *c = comm;
-  (void)tags;
   *request = NULL;
-  if (n != 1)
-    return rcoll_error(rcollInvalidArgument, "ucx: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
+  if (n < 1 || n > RCOLL_NET_MAX_RECVS)
+    return rcoll_error(rcollInvalidArgument, "ucx: irecv of %d buffers (max_recvs is %d)", n, RCOLL_NET_MAX_RECVS);
   if (c->err != rcollSuccess)
     return ucx_conn_error(c);
+  if (n > 1)
+    return ucx_irecv_group(c, n, data, sizes, tags, mh, request);
   ucx_req_t *r = ucx_req_alloc(c, UCX_REQ_RECV, sizes[0]);
   if (r == NULL)
     return rcollSuccess;
@@ -116,7 +117,8 @@ rcollResult_t ucx_irecv(void *comm, int n, void **data, const size_t *sizes, con
   ucp_request_param_t param = {.op_attr_mask = UCP_OP_ATTR_FIELD_RECV_INFO | UCP_OP_ATTR_FLAG_NO_IMM_CMPL,
                                .recv_info.tag_info = &r->info};
   ucx_param_memh(&param, c, data[0], sizes[0], mh ? mh[0] : NULL);
-  ucx_req_started(r, ucp_tag_recv_nbx(c->ctx->worker, data[0], sizes[0], ucx_next_tag(c), UINT64_MAX, &param));
+  ucx_req_started(r, ucp_tag_recv_nbx(c->ctx->worker, data[0], sizes[0], ucx_next_tag(c, 0), UCX_TAG_MATCH_MASK,
+                                      &param));
   if (r->done && r->status != UCS_OK)
     return ucx_req_failed(c, r);
   *request = r;
@@ -130,8 +132,13 @@ rcollResult_t ucx_iflush(void *comm, int n, void **data, const size_t *sizes, vo
 }
 
 /* Progresses the worker and collects the request's outcome if it is in. */
-static void ucx_req_poll(ucx_req_t *r) {
+void ucx_req_poll(ucx_req_t *r) {
   ucp_worker_progress(r->conn->ctx->worker);
+  ucx_req_collect(r);
+}
+
+/* Collects the request's outcome if UCX has finished it. */
+void ucx_req_collect(ucx_req_t *r) {
   ucs_status_t st = ucp_request_check_status(r->ucp_req);
   if (st == UCS_INPROGRESS)
     return;
@@ -143,28 +150,36 @@ static void ucx_req_poll(ucx_req_t *r) {
   r->status = st;
 }
 
-/* The request is still pending: fail it when its connection failed. A
- * receive whose peer is gone gets a grace period first, for data that was
- * on its way when the liveness line closed. The request stays taken, so
- * testing it again reports the same error. */
-static rcollResult_t ucx_req_check_peer(ucx_conn_t *c, ucx_req_t *r) {
+/* A request is still pending: 1 when its connection has failed. A receive
+ * whose peer is gone gets a grace period first, for data that was on its
+ * way when the liveness line closed. */
+int ucx_req_peer_failed(ucx_conn_t *c, size_t posted) {
   if (!ucx_conn_probe(c) && c->err == rcollSuccess)
-    return rcollSuccess;
+    return 0;
   if (c->err == rcollSuccess) {
     int64_t grace = c->timeout_ms < UCX_LOST_GRACE_MS ? c->timeout_ms : UCX_LOST_GRACE_MS;
     if (rcoll_now_ms() - c->lost_ms < grace)
-      return rcollSuccess;
+      return 0;
     ucx_conn_fail(c, rcollRemoteError,
                   "ucx: connection to %s lost while receiving %zu bytes: the peer closed it or its process ended",
-                  c->peer, r->posted);
+                  c->peer, posted);
   }
-  if (r->kind == UCX_REQ_RECV)
-    ucp_request_cancel(c->ctx->worker, r->ucp_req);
-  ucx_orphan(c->ctx, r->ucp_req);
-  r->ucp_req = NULL;
+  return 1;
+}
+
+/* Gives up on a pending request of a failed connection: UCX's request goes
+ * to the context (a posted receive is cancelled first; a probed message's
+ * receive cannot be), and the slot stays taken and failed until close, so
+ * testing it again reports the same error. */
+void ucx_req_abandon(ucx_conn_t *c, ucx_req_t *r) {
+  if (r->ucp_req != NULL) {
+    if (r->kind == UCX_REQ_RECV)
+      ucp_request_cancel(c->ctx->worker, r->ucp_req);
+    ucx_orphan(c->ctx, r->ucp_req);
+    r->ucp_req = NULL;
+  }
   r->done = 1;
   r->status = UCS_ERR_CANCELED;
-  return ucx_conn_error(c);
 }
 
 rcollResult_t ucx_test(void *request, int *done, size_t *sizes) {
@@ -177,10 +192,16 @@ rcollResult_t ucx_test(void *request, int *done, size_t *sizes) {
   ucx_conn_t *c = r->conn;
   if (r->kind == UCX_REQ_FREE)
     return rcoll_error(rcollInvalidUsage, "ucx: test on a request that already completed");
+  if (r->kind == UCX_REQ_GROUP)
+    return ucx_test_group(r, done, sizes);
   if (!r->done)
     ucx_req_poll(r);
-  if (!r->done)
-    return ucx_req_check_peer(c, r);
+  if (!r->done) {
+    if (!ucx_req_peer_failed(c, r->posted))
+      return rcollSuccess;
+    ucx_req_abandon(c, r);
+    return ucx_conn_error(c);
+  }
   if (r->status != UCS_OK)
     return r->status == UCS_ERR_CANCELED ? ucx_conn_error(c) : ucx_req_failed(c, r);
   if (sizes != NULL)
@@ -191,8 +212,10 @@ rcollResult_t ucx_test(void *request, int *done, size_t *sizes) {
 }
 
 /* At close: pending receives are cancelled and given a moment to settle, so
- * that UCX is done with the caller's buffers; requests still running are
- * handed to the context (ucx_orphan). Returns how many had not completed. */
+ * that UCX is done with the caller's buffers (a grouped receive's messages,
+ * once probed, cannot be cancelled: they only settle); requests still
+ * running are handed to the context (ucx_orphan). Returns how many had not
+ * completed. */
 int ucx_reqs_release(ucx_conn_t *c) {
   ucp_worker_h w = c->ctx->worker;
   int64_t deadline = rcoll_now_ms() + UCX_CLOSE_CLEAN_MS;
@@ -205,7 +228,7 @@ int ucx_reqs_release(ucx_conn_t *c) {
     if (r->ucp_req == NULL)
       continue;
     busy++;
-    if (r->kind == UCX_REQ_RECV)
+    if (r->kind == UCX_REQ_RECV || r->kind == UCX_REQ_GROUP)
       ucx_progress_until(w, r->ucp_req, deadline);
     ucx_orphan(c->ctx, r->ucp_req);
     r->ucp_req = NULL;

@@ -2,10 +2,12 @@
  *
  * One UCP context and one worker per rcoll transport context (that is, per
  * communicator). Data moves as UCP tagged messages; the tag carries the
- * connection id (chosen by the receiving worker, unique within it) and a
- * per-connection sequence number, so a receive matches exactly the message
- * of its position on its connection and never one of another connection
- * (tag matching in UCP is worker-wide, not per endpoint).
+ * connection id (chosen by the receiving worker, unique within it), a
+ * per-connection sequence number and the low bits of the sender's rcoll tag
+ * (see UCX_TAG_BITS). Receives match on the first two only, so a receive
+ * matches exactly the message of its position on its connection and never
+ * one of another connection (tag matching in UCP is worker-wide, not per
+ * endpoint); a grouped receive reads the third to pick the buffer.
  *
  * How peers find each other. The listen handle holds a TCP address of a
  * small rendezvous socket of ours, not the UCX worker address, and not a UCP
@@ -46,12 +48,29 @@
 #include "net.h"
 #include "sockutil.h"
 
-#define UCX_MAGIC 0x3178756c6c6f6372ull /* "rcollux1": also versions the handshake */
+/* "rcollux2": versions the handshake and the tag layout below, so that a
+ * peer built with the old layout (rcollux1) is refused, not mismatched. */
+#define UCX_MAGIC 0x3278756c6c6f6372ull
 #define UCX_NREQS 32                     /* request slots per connection */
 #define UCX_ADDR_STR 64
 #define UCX_WORKER_ADDR_MAX (64 * 1024)  /* sanity bound on a peer's worker address */
-#define UCX_CONN_ID_MAX 0x7fffffffu      /* ids use 31 bits; the tag's top bit stays 0 */
-#define UCX_TAG_CTRL (1ull << 63)        /* the top bit marks the connection's greeting */
+/* The 64-bit UCX tag of a message, from the top:
+ *   1 bit   UCX_TAG_CTRL: set only on the connection's greeting
+ *   23 bits connection id (1 .. UCX_CONN_ID_MAX)
+ *   24 bits sequence number on the connection (wraps; UCX_SEQ_BITS)
+ *   16 bits the low bits of the sender's rcoll tag (UCX_TAG_BITS)
+ * 2^24 messages would have to wait unmatched on one connection for two to
+ * share a tag. 16 tag bits tell apart the tags NCCL groups (the ranks of
+ * one node's GPUs); a group whose distinct tags collide there is refused. */
+#define UCX_TAG_CTRL (1ull << 63)
+#define UCX_TAG_BITS 16
+#define UCX_SEQ_BITS 24
+#define UCX_CONN_SHIFT (UCX_TAG_BITS + UCX_SEQ_BITS)
+#define UCX_CONN_ID_MAX 0x7fffffu
+#define UCX_TAG_LOW_MASK ((1ull << UCX_TAG_BITS) - 1)
+#define UCX_SEQ_MASK ((1u << UCX_SEQ_BITS) - 1)
+/* Data receives ignore the rcoll-tag bits and match everything else. */
+#define UCX_TAG_MATCH_MASK (~(ucp_tag_t)UCX_TAG_LOW_MASK)
 /* After a peer is known to be gone, a receive still waits this long (never
  * longer than RCOLL_TIMEOUT) for data already on its way: the liveness line
  * may report the close before the last bytes sent have been processed. */
@@ -112,9 +131,31 @@ typedef struct ucx_ctx {
   int norphans, orphans_cap;
 } ucx_ctx_t;
 
-enum ucx_req_kind { UCX_REQ_FREE = 0, UCX_REQ_SEND, UCX_REQ_RECV };
+/* UCX_REQ_GROUP: one buffer of a grouped receive (ucx_group.c); the slot of
+ * its first buffer is the caller's request. */
+enum ucx_req_kind { UCX_REQ_FREE = 0, UCX_REQ_SEND, UCX_REQ_RECV, UCX_REQ_GROUP };
 
 struct ucx_conn;
+
+/* A grouped receive (irecv of n > 1 buffers) takes n request slots, one per
+ * buffer, and consumes the next n sequence numbers of its connection. Its
+ * messages are not posted as receives: test probes for each one, reads the
+ * sender's tag and only then receives it into the buffer of that tag. Lives
+ * in ucx_conn_t.groups at the index of the first buffer's slot. */
+typedef struct ucx_group {
+  int n;
+  uint32_t seq0;   /* sequence number of its first message */
+  unsigned seen;   /* bit k: message seq0 + k has been taken from UCX */
+  unsigned filled; /* bit i: buffer i has a message */
+  int slots[RCOLL_NET_MAX_RECVS];  /* request slot of buffer i */
+  void *bufs[RCOLL_NET_MAX_RECVS];
+  size_t caps[RCOLL_NET_MAX_RECVS];
+  int tags[RCOLL_NET_MAX_RECVS];
+  void *mhs[RCOLL_NET_MAX_RECVS];
+  size_t got[RCOLL_NET_MAX_RECVS]; /* bytes of the message buffer i took */
+  int64_t fail_ms; /* when the connection was found failed (0: not yet) */
+  int failed;      /* reported as failed: test repeats the error */
+} ucx_group_t;
 
 /* One isend or irecv. ucp_req is UCX's request, NULL once it finished (or
  * when it finished at once); status then holds the outcome. */
@@ -145,6 +186,7 @@ typedef struct ucx_conn {
   ucx_req_t reqs[UCX_NREQS];
   int free_idx[UCX_NREQS];
   int nfree;
+  ucx_group_t groups[UCX_NREQS]; /* by the slot index of a group's first buffer */
 
   /* Failure state: lost_ms is when the peer was found gone (0: not yet);
    * err is set once operations must fail, with errmsg saying why. */
@@ -185,13 +227,36 @@ ucs_status_t ucx_progress_until(ucp_worker_h w, void *req, int64_t deadline_ms);
  * worker must not be destroyed under it (ucx.c). */
 void ucx_orphan(ucx_ctx_t *ctx, void *req);
 
+/* The UCX tag of message seq on connection conn_id carrying rcoll tag bits. */
+static inline ucp_tag_t ucx_tag_make(uint32_t conn_id, uint32_t seq, int tag) {
+  return ((ucp_tag_t)conn_id << UCX_CONN_SHIFT) | ((ucp_tag_t)(seq & UCX_SEQ_MASK) << UCX_TAG_BITS) |
+         ((ucp_tag_t)(unsigned)tag & UCX_TAG_LOW_MASK);
+}
+static inline ucp_tag_t ucx_tag_greeting(uint32_t conn_id) {
+  return UCX_TAG_CTRL | ((ucp_tag_t)conn_id << UCX_CONN_SHIFT);
+}
+
 /* ucx_io.c: requests. */
+ucx_req_t *ucx_req_alloc(ucx_conn_t *c, int kind, size_t posted);
+void ucx_req_free(ucx_conn_t *c, ucx_req_t *r);
+void ucx_param_memh(ucp_request_param_t *p, const ucx_conn_t *c, const void *buf, size_t size, void *mh);
+void ucx_req_started(ucx_req_t *r, ucs_status_ptr_t p);
+void ucx_req_poll(ucx_req_t *r);    /* progresses the worker, then collects */
+void ucx_req_collect(ucx_req_t *r); /* the outcome, if UCX has finished it */
+rcollResult_t ucx_req_failed(ucx_conn_t *c, ucx_req_t *r);
+int ucx_req_peer_failed(ucx_conn_t *c, size_t posted);
+void ucx_req_abandon(ucx_conn_t *c, ucx_req_t *r);
 rcollResult_t ucx_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
 rcollResult_t ucx_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags, void **mh,
                         void **req);
 rcollResult_t ucx_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh, void **req);
 rcollResult_t ucx_test(void *request, int *done, size_t *sizes);
 int ucx_reqs_release(ucx_conn_t *c); /* returns how many were still in flight */
+
+/* ucx_group.c: grouped receives (n > 1 buffers). */
+rcollResult_t ucx_irecv_group(ucx_conn_t *c, int n, void **data, const size_t *sizes, const int *tags, void **mh,
+                              void **request);
+rcollResult_t ucx_test_group(ucx_req_t *first, int *done, size_t *sizes);
 
 /* ucx_mem.c: registration. */
 typedef struct ucx_mr {
