@@ -8,8 +8,12 @@
 #if RCOLL_HAVE_UCX
 
 #include <criterion/criterion.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "ucx_pair.h"
 
@@ -358,5 +362,106 @@ Test(ucx_multi, stream_of_groups_against_a_sender_thread, .timeout = 180) {
   for (int i = 0; i < N; i++)
     free(rb[i]);
 }
+
+/* ---- a sender that dies with a group half received ----
+ * The child never touched UCX before the fork; it connects to the parent's
+ * handle (through a pipe), sends tag 2 (100 B) and tag 1 (8 MiB), says so,
+ * and progresses them until it is killed (alarm ends it should the parent
+ * fail first). */
+static void child_send_two(int hfd, int sfd, const char *tls) {
+  static rcoll_settings_t s;
+  char handle[RCOLL_NET_HANDLE_BYTES];
+  void *ctx = NULL, *send = NULL, *req[2] = {NULL, NULL};
+  alarm(30);
+  if (read(hfd, handle, sizeof handle) != (ssize_t)sizeof handle)
+    _exit(4);
+  setenv("UCX_TLS", tls, 1);
+  settings(&s, 30);
+  rcoll_net_config_t cfg = {.settings = &s, .secret = SECRET};
+  if (ops->init(&cfg, &ctx) != rcollSuccess)
+    _exit(5);
+  for (int64_t end = now_ms() + 10000; send == NULL && now_ms() < end;)
+    if (ops->connect(ctx, 0, handle, &send) != rcollSuccess)
+      _exit(6);
+  const size_t sizes[2] = {100, 8 * MIB};
+  char *buf[2] = {malloc(sizes[0]), malloc(sizes[1])};
+  for (int i = 0; i < 2; i++) {
+    th_fill(buf[i], sizes[i], 2 - i);
+    if (send == NULL || ops->isend(send, buf[i], sizes[i], 2 - i, NULL, &req[i]) != rcollSuccess || !req[i])
+      _exit(7);
+  }
+  if (write(sfd, "s", 1) != 1)
+    _exit(3);
+  for (int done = 0, i = 0;;) /* until killed */
+    if (ops->test(req[i], &done, NULL) != rcollSuccess || (done && ++i == 2))
+      pause();
+}
+
+/* The group of tags {1, 2, 3} gets two of its messages, then the sender
+ * dies: the receive fails with a remote error naming the peer within a few
+ * seconds (RCOLL_TIMEOUT is 1 s, so the grace for data in flight is short),
+ * later receives fail at once, and closing is prompt. */
+static void sender_dies_mid_group(const char *tls) {
+  int hp[2], sp[2];
+  cr_assert_eq(pipe(hp), 0);
+  cr_assert_eq(pipe(sp), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0)
+    child_send_two(hp[0], sp[1], tls);
+  rcoll_settings_t set;
+  char handle[RCOLL_NET_HANDLE_BYTES], c;
+  void *listen, *recv, *req = NULL;
+  setenv("UCX_TLS", tls, 1);
+  settings(&set, 1);
+  void *ctx = th_ctx_new(ops, &set, SECRET);
+  cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
+  cr_assert_eq(write(hp[1], handle, sizeof handle), (ssize_t)sizeof handle);
+  recv = th_accept_for(ops, listen, 10000);
+  cr_assert_not_null(recv);
+  const int tags[3] = {1, 2, 3};
+  const size_t caps[3] = {8 * MIB, 4096, 4096};
+  char *rbufs[3];
+  size_t got[3];
+  for (int i = 0; i < 3; i++)
+    rbufs[i] = rbuf_new(caps[i]);
+  cr_assert_eq(ops->irecv(recv, 3, (void **)rbufs, caps, tags, NULL, &req), rcollSuccess);
+  cr_assert_not_null(req);
+  /* Tested (progressing the child's wire-up) until the child has sent. */
+  struct pollfd pfd = {.fd = sp[0], .events = POLLIN};
+  rcollResult_t r = rcollInProgress;
+  for (int64_t end = now_ms() + 10000; poll(&pfd, 1, 0) == 0 && now_ms() < end;)
+    r = th_wait_req(ops, req, got, 1);
+  cr_assert_eq(read(sp[0], &c, 1), 1, "child failed before sending");
+  cr_assert_eq(r, rcollInProgress, "the group finished with 2 of 3 messages sent: %s", rcoll_error_text());
+  r = th_wait_req(ops, req, got, 50);
+  cr_assert_eq(r, rcollInProgress, "%s", rcoll_error_text());
+  kill(pid, SIGKILL);
+  waitpid(pid, NULL, 0);
+  int64_t t0 = now_ms();
+  r = th_wait_req(ops, req, got, 10000);
+  int64_t dt = now_ms() - t0;
+  cr_assert_eq(r, rcollRemoteError, "UCX_TLS=%s: got %d after %lld ms: %s", tls, r, (long long)dt,
+               rcoll_error_text());
+  cr_assert_lt(dt, 4000, "UCX_TLS=%s: failing took %lld ms", tls, (long long)dt);
+  cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
+  int done = 0;
+  cr_assert_eq(ops->test(req, &done, got), rcollRemoteError, "testing again repeats the error");
+  cr_assert_eq(done, 0);
+  rbuf_check(rbufs[1], 100, caps[1], 2, "the small message, in before the death");
+  rbuf_check(rbufs[2], 0, caps[2], 3, "the buffer whose message never came");
+  int tag = 0;
+  cr_assert_neq(ops->irecv(recv, 1, (void **)rbufs, caps, &tag, NULL, &req), rcollSuccess);
+  int64_t t1 = now_ms();
+  ops->close_recv(recv);
+  ops->close_listen(listen);
+  ops->finalize(ctx);
+  cr_assert_lt(now_ms() - t1, 3000, "closing took %lld ms", (long long)(now_ms() - t1));
+  for (int i = 0; i < 3; i++)
+    free(rbufs[i]);
+}
+
+Test(ucx_multi, sender_death_mid_group_tcp, .timeout = 60) { sender_dies_mid_group("tcp,self"); }
+Test(ucx_multi, sender_death_mid_group_shm, .timeout = 60) { sender_dies_mid_group("posix,cma,self"); }
 
 #endif /* RCOLL_HAVE_UCX */
