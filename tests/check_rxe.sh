@@ -14,7 +14,8 @@
 #      rcoll's all-reduce); iflush's RDMA READ (tests/test_ib_flush.c under
 #      RCOLL_IB_FLUSH=force); the eager protocol and device memory
 #      (tests/test_ib_eager.c, conformance with RCOLL_IB_EAGER=0, small
-#      all-reduce latency with eager on and off); rcoll all-reduce at 1 MiB and 16 MiB beside
+#      all-reduce latency with eager on and off); grouped receives
+#      (tests/test_ib_multi.c, step ib-multi); rcoll all-reduce at 1 MiB and 16 MiB beside
 #      ib_write_bw in the same boot;
 #   2. two VMs on one L2 segment (taps on a bridge in a private network
 #      namespace, or QEMU's UDP netdev): conformance (-x,
@@ -112,6 +113,14 @@ if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_eager" >>"$DIR/make.
 else
   echo "check_rxe: tests/test_ib_eager.c did not build (see $DIR/make.log): no ib-eager step"
 fi
+# Grouped receives on the verbs transport (tests/test_ib_multi.c).
+MULTI_STEP=
+if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_multi" >>"$DIR/make.log" 2>&1; then
+  PROGS="$PROGS $ROOT/$BIN/test_ib_multi"
+  MULTI_STEP=ib-multi
+else
+  echo "check_rxe: tests/test_ib_multi.c did not build (see $DIR/make.log): no ib-multi step"
+fi
 # allreduce_perf without MPI: its own file plus every bench/*.c without a main.
 BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | tr '\n' ' ')"
 # shellcheck disable=SC2086 # word lists on purpose
@@ -163,7 +172,7 @@ check_steps() { # log expected-steps...
 }
 
 show() { # log: what the VM saw and measured
-  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH|EAGER) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
+  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH|EAGER|MULTI) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
 }
 
 # The plugin's stream (one direction, median of rounds) beside ib_ops driven
@@ -216,7 +225,7 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
   check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
-    $PLUGIN_STEP $FLUSH_STEP $EAGER_STEP bandwidth port-down
+    $PLUGIN_STEP $FLUSH_STEP $EAGER_STEP $MULTI_STEP bandwidth port-down
   grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
   compare_bw "$DIR/one.log"
   compare_plugin_bw "$DIR/one.log"

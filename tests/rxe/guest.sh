@@ -197,6 +197,18 @@ ib_eager() {
   return $rc
 }
 
+# Grouped receives (tests/test_ib_multi.c: tags in any order, eager and
+# rendezvous, device buffers, wrong tags failing, streams of groups with
+# eager on and off): the Criterion cases, failing instead of skipping.
+ib_multi() {
+  local rc=0
+  RCOLL_TEST_REQUIRE_NET=ib test_ib_multi --ascii --verbose -j1 >/tmp/mu.log 2>&1 || rc=1
+  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' /tmp/mu.log | grep -v -E '^\[----\] +$|Running|Criterion v' |
+    sed 's/^/RXE-MULTI /'
+  grep -q 'Failing: 0 | Crashing: 0' /tmp/mu.log && ! grep -q '^\[SKIP\]' /tmp/mu.log || rc=1
+  return $rc
+}
+
 # Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.
 dbg() {
   RCOLL_TIMEOUT=10 RCOLL_DEBUG=TRACE RCOLL_DEBUG_SUBSYS=NET allreduce_perf -t 2 -b 1M -e 1M -n 3 -w 1 >/tmp/dbg.log 2>&1
@@ -229,6 +241,7 @@ single() {
   [ -x /rxe/test_nccl_plugin ] && step nccl-plugin 300 nccl_plugin
   [ -x /rxe/test_ib_flush ] && step ib-flush 200 ib_flush
   [ -x /rxe/test_ib_eager ] && step ib-eager 300 ib_eager
+  [ -x /rxe/test_ib_multi ] && step ib-multi 400 ib_multi
   step bandwidth 200 bandwidth
   step port-down 90 port_down
 }

@@ -141,7 +141,7 @@ static rcollResult_t ib_get_properties(void *vctx, int dev, rcoll_net_props_t *p
                        (ctx->gdr == IB_GDR_DMABUF ? RCOLL_PTR_DMABUF : 0);
   props->speed_mbps = ctx->port.speed_mbps;
   props->latency_us = IB_LATENCY_US;
-  props->max_recvs = 1;
+  props->max_recvs = RCOLL_NET_MAX_RECVS;
   props->reg_is_global = 1;
   return rcollSuccess;
 }

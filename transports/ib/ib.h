@@ -9,8 +9,12 @@
  *   device and ACTIVE port pass RCOLL_IB_HCA, or when a configured
  *   RCOLL_IB_GID_INDEX is out of range or empty; the error lists what was
  *   passed over and why.
- * - One device: the first usable port. irecv takes one buffer (max_recvs 1);
- *   tags are carried nowhere, messages match in order.
+ * - One device: the first usable port. irecv takes up to RCOLL_NET_MAX_RECVS
+ *   buffers (max_recvs 8). With one, tags are not matched: messages match in
+ *   order. With n > 1 the receive takes the next n messages and each lands
+ *   in a buffer posted with its tag, in any order (of several buffers with
+ *   one tag, which one a message takes is unspecified); a tag matching no
+ *   unfilled buffer fails the connection naming it (ib_group.c).
  * - reg_mr registrations are valid on every comm of the context
  *   (reg_is_global); unregistered buffers are copied through bounce slots
  *   (small) or registered for the life of the request (large).

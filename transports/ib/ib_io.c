@@ -182,6 +182,18 @@ static int ib_req_finished(const ib_req_t *r) {
 
 /* A finished request: the size check, the bounce copy, the size report. */
 static rcollResult_t ib_req_complete(ib_comm_t *c, ib_req_t *r, size_t *sizes) {
+  if (r->badtag) {
+    const ib_credit_t *cr = &c->credits[r->seq % IB_NREQS];
+    int tags[RCOLL_NET_MAX_RECVS];
+    char list[RCOLL_NET_MAX_RECVS * 13];
+    for (uint32_t i = 0; i < cr->n && i < RCOLL_NET_MAX_RECVS; i++)
+      tags[i] = cr->b[i].tag;
+    ib_group_tags_str(tags, (int)cr->n, list, sizeof list);
+    ib_comm_fail(c, rcollInvalidUsage, "ib: message %u with tag %d to %s matches no buffer left of the grouped "
+                 "receive of %u buffers posted there (tags %s)", r->seq, r->tag, c->peer, cr->n, list);
+    ib_req_free(c, r);
+    return ib_comm_error(c);
+  }
   if (r->toobig || r->got > r->size) {
     if (r->kind == IB_REQ_SEND)
       ib_comm_fail(c, rcollInvalidUsage, "ib: a message of %zu bytes to %s is larger than the receive of %zu "
@@ -212,6 +224,8 @@ rcollResult_t ib_test(void *request, int *done, size_t *sizes) {
     return ib_flush_test(r, done);
   if (r->kind == IB_REQ_FREE)
     return rcoll_error_quiet(rcollInvalidUsage, "ib: test on a request that already completed");
+  if (r->group != NULL)
+    return ib_group_test(r, done, sizes);
   if (!ib_req_finished(r))
     ib_progress(c);
   if (ib_req_finished(r)) {

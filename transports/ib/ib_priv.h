@@ -25,6 +25,19 @@
  *   the posted size the credit carries. A receive posts a credit unless its
  *   message already arrived eagerly; a sender ignores the credits of the
  *   messages it sent eagerly.
+ * Grouped receives (irecv of n > 1 tagged buffers, NCCL's multi-receive)
+ * take n request slots, one per message (n consecutive message numbers),
+ * and post one credit that carries all n buffers with their tags. Which
+ * buffer a message fills is decided without a round trip, so that both
+ * sides agree whatever order things arrive in: a rendezvous message takes
+ * the first buffer of its tag that no earlier rendezvous message of the
+ * group took (the sender decides, and names the buffer in the immediate);
+ * an eager message (its header carries its tag) takes the last unfilled
+ * buffer of its tag (the receiver decides). The two ends meet only when the
+ * group has more messages of a tag than buffers, which is the error the
+ * receiver reports; a sender whose message's tag matches no buffer left
+ * tells the receiver so (a header-only SEND flagged IB_EAGER_BADTAG) in
+ * place of the data. See ib_group.c.
  * Eager copies the payload with the CPU on both sides, so it is never used
  * for device memory (GPUDirect RDMA): a send registered as device memory
  * always waits for its credit; a receive comm that may be given device
@@ -52,7 +65,7 @@
 #include "net.h"
 #include "sockutil.h"
 
-#define IB_MAGIC 0x32626976626c6f63ull  /* "colbvib2": also versions the wire format */
+#define IB_MAGIC 0x33626976626c6f63ull  /* "colbvib3": also versions the wire format */
 #define IB_READY 0x7964616572626972ull  /* connector's last handshake word */
 #define IB_MAX_QPS 16
 #define IB_NREQS 32                     /* request slots per connection */
@@ -75,6 +88,8 @@
 #define IB_IMM_SEQ 0xffffffu            /* immediate: message number modulo 2^24 */
 #define IB_IMM_LAST (1u << 24)          /*   the last write of this message on this QP */
 #define IB_IMM_TOOBIG (1u << 25)        /*   the send did not fit the posted receive */
+#define IB_IMM_BUF_SHIFT 26             /*   grouped receive: the buffer written (3 bits) */
+#define IB_IMM_BUF(imm) (((imm) >> IB_IMM_BUF_SHIFT) & 7u)
 #define IB_STR 128
 #define IB_GID_SCAN_MAX 256             /* entries read when ibv_query_gid_table is missing */
 #define IB_NFLUSH 32                    /* flushes one receive comm may have outstanding */
@@ -171,21 +186,36 @@ typedef struct ib_qp_info {
 } ib_qp_info_t;
 #define IB_QPI_NO_EAGER 0x1 /* the receiver may be given device memory: send nothing eagerly */
 
-/* Receiver -> sender, one per receive not already satisfied eagerly. */
-typedef struct ib_credit {
+/* One buffer of a credit: where the sender writes. */
+typedef struct ib_credit_buf {
   uint64_t addr;
   uint64_t size;
   uint32_t rkey;
+  int32_t tag;  /* grouped receives only */
+} ib_credit_buf_t;
+
+/* Receiver -> sender, one per receive not already satisfied eagerly: for
+ * messages seq .. seq + n - 1 (n > 1: a grouped receive). Only the n
+ * buffers used go on the wire (IB_CREDIT_BYTES). */
+typedef struct ib_credit {
   uint32_t seq;
   uint32_t eager_returned; /* landing buffers freed so far (cumulative) */
+  uint32_t n;
   uint32_t pad;
+  ib_credit_buf_t b[RCOLL_NET_MAX_RECVS];
 } ib_credit_t;
+#define IB_CREDIT_BYTES(n) (offsetof(ib_credit_t, b) + (size_t)(n) * sizeof(ib_credit_buf_t))
 
 /* Starts an eager message in its landing buffer. */
 typedef struct ib_eager_hdr {
   uint32_t seq;
   uint32_t size;
+  int32_t tag;    /* picks the buffer in a grouped receive */
+  uint32_t flags; /* IB_EAGER_* */
 } ib_eager_hdr_t;
+/* No payload: the message's tag matched no buffer left in the grouped
+ * receive the sender was given (it sends this in place of the data). */
+#define IB_EAGER_BADTAG 0x1
 
 enum ib_req_kind { IB_REQ_FREE = 0, IB_REQ_SEND, IB_REQ_RECV, IB_REQ_FLUSH };
 
@@ -199,6 +229,8 @@ enum ib_wr_kind {
 #define IB_WR_ID(kind, idx) (((uint64_t)(kind) << 32) | (uint32_t)(idx))
 #define IB_WR_KIND(id) ((int)((id) >> 32))
 #define IB_WR_IDX(id) ((int)((id)&0xffffffffu))
+
+struct ib_rgroup;
 
 typedef struct ib_req {
   struct ib_comm *comm;
@@ -216,7 +248,22 @@ typedef struct ib_req {
   uint64_t addr;    /* where the data moves from/to (bounce or buf) */
   uint32_t lkey, rkey;
   ib_mr_t *mr;      /* registration to release at completion, or NULL */
+  int tag;          /* send: the caller's tag */
+  int badtag;       /* send: its tag matched no buffer left in the grouped receive */
+  /* Receive, grouped: member `gidx` of `group` is message seq and also owns
+   * buffer gidx (buf, size, addr, keys, bounce, mr, device above); `where`
+   * is the buffer the message went to (-1 until known). */
+  struct ib_rgroup *group;
+  int gidx, where;
 } ib_req_t;
+
+/* A grouped receive, kept in ib_comm_t.rgroups at its first member's slot. */
+typedef struct ib_rgroup {
+  int n;
+  unsigned filled; /* bit i: buffer i took a message */
+  int tags[RCOLL_NET_MAX_RECVS];
+  ib_req_t *members[RCOLL_NET_MAX_RECVS];
+} ib_rgroup_t;
 
 /* An eager message that arrived before its receive was posted. */
 typedef struct ib_unexp {
@@ -263,8 +310,10 @@ typedef struct ib_comm {
 
   /* Send side: credits by message number, eager credits, and the sends
    * waiting for either. */
-  ib_credit_t credits[IB_NREQS];
+  ib_credit_t credits[IB_NREQS]; /* a group's credit is copied to each member's slot, seq made its own */
   uint8_t credit_valid[IB_NREQS];
+  uint8_t credit_off[IB_NREQS];  /* a grouped credit: the message's index in its group */
+  uint8_t group_used[IB_NREQS];  /* at a group's first slot: buffers rendezvous messages took */
   uint32_t eager_sent, eager_ret;
   ib_req_t *unposted[IB_NREQS]; /* in message order */
   int nunposted;
@@ -274,6 +323,7 @@ typedef struct ib_comm {
   unsigned unexp_head, unexp_tail;
   uint32_t eager_returned;
   uint8_t credit_busy[IB_NCREDIT]; /* credit SENDs not completed */
+  ib_rgroup_t rgroups[IB_NREQS];   /* by the slot of a group's first member */
   unsigned credit_next;
 
   ib_flush_t *flush; /* receive side: made by the first flush that needs it */
@@ -359,9 +409,22 @@ void ib_credit_in(ib_comm_t *c, int slot);
 rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
                        void **mh, void **req);
 void ib_land_in(ib_comm_t *c, int land, const struct ibv_wc *wc);
+int ib_post_credit(ib_comm_t *c, ib_req_t *const *bufs, int n, const int *tags);
+void ib_eager_deliver(ib_comm_t *c, ib_req_t *r, int land);
+void ib_land_free(ib_comm_t *c, int land);
 void ib_data_in(ib_comm_t *c, const struct ibv_wc *wc);
 rcollResult_t ib_test(void *request, int *done, size_t *sizes);
 rcollResult_t ib_close_comm(void *comm);
+
+/* ib_group.c: grouped receives (n > 1). */
+rcollResult_t ib_irecv_group(ib_comm_t *c, int n, void **data, const size_t *sizes, const int *tags, void **mh,
+                             void **request);
+/* The buffer an eager message of group member r goes to (-1: failed). */
+int ib_group_eager_buf(ib_comm_t *c, ib_req_t *r, int32_t tag);
+/* The first data of group member r names its buffer: 0, or -1 (failed). */
+int ib_group_data_buf(ib_comm_t *c, ib_req_t *r, uint32_t imm);
+rcollResult_t ib_group_test(ib_req_t *first, int *done, size_t *sizes);
+void ib_group_tags_str(const int *tags, int n, char *out, size_t len);
 
 /* ib_flush.c: iflush, its queue pair and its completions. */
 extern const char ib_flush_token; /* the request of a flush with nothing to do */

@@ -18,16 +18,24 @@ static ib_req_t *ib_recv_find(ib_comm_t *c, uint32_t seq, uint32_t bits) {
   return r != NULL && r->kind == IB_REQ_RECV && (r->seq & bits) == (seq & bits) ? r : NULL;
 }
 
-static void ib_land_free(ib_comm_t *c, int land) {
+void ib_land_free(ib_comm_t *c, int land) {
   if (ib_post_land(c, land) != rcollSuccess)
     ib_comm_fail(c, rcollSystemError, "%s", rcoll_error_text());
 }
 
 /* An eager message meets its receive: copy it out, free the landing buffer
- * (the sender learns so with the next credit). */
-static void ib_eager_deliver(ib_comm_t *c, ib_req_t *r, int land) {
+ * (the sender learns so with the next credit). In a grouped receive the
+ * message's tag picks the buffer (dst), r keeps the message's state. */
+void ib_eager_deliver(ib_comm_t *c, ib_req_t *r, int land) {
   const ib_eager_hdr_t *h = (const ib_eager_hdr_t *)ib_block_land(c, land);
-  if (r->device) { /* the CPU must not write device memory: never copy */
+  ib_req_t *dst = r;
+  if (r->group != NULL) {
+    int b = ib_group_eager_buf(c, r, h->tag);
+    if (b < 0)
+      return;
+    dst = r->group->members[b];
+  }
+  if (dst->device) { /* the CPU must not write device memory: never copy */
     ib_comm_fail(c, rcollInvalidUsage,
                  "ib: %s sent message %u (%u bytes) eagerly, through host memory, to a receive into device "
                  "memory, which the CPU cannot copy into; this side %s (a peer of another rcoll build?)",
@@ -35,10 +43,10 @@ static void ib_eager_deliver(ib_comm_t *c, ib_req_t *r, int land) {
                  c->no_eager ? "had asked it for no eager messages" : "allows them (RCOLL_IB_EAGER=1)");
     return;
   }
-  if (h->size > r->size)
+  if (h->size > dst->size)
     r->toobig = 1;
   else if (h->size > 0)
-    memcpy(r->buf, (const char *)(h + 1), h->size);
+    memcpy(dst->buf, (const char *)(h + 1), h->size);
   r->got = h->size;
   r->eager = 1;
   r->pending = 0;
@@ -54,6 +62,8 @@ void ib_data_in(ib_comm_t *c, const struct ibv_wc *wc) {
                  imm & IB_IMM_SEQ);
     return;
   }
+  if (r->group != NULL && ib_group_data_buf(c, r, imm) != 0)
+    return;
   if (imm & IB_IMM_TOOBIG)
     r->toobig = 1;
   r->got += wc->byte_len;
@@ -68,6 +78,15 @@ void ib_land_in(ib_comm_t *c, int land, const struct ibv_wc *wc) {
     return;
   }
   const ib_eager_hdr_t *h = (const ib_eager_hdr_t *)ib_block_land(c, land);
+  if (wc->byte_len == sizeof *h && (h->flags & IB_EAGER_BADTAG)) {
+    ib_req_t *g = ib_recv_find(c, h->seq, ~0u);
+    char list[RCOLL_NET_MAX_RECVS * 13] = "?";
+    if (g != NULL && g->group != NULL)
+      ib_group_tags_str(g->group->tags, g->group->n, list, sizeof list);
+    ib_comm_fail(c, rcollInvalidUsage, "ib: message %u with tag %d from %s matches no buffer left of the grouped "
+                 "receive of %d buffers (tags %s)", h->seq, h->tag, c->peer, g && g->group ? g->group->n : 0, list);
+    return;
+  }
   if (wc->byte_len < sizeof *h || h->size > IB_EAGER_BYTES || wc->byte_len != sizeof *h + h->size) {
     ib_comm_fail(c, rcollInternalError, "ib: malformed eager message (%u bytes) from %s", wc->byte_len, c->peer);
     return;
@@ -86,12 +105,19 @@ void ib_land_in(ib_comm_t *c, int land, const struct ibv_wc *wc) {
   c->unexp[c->unexp_tail++ % IB_NLAND] = (ib_unexp_t){.seq = h->seq, .land = land};
 }
 
-static int ib_post_credit(ib_comm_t *c, ib_req_t *r) {
+/* One credit for the n buffers of bufs (messages bufs[0]->seq onward);
+ * tags matter only for n > 1. */
+int ib_post_credit(ib_comm_t *c, ib_req_t *const *bufs, int n, const int *tags) {
   int slot = (int)(c->credit_next++ % IB_NCREDIT);
   ib_credit_t *cr = ib_block_credit(c, slot);
-  *cr = (ib_credit_t){
-      .addr = r->addr, .size = r->size, .rkey = r->rkey, .seq = r->seq, .eager_returned = c->eager_returned};
-  struct ibv_sge sge = {.addr = (uintptr_t)cr, .length = sizeof *cr, .lkey = c->block_mr->lkey};
+  cr->seq = bufs[0]->seq;
+  cr->eager_returned = c->eager_returned;
+  cr->n = (uint32_t)n;
+  cr->pad = 0;
+  for (int i = 0; i < n; i++)
+    cr->b[i] = (ib_credit_buf_t){
+        .addr = bufs[i]->addr, .size = bufs[i]->size, .rkey = bufs[i]->rkey, .tag = n > 1 ? tags[i] : 0};
+  struct ibv_sge sge = {.addr = (uintptr_t)cr, .length = (uint32_t)IB_CREDIT_BYTES(n), .lkey = c->block_mr->lkey};
   struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_CREDIT, slot),
                            .sg_list = &sge,
                            .num_sge = 1,
@@ -116,15 +142,16 @@ static void ib_recv_match(ib_comm_t *c, ib_req_t *r) {
     ib_progress(c);
 }
 
-/* One buffer per receive (max_recvs is 1); tags are not matched, messages
- * pair in order. */
+/* With one buffer tags are not matched: messages pair in order (rcoll's
+ * engine sends tag 0; NCCL relies on the order too). With several, each of
+ * the next n messages picks its buffer by tag (ib_group.c). */
 rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags, void **mh,
                        void **request) {
   ib_comm_t *c = comm;
-  (void)tags;
   *request = NULL;
-  if (n != 1)
-    return rcoll_error_quiet(rcollInvalidArgument, "ib: irecv takes exactly 1 buffer (max_recvs is 1), got %d", n);
+  if (n < 1 || n > RCOLL_NET_MAX_RECVS)
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: irecv of %d buffers (max_recvs is %d)", n,
+                             RCOLL_NET_MAX_RECVS);
   if (c->err != rcollSuccess)
     return ib_comm_error(c);
   /* A receive may need a credit buffer: wait for the oldest to be free. */
@@ -133,6 +160,8 @@ rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, cons
     ib_progress(c);
   if (c->credit_busy[cs])
     return c->err != rcollSuccess ? ib_comm_error(c) : rcollSuccess;
+  if (n > 1)
+    return ib_irecv_group(c, n, data, sizes, tags, mh, request);
   ib_req_t *r = ib_req_alloc(c, IB_REQ_RECV, data[0], sizes[0]);
   if (r == NULL) {
     RCOLL_TRACE(RCOLL_SUB_NET, "ib: irecv %u from %s: no slot", c->seq, c->peer);
@@ -154,7 +183,7 @@ rcollResult_t ib_irecv(void *comm, int n, void **data, const size_t *sizes, cons
       c->seq--;
       return rc;
     }
-    if (ib_post_credit(c, r) != 0)
+    if (ib_post_credit(c, &r, 1, NULL) != 0)
       return ib_comm_error(c);
   }
   *request = r;

@@ -15,7 +15,7 @@
 static int ib_post_eager(ib_comm_t *c, ib_req_t *r) {
   char *payload = ib_block_slot(c, ib_slot(c, r)) + IB_HDR;
   ib_eager_hdr_t *h = (ib_eager_hdr_t *)(payload - sizeof *h);
-  *h = (ib_eager_hdr_t){.seq = r->seq, .size = (uint32_t)r->size};
+  *h = (ib_eager_hdr_t){.seq = r->seq, .size = (uint32_t)r->size, .tag = r->tag};
   struct ibv_sge sge = {.addr = (uintptr_t)h, .length = (uint32_t)(sizeof *h + r->size), .lkey = c->block_mr->lkey};
   struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_EAGER, ib_slot(c, r)),
                            .sg_list = &sge,
@@ -37,7 +37,7 @@ static int ib_post_eager(ib_comm_t *c, ib_req_t *r) {
 /* Writes `len` bytes at offset `off` of the message on one QP, in up to
  * IB_WRS_PER_QP writes; each carries an immediate (the receiver adds up the
  * bytes), the last one flagged LAST. */
-static int ib_post_piece(ib_comm_t *c, int q, ib_req_t *r, size_t off, size_t len, const ib_credit_t *cr,
+static int ib_post_piece(ib_comm_t *c, int q, ib_req_t *r, size_t off, size_t len, const ib_credit_buf_t *cr,
                          uint32_t flags) {
   struct ibv_sge sge[IB_WRS_PER_QP];
   struct ibv_send_wr wr[IB_WRS_PER_QP], *bad;
@@ -72,9 +72,10 @@ static int ib_post_piece(ib_comm_t *c, int q, ib_req_t *r, size_t off, size_t le
   return 0;
 }
 
-/* Posts a rendezvous send whose credit arrived. One larger than the receive
- * posted for it writes nothing and says so in the immediate. */
-static int ib_post_rndv(ib_comm_t *c, ib_req_t *r, const ib_credit_t *cr) {
+/* Posts a rendezvous send whose credit arrived, into buffer cr (flags
+ * name it for a grouped receive). One larger than that buffer writes nothing
+ * and says so in the immediate. */
+static int ib_post_rndv(ib_comm_t *c, ib_req_t *r, const ib_credit_buf_t *cr, uint32_t flags) {
   int split = ib_split(c, cr->size);
   int nq = split ? c->nqps : 1, q0 = split ? 0 : (int)(r->seq % (uint32_t)c->nqps);
   size_t size = r->size;
@@ -88,11 +89,51 @@ static int ib_post_rndv(ib_comm_t *c, ib_req_t *r, const ib_credit_t *cr) {
   for (int k = 0; k < nq; k++) {
     size_t off = (size_t)k * per;
     size_t len = off >= size ? 0 : size - off < per ? size - off : per;
-    if (ib_post_piece(c, q0 + k, r, off < size ? off : 0, len, cr, r->toobig ? IB_IMM_TOOBIG : 0) != 0)
+    if (ib_post_piece(c, q0 + k, r, off < size ? off : 0, len, cr, flags | (r->toobig ? IB_IMM_TOOBIG : 0)) != 0)
       return -1;
   }
   r->posted = 1;
   return 0;
+}
+
+/* A message whose tag matches no buffer left in its grouped receive: a
+ * header-only SEND in place of its data tells the receiver (which fails the
+ * connection naming the tag); this side fails once it completed. The
+ * receiver keeps a landing buffer for it: it would have taken one for the
+ * message's write anyway. */
+static int ib_post_badtag(ib_comm_t *c, ib_req_t *r) {
+  ib_eager_hdr_t *h = (ib_eager_hdr_t *)ib_block_slot(c, ib_slot(c, r));
+  *h = (ib_eager_hdr_t){.seq = r->seq, .size = (uint32_t)r->size, .tag = r->tag, .flags = IB_EAGER_BADTAG};
+  struct ibv_sge sge = {.addr = (uintptr_t)h, .length = sizeof *h, .lkey = c->block_mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_EAGER, ib_slot(c, r)),
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED},
+                     *bad;
+  int e = ibv_post_send(c->qps[0], &wr, &bad);
+  if (e != 0) {
+    ib_comm_fail(c, rcollSystemError, "ib: posting a send to %s failed: %s", c->peer, strerror(e));
+    return -1;
+  }
+  r->badtag = 1;
+  r->pending = 1;
+  r->posted = 1;
+  return 0;
+}
+
+/* A message with a grouped credit takes the first buffer of its tag that
+ * no earlier rendezvous message of the group took (eager ones take theirs
+ * from the end: ib_priv.h). */
+static int ib_post_grouped(ib_comm_t *c, ib_req_t *r, int k) {
+  const ib_credit_t *cr = &c->credits[k];
+  uint8_t *used = &c->group_used[(r->seq - c->credit_off[k]) % IB_NREQS];
+  for (uint32_t i = 0; i < cr->n; i++)
+    if (cr->b[i].tag == r->tag && !(*used & (1u << i))) {
+      *used |= (uint8_t)(1u << i);
+      return ib_post_rndv(c, r, &cr->b[i], i << IB_IMM_BUF_SHIFT);
+    }
+  return ib_post_badtag(c, r);
 }
 
 /* Posts what can go, in message order: a send whose credit is here as
@@ -106,7 +147,7 @@ void ib_send_ready(ib_comm_t *c) {
     if (c->err != rcollSuccess)
       rc = 1; /* keep it: the failed comm reports through test */
     else if (c->credit_valid[k] && c->credits[k].seq == r->seq)
-      rc = ib_post_rndv(c, r, &c->credits[k]);
+      rc = c->credits[k].n > 1 ? ib_post_grouped(c, r, k) : ib_post_rndv(c, r, &c->credits[k].b[0], 0);
     else if (r->eager && (int32_t)(c->eager_sent - c->eager_ret) < IB_NEAGER)
       rc = ib_post_eager(c, r);
     if (rc != 0)
@@ -115,13 +156,26 @@ void ib_send_ready(ib_comm_t *c) {
   c->nunposted = kept;
 }
 
+/* A grouped credit is copied to the slot of each message it covers, so that
+ * every send finds its own by message number. */
 void ib_credit_in(ib_comm_t *c, int slot) {
   ib_credit_t cr;
   memcpy(&cr, ib_block_credit(c, slot), sizeof cr);
-  RCOLL_TRACE(RCOLL_SUB_NET, "ib: credit %u (%llu bytes, %u eager returned) from %s", cr.seq,
-              (unsigned long long)cr.size, cr.eager_returned, c->peer);
-  c->credits[cr.seq % IB_NREQS] = cr;
-  c->credit_valid[cr.seq % IB_NREQS] = 1;
+  RCOLL_TRACE(RCOLL_SUB_NET, "ib: credit %u (%u buffer(s), first %llu bytes, %u eager returned) from %s", cr.seq,
+              cr.n, (unsigned long long)cr.b[0].size, cr.eager_returned, c->peer);
+  if (cr.n < 1 || cr.n > RCOLL_NET_MAX_RECVS) {
+    ib_comm_fail(c, rcollInternalError, "ib: a credit for %u buffers from %s (at most %d)", cr.n, c->peer,
+                 RCOLL_NET_MAX_RECVS);
+    return;
+  }
+  c->group_used[cr.seq % IB_NREQS] = 0;
+  for (uint32_t j = 0; j < cr.n; j++) {
+    int k = (int)((cr.seq + j) % IB_NREQS);
+    c->credits[k] = cr;
+    c->credits[k].seq = cr.seq + j;
+    c->credit_off[k] = (uint8_t)j;
+    c->credit_valid[k] = 1;
+  }
   if ((int32_t)(cr.eager_returned - c->eager_ret) > 0)
     c->eager_ret = cr.eager_returned;
   if (ib_post_credit_recv(c, slot) != rcollSuccess)
@@ -152,7 +206,6 @@ int ib_eager_refused(const ib_ctx_t *ctx) {
 
 rcollResult_t ib_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
   ib_comm_t *c = comm;
-  (void)tag;
   *request = NULL;
   if (c->err != rcollSuccess)
     return ib_comm_error(c);
@@ -165,6 +218,7 @@ rcollResult_t ib_isend(void *comm, const void *data, size_t size, int tag, void 
    * needs (header and payload in one piece). Device memory is never copied
    * by the CPU, whatever its size: it waits for its credit and is written
    * from its registration. */
+  r->tag = tag;
   r->device = ib_mr_is_device(mh);
   r->eager = size <= IB_EAGER_BYTES && !c->no_eager && !r->device;
   rcollResult_t rc = ib_req_mem(c, r, r->eager ? NULL : mh, 0);
