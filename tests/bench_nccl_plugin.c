@@ -233,6 +233,13 @@ static void win_new(win_t *win, const opts_t *o, int is_send) {
   }
 }
 
+static void win_free(win_t *win) {
+  for (int i = 0; i < win->w; i++)
+    free(win->bufs[i]);
+  free(win->bufs);
+  win->bufs = NULL;
+}
+
 /* Buffer i received the last message sent from the sender's buffer i. */
 static int win_check(const win_t *win, size_t size) {
   for (int i = 0; i < win->w; i++)
@@ -330,9 +337,11 @@ int main(int argc, char **argv) {
         fprintf(stderr, "round %d over %s failed: %s\n", r, p->name, rcoll_error_text());
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
+        win_free(&win);
         return 1;
       }
     }
+  win_free(&win);
   if (is_recv)
     _exit(0);
   waitpid(pid, NULL, 0);
