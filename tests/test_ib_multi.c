@@ -351,7 +351,7 @@ Test(ib_multi, group_sizes_out_of_range_are_refused, .timeout = 30) {
 /* ---- a stream of groups against a sender thread ---- */
 
 #define NGROUPS 160
-#define INFLIGHT 6
+#define INFLIGHT_MAX 6
 static const size_t stream_sizes[] = {0, 1, 100, 8192, 8193, 16384, 16385, 70000, 300000};
 #define NSIZES (sizeof stream_sizes / sizeof stream_sizes[0])
 
@@ -413,19 +413,21 @@ static void rgroup_verify(rgroup_t *r, int g) {
   }
 }
 
-/* Groups of 1..8 buffers, INFLIGHT posted at a time (fewer when the 32
- * request slots run out), against the sender thread; every byte checked. */
-static void stream_groups(const char *eager) {
+/* Groups of 1..8 buffers, `inflight` posted at a time (fewer when the 32
+ * request slots run out), against the sender thread; every byte checked.
+ * With few posted, the sender runs ahead and small messages go eagerly,
+ * before their group is posted. */
+static void stream_groups(const char *eager, int inflight) {
   th_pair_t p;
   pair_open(&p, eager, 0);
   sender_t s = {.comm = p.send};
   pthread_t t;
   pthread_create(&t, NULL, sender_run, &s);
-  rgroup_t rg[INFLIGHT];
+  rgroup_t rg[INFLIGHT_MAX];
   int posted = 0, done = 0, nulls = 0;
   while (done < NGROUPS) {
-    rgroup_t *r = &rg[posted % INFLIGHT];
-    if (posted < NGROUPS && posted - done < INFLIGHT) {
+    rgroup_t *r = &rg[posted % INFLIGHT_MAX];
+    if (posted < NGROUPS && posted - done < inflight) {
       int n = group_n(posted);
       for (int i = 0; i < n; i++) {
         r->caps[i] = group_size(posted, i) + (size_t)(i % 2) * 7;
@@ -447,23 +449,34 @@ static void stream_groups(const char *eager) {
         continue;
       }
     }
-    r = &rg[done % INFLIGHT];
+    r = &rg[done % INFLIGHT_MAX];
     cr_assert_eq(th_wait_req(ops, r->req, r->got, WAIT_MS), rcollSuccess, "group %d of %d: %s", done, group_n(done),
                  rcoll_error_text());
     rgroup_verify(r, done++);
   }
   pthread_join(t, NULL);
   cr_assert_eq(s.result, rcollSuccess, "sender: %s", s.err);
-  cr_log_info("RCOLL_IB_EAGER=%s: %d groups, the receiver out of slots %d times, %u eager sends", eager ? eager : "",
-              NGROUPS, nulls, ((ib_comm_t *)p.send)->eager_sent);
+  uint32_t neager = ((ib_comm_t *)p.send)->eager_sent;
+  cr_log_info("RCOLL_IB_EAGER=%s, %d posted at a time: %d groups, the receiver out of slots %d times, %u eager "
+              "sends", eager ? eager : "(unset)", inflight, NGROUPS, nulls, neager);
+  if (eager != NULL && strcmp(eager, "0") == 0)
+    cr_assert_eq(neager, 0u, "eager sends with RCOLL_IB_EAGER=0");
+  else if (inflight == 1)
+    cr_assert_gt(neager, 50u, "the sender ran ahead of one posted group, yet few messages went eagerly");
   const size_t singles[] = {0, 3, 8192, 8193, 65537, MIB};
   th_exchange(&p, 6, singles, 3, 4); /* single receives after the groups */
   th_pair_close(&p);
 }
 
-Test(ib_multi, stream_of_groups_against_a_sender_thread, .timeout = 300) { stream_groups(NULL); }
+Test(ib_multi, stream_of_groups_against_a_sender_thread, .timeout = 300) {
+  stream_groups(NULL, INFLIGHT_MAX);
+  stream_groups(NULL, 1); /* the sender runs ahead: eager messages wait for their group */
+}
 
-Test(ib_multi, stream_of_groups_with_eager_off, .timeout = 300) { stream_groups("0"); }
+Test(ib_multi, stream_of_groups_with_eager_off, .timeout = 300) {
+  stream_groups("0", INFLIGHT_MAX);
+  stream_groups("0", 1);
+}
 
 #else
 Test(ib_multi, no_verbs) { cr_skip_test("rcoll was built without libibverbs"); }
