@@ -21,10 +21,9 @@
 
 #include "../transports/ib/ib.h"
 #include "../transports/ib/ib_priv.h"
-#include "transport_harness.h"
+#include "multi_harness.h"
 
 #define MIB TH_MIB
-#define POISON 0xEE
 #define WAIT_MS 20000
 #define NMAX RCOLL_NET_MAX_RECVS
 
@@ -56,27 +55,10 @@ static void pair_open(th_pair_t *p, const char *mode, int recv_gdr) {
   th_pair_connect(p, 10000, 0, "ib");
 }
 
-/* Receive buffers: cap bytes poisoned, plus one canary byte. */
-static char *rbuf_new(size_t cap) {
-  char *b = malloc(cap + 1);
-  memset(b, POISON, cap + 1);
-  return b;
-}
-
 static char *sbuf_new(size_t size, int tag) {
   char *b = malloc(size + 1);
   th_fill(b, size, tag);
   return b;
-}
-
-/* The received bytes carry the pattern of their tag, and nothing past them
- * (up to the canary after the posted size) was written. */
-static void rbuf_check(const char *b, size_t got, size_t cap, int tag, const char *what) {
-  long bad = th_check(b, got, tag);
-  cr_assert_eq(bad, -1, "%s (tag %d): wrong byte at %ld of %zu", what, tag, bad, got);
-  for (size_t i = got; i <= cap; i++)
-    cr_assert_eq((unsigned char)b[i], POISON, "%s (tag %d): byte %zu written past the %zu received", what, tag, i,
-                 got);
 }
 
 /* Tests the sends for up to ms, or until all are done. */
@@ -120,16 +102,7 @@ static rcollResult_t group_run(th_pair_t *p, int sends_first, int ns, char **sbu
         return r;
     }
   }
-  for (int64_t end = rcoll_now_ms() + WAIT_MS; rcoll_now_ms() < end; sched_yield()) {
-    int pending = 0;
-    for (int i = 0; i < ns; i++)
-      if (!sdone[i] && ops->test(sreq[i], &sdone[i], NULL) == rcollSuccess)
-        pending += !sdone[i];
-    rcollResult_t r = rdone ? rcollSuccess : ops->test(rreq, &rdone, got);
-    if (r != rcollSuccess || (rdone && pending == 0))
-      return r;
-  }
-  return rcollInProgress;
+  return th_group_wait(ops, sreq, sdone, ns, rreq, &rdone, got, WAIT_MS);
 }
 
 /* Three buffers (tags 10, 11, 12) posted larger than what comes; the sends
@@ -149,7 +122,7 @@ Test(ib_multi, reverse_tag_order_mixed_sizes, .timeout = 180) {
     size_t got[3] = {0};
     for (int i = 0; i < 3; i++) {
       sbufs[i] = sbuf_new(ssizes[i], stags[i]);
-      rbufs[i] = rbuf_new(caps[i]);
+      rbufs[i] = th_rbuf_new(caps[i]);
     }
     uint32_t eager0 = sc->eager_sent;
     rcollResult_t r = group_run(&p, sends_first, 3, sbufs, ssizes, stags, 3, rbufs, caps, rtags, NULL, got);
@@ -159,7 +132,7 @@ Test(ib_multi, reverse_tag_order_mixed_sizes, .timeout = 180) {
     for (int i = 0; i < 3; i++) {
       cr_assert_eq(got[i], want[i], "round %d: buffer %d (tag %d) reported %zu bytes, %zu sent", round, i, rtags[i],
                    got[i], want[i]);
-      rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
+      th_rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
       free(sbufs[i]);
       free(rbufs[i]);
     }
@@ -183,7 +156,7 @@ Test(ib_multi, eight_buffers_with_empty_messages, .timeout = 120) {
     void *rmh[NMAX] = {0};
     for (int i = 0; i < NMAX; i++) {
       caps[i] = i % 3 == 0 ? 2 * MIB + 3 : 3 * MIB; /* the cached registration, and reg_mr's */
-      rbufs[i] = rbuf_new(caps[i]);
+      rbufs[i] = th_rbuf_new(caps[i]);
       if (i % 2 == 1)
         cr_assert_eq(ops->reg_mr(p.recv, rbufs[i], caps[i], RCOLL_MEM_HOST, &rmh[i]), rcollSuccess);
       sbufs[i] = sbuf_new(ssizes[i], stags[i]);
@@ -197,7 +170,7 @@ Test(ib_multi, eight_buffers_with_empty_messages, .timeout = 120) {
     for (int i = 0; i < NMAX; i++) {
       cr_assert_eq(got[i], want[i], "round %d: buffer %d (tag %d): %zu bytes, %zu expected", round, i, rtags[i],
                    got[i], want[i]);
-      rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
+      th_rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
       if (rmh[i] != NULL)
         ops->dereg_mr(p.recv, rmh[i]);
       free(sbufs[i]);
@@ -218,7 +191,7 @@ Test(ib_multi, duplicate_tags_take_one_message_each, .timeout = 60) {
     size_t caps[4] = {MIB, MIB, MIB, MIB}, got[4];
     char *sbufs[4], *rbufs[4];
     for (int i = 0; i < 4; i++)
-      sbufs[i] = sbuf_new(ssizes[i], stags[i]), rbufs[i] = rbuf_new(caps[i]);
+      sbufs[i] = sbuf_new(ssizes[i], stags[i]), rbufs[i] = th_rbuf_new(caps[i]);
     cr_assert_eq(group_run(&p, round == 0, 4, sbufs, ssizes, stags, 4, rbufs, caps, rtags, NULL, got),
                  rcollSuccess, "round %d: %s", round, rcoll_error_text());
     for (int t = 7; t <= 8; t++) { /* buffers k and k + 2 hold tag t's two sizes, in some order */
@@ -228,7 +201,7 @@ Test(ib_multi, duplicate_tags_take_one_message_each, .timeout = 60) {
                 "round %d: tag %d buffers got %zu and %zu, sent %zu and %zu", round, t, got[k], got[k + 2], a, b);
     }
     for (int i = 0; i < 4; i++) {
-      rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
+      th_rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
       free(sbufs[i]);
       free(rbufs[i]);
     }
@@ -246,7 +219,7 @@ Test(ib_multi, device_buffers_are_never_touched_by_the_cpu, .timeout = 60) {
   pair_open(&p, NULL, 1);
   char *region = mmap(NULL, 3 * span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   cr_assert_neq(region, MAP_FAILED);
-  memset(region, POISON, 3 * span);
+  memset(region, TH_POISON, 3 * span);
   void *mh = NULL;
   cr_assert_eq(ops->reg_mr(p.recv, region, 3 * span, RCOLL_MEM_CUDA, &mh), rcollSuccess, "%s", rcoll_error_text());
   char *sbufs[3], *rbufs[3];
@@ -262,7 +235,7 @@ Test(ib_multi, device_buffers_are_never_touched_by_the_cpu, .timeout = 60) {
   for (int i = 0; i < 3; i++) {
     size_t w = ssizes[(i + 1) % 3]; /* buffer tag i + 1 <- send (i + 1) % 3 */
     cr_assert_eq(got[i], w, "buffer %d: %zu bytes, %zu sent", i, got[i], w);
-    rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "device buffer");
+    th_rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "device buffer");
     free(sbufs[i]);
   }
   ops->dereg_mr(p.recv, mh);
@@ -281,7 +254,7 @@ static void expect_tag_error(size_t size1, int bad, size_t size, const char *why
   char *sbufs[2] = {sbuf_new(ssizes[0], stags[0]), sbuf_new(ssizes[1], stags[1])}, *rbufs[3];
   size_t got[3] = {0};
   for (int i = 0; i < 3; i++)
-    rbufs[i] = rbuf_new(caps[i]);
+    rbufs[i] = th_rbuf_new(caps[i]);
   th_pair_t p;
   pair_open(&p, NULL, 0);
   int64_t t0 = rcoll_now_ms();
@@ -296,8 +269,8 @@ static void expect_tag_error(size_t size1, int bad, size_t size, const char *why
                 strstr(text, ((ib_comm_t *)p.recv)->peer),
             "text: %s", text);
   for (int i = 1; i < 3; i++) /* buffers 2 and 3: no message has their tag */
-    rbuf_check(rbufs[i], 0, caps[i], rtags[i], "a buffer no message matched");
-  cr_assert_eq((unsigned char)rbufs[0][caps[0]], POISON, "written past the end of buffer 0");
+    th_rbuf_check(rbufs[i], 0, caps[i], rtags[i], "a buffer no message matched");
+  cr_assert_eq((unsigned char)rbufs[0][caps[0]], TH_POISON, "written past the end of buffer 0");
   void *req = NULL;
   int tag = 0;
   cr_assert_neq(ops->irecv(p.recv, 1, (void **)rbufs, caps, &tag, NULL, &req), rcollSuccess);
@@ -408,7 +381,7 @@ static void rgroup_verify(rgroup_t *r, int g) {
   for (int i = 0; i < group_n(g); i++) {
     cr_assert_eq(r->got[i], group_size(g, i), "group %d of %d, buffer %d: %zu bytes, %zu sent", g, group_n(g), i,
                  r->got[i], group_size(g, i));
-    rbuf_check(r->bufs[i], r->got[i], r->caps[i], r->tags[i], "streamed group");
+    th_rbuf_check(r->bufs[i], r->got[i], r->caps[i], r->tags[i], "streamed group");
     free(r->bufs[i]);
   }
 }
@@ -432,7 +405,7 @@ static void stream_groups(const char *eager, int inflight) {
       for (int i = 0; i < n; i++) {
         r->caps[i] = group_size(posted, i) + (size_t)(i % 2) * 7;
         r->tags[i] = group_tag(posted, i);
-        r->bufs[i] = rbuf_new(r->caps[i]);
+        r->bufs[i] = th_rbuf_new(r->caps[i]);
       }
       r->req = NULL;
       cr_assert_eq(ops->irecv(p.recv, n, (void **)r->bufs, r->caps, r->tags, NULL, &r->req), rcollSuccess,

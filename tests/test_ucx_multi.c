@@ -15,163 +15,39 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "multi_harness.h"
 #include "ucx_pair.h"
 
-#define POISON 0xEE
 
 static const char *const tls_list[NTLS] = {"tcp,self", "posix,cma,self"};
 
-/* Receive buffers: cap bytes poisoned, plus one canary byte. */
-static char *rbuf_new(size_t cap) {
-  char *b = malloc(cap + 1);
-  memset(b, POISON, cap + 1);
-  return b;
-}
-
-/* The received bytes carry the pattern of their tag, and nothing past them
- * (up to the canary after the posted size) was written. */
-static void rbuf_check(const char *b, size_t got, size_t cap, int tag, const char *what) {
-  long bad = th_check(b, got, tag);
-  cr_assert_eq(bad, -1, "%s (tag %d): wrong byte at %ld of %zu", what, tag, bad, got);
-  for (size_t i = got; i <= cap; i++)
-    cr_assert_eq((unsigned char)b[i], POISON, "%s (tag %d): byte %zu written past the %zu received", what, tag, i,
-                 got);
-}
-
-/* Posts the sends (in the order given) and one grouped receive, then tests
- * all of them from this thread, progressing both workers, until every one is
- * done or the receive fails. The receive's result is returned. */
-static rcollResult_t group_run(pair_t *p, int ns, char **sbufs, const size_t *ssizes, const int *stags, int n,
-                               char **rbufs, const size_t *caps, const int *rtags, size_t *got) {
-  void *sreq[RCOLL_NET_MAX_RECVS] = {0}, *rreq = NULL;
-  int sdone[RCOLL_NET_MAX_RECVS] = {0}, rdone = 0;
-  for (int i = 0; i < ns; i++) {
-    cr_assert_eq(ops->isend(p->send, sbufs[i], ssizes[i], stags[i], NULL, &sreq[i]), rcollSuccess, "%s",
-                 rcoll_error_text());
-    cr_assert_not_null(sreq[i]);
-  }
-  cr_assert_eq(ops->irecv(p->recv, n, (void **)rbufs, caps, rtags, NULL, &rreq), rcollSuccess, "%s",
-               rcoll_error_text());
-  cr_assert_not_null(rreq);
-  for (int64_t end = now_ms() + 10000; now_ms() < end; sched_yield()) {
-    int pending = 0;
-    for (int i = 0; i < ns; i++)
-      if (!sdone[i] && ops->test(sreq[i], &sdone[i], NULL) == rcollSuccess)
-        pending += !sdone[i];
-    rcollResult_t r = rdone ? rcollSuccess : ops->test(rreq, &rdone, got);
-    if (r != rcollSuccess || (rdone && pending == 0))
-      return r;
-  }
-  return rcollInProgress;
-}
-
-/* Three buffers (tags 10, 11, 12) posted larger than what comes; the sends
- * come in reverse tag order, 100 B (eager), 1 MiB and 5 MiB (rendezvous).
- * Afterwards the connection still carries single receives in order. */
+/* Afterwards the connection still carries single receives in order. */
 Test(ucx_multi, reverse_tag_order_mixed_sizes, .timeout = 120) {
-  const int rtags[3] = {10, 11, 12}, stags[3] = {12, 11, 10};
-  const size_t ssizes[3] = {100, MIB, 5 * MIB}; /* tag 12: 100 B, tag 11: 1 MiB, tag 10: 5 MiB */
-  const size_t want[3] = {5 * MIB, MIB, 100}, caps[3] = {5 * MIB + 4096, MIB, 4096};
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
     pair_open(&p, tls_list[t], 30, 0);
-    for (int round = 0; round < 2; round++) {
-      char *sbufs[3], *rbufs[3];
-      size_t got[3] = {0};
-      for (int i = 0; i < 3; i++) {
-        sbufs[i] = malloc(ssizes[i]);
-        th_fill(sbufs[i], ssizes[i], stags[i]);
-        rbufs[i] = rbuf_new(caps[i]);
-      }
-      rcollResult_t r = group_run(&p, 3, sbufs, ssizes, stags, 3, rbufs, caps, rtags, got);
-      cr_assert_eq(r, rcollSuccess, "UCX_TLS=%s round %d: %d: %s", tls_list[t], round, r, rcoll_error_text());
-      for (int i = 0; i < 3; i++) {
-        cr_assert_eq(got[i], want[i], "buffer %d (tag %d) reported %zu bytes, %zu sent", i, rtags[i], got[i],
-                     want[i]);
-        rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
-        free(sbufs[i]);
-        free(rbufs[i]);
-      }
-    }
+    th_multi_reverse_order(&p, tls_list[t]);
     const size_t after[] = {7, 9000, 300000};
     exchange(&p, 3, after, 5);
     th_pair_close(&p);
   }
 }
 
-/* All eight buffers at once, empty messages and duplicate tags among them:
- * a message takes the first unfilled buffer of its tag. */
 Test(ucx_multi, eight_buffers_with_empty_and_duplicate_tags, .timeout = 60) {
-  enum { N = RCOLL_NET_MAX_RECVS };
-  const int rtags[N] = {3, 1, 4, 1, 5, 9, 2, 6}, stags[N] = {6, 1, 2, 9, 5, 1, 4, 3};
-  const size_t ssizes[N] = {0, 70000, 1, 4096, 8193, 2 * MIB + 3, 0, 200000};
+  const size_t ssizes[RCOLL_NET_MAX_RECVS] = {0, 70000, 1, 4096, 8193, 2 * MIB + 3, 0, 200000};
   for (int t = 0; t < NTLS; t++) {
-    size_t caps[N], got[N], want[N] = {0};
-    char *sbufs[N], *rbufs[N];
-    int filled[N] = {0};
-    for (int i = 0; i < N; i++) {
-      caps[i] = 2 * MIB + 3;
-      rbufs[i] = rbuf_new(caps[i]);
-      sbufs[i] = malloc(ssizes[i] + 1);
-      th_fill(sbufs[i], ssizes[i], stags[i]);
-    }
-    for (int s = 0; s < N; s++) /* where each send should land, computed apart from the transport */
-      for (int i = 0; i < N; i++)
-        if (rtags[i] == stags[s] && !filled[i]) {
-          filled[i] = 1, want[i] = ssizes[s];
-          break;
-        }
     pair_t p;
     pair_open(&p, tls_list[t], 30, 0);
-    cr_assert_eq(group_run(&p, N, sbufs, ssizes, stags, N, rbufs, caps, rtags, got), rcollSuccess,
-                 "UCX_TLS=%s: %s", tls_list[t], rcoll_error_text());
-    for (int i = 0; i < N; i++) {
-      cr_assert_eq(got[i], want[i], "buffer %d (tag %d): %zu bytes, %zu expected", i, rtags[i], got[i], want[i]);
-      rbuf_check(rbufs[i], got[i], caps[i], rtags[i], "grouped buffer");
-      free(sbufs[i]);
-      free(rbufs[i]);
-    }
+    th_multi_eight(&p, ssizes, tls_list[t]);
     th_pair_close(&p);
   }
 }
 
-/* Sends tags 1 then `bad` of `size` bytes to a receive of tags {1, 2, 3}:
- * the receive fails within a few seconds, naming the tag, and nothing is
- * written outside the buffer the first message filled. */
 static void expect_tag_error(const char *tls, int bad, size_t size, const char *why) {
-  const int rtags[3] = {1, 2, 3}, stags[2] = {1, bad};
-  const size_t ssizes[2] = {50, size}, caps[3] = {2 * MIB, 2 * MIB, 2 * MIB};
-  char *sbufs[2] = {malloc(50), malloc(size)}, *rbufs[3];
-  size_t got[3] = {0};
-  th_fill(sbufs[0], 50, 1);
-  th_fill(sbufs[1], size, bad);
-  for (int i = 0; i < 3; i++)
-    rbufs[i] = rbuf_new(caps[i]);
   pair_t p;
   pair_open(&p, tls, 30, 0);
-  int64_t t0 = now_ms();
-  rcollResult_t r = group_run(&p, 2, sbufs, ssizes, stags, 3, rbufs, caps, rtags, got);
-  int64_t dt = now_ms() - t0;
-  cr_assert_eq(r, rcollInvalidUsage, "UCX_TLS=%s tag %d of %zu bytes: got %d: %s", tls, bad, size, r,
-               rcoll_error_text());
-  cr_assert_lt(dt, 3000, "the failure took %lld ms", (long long)dt);
-  char want[64];
-  snprintf(want, sizeof want, "message with tag %d from 127.0.0.1:", bad);
-  cr_assert(strstr(rcoll_error_text(), want) && strstr(rcoll_error_text(), why) &&
-                strstr(rcoll_error_text(), "tags 1,2,3"),
-            "text: %s", rcoll_error_text());
-  rbuf_check(rbufs[0], 50, caps[0], 1, "the buffer filled before the failure");
-  for (int i = 1; i < 3; i++)
-    rbuf_check(rbufs[i], 0, caps[i], rtags[i], "a buffer no message matched");
-  /* The connection stays failed: a later receive fails at once. */
-  void *req = NULL;
-  int tag = 0;
-  cr_assert_neq(ops->irecv(p.recv, 1, (void **)rbufs, caps, &tag, NULL, &req), rcollSuccess);
+  th_multi_tag_error(&p, bad, size, why);
   th_pair_close(&p);
-  for (int i = 0; i < 3; i++)
-    free(rbufs[i]);
-  free(sbufs[0]);
-  free(sbufs[1]);
 }
 
 Test(ucx_multi, tag_matching_no_buffer_fails_naming_it, .timeout = 60) {
@@ -187,22 +63,11 @@ Test(ucx_multi, tag_of_an_already_filled_buffer_fails, .timeout = 60) {
 }
 
 Test(ucx_multi, message_larger_than_its_buffer_fails, .timeout = 60) {
-  const int rtags[2] = {1, 2}, stags[2] = {2, 1};
-  const size_t ssizes[2] = {10, 300000}, caps[2] = {200000, 4096};
   for (int t = 0; t < NTLS; t++) {
-    char *sbufs[2] = {calloc(1, 10), calloc(1, 300000)}, *rbufs[2] = {rbuf_new(caps[0]), rbuf_new(caps[1])};
-    size_t got[2];
     pair_t p;
     pair_open(&p, tls_list[t], 30, 0);
-    rcollResult_t r = group_run(&p, 2, sbufs, ssizes, stags, 2, rbufs, caps, rtags, got);
-    cr_assert_eq(r, rcollInvalidUsage, "got %d: %s", r, rcoll_error_text());
-    cr_assert(strstr(rcoll_error_text(), "message of 300000 bytes with tag 1") &&
-                  strstr(rcoll_error_text(), "larger than posted receive of 200000"),
-              "text: %s", rcoll_error_text());
-    rbuf_check(rbufs[0], 0, caps[0], 1, "the buffer the large message named");
+    th_multi_too_large(&p);
     th_pair_close(&p);
-    for (int i = 0; i < 2; i++)
-      free(sbufs[i]), free(rbufs[i]);
   }
 }
 
@@ -250,7 +115,7 @@ Test(ucx_multi, needs_one_slot_per_buffer, .timeout = 60) {
     cr_assert_not_null(rreq[i]);
   }
   for (int i = 0; i < 3; i++)
-    rbufs[i] = rbuf_new(caps[i]);
+    rbufs[i] = th_rbuf_new(caps[i]);
   cr_assert_eq(ops->irecv(p.recv, 3, (void **)rbufs, caps, gtags, NULL, &greq), rcollSuccess);
   cr_assert_null(greq, "a grouped receive of 3 was posted with 2 slots free");
   for (int i = 0; i < SINGLES; i++) {
@@ -286,7 +151,7 @@ Test(ucx_multi, needs_one_slot_per_buffer, .timeout = 60) {
   }
   for (int i = 0; i < 3; i++) {
     cr_assert_eq(got[i], (size_t)(i + 1) * 300000);
-    rbuf_check(rbufs[i], got[i], caps[i], gtags[i], "grouped buffer");
+    th_rbuf_check(rbufs[i], got[i], caps[i], gtags[i], "grouped buffer");
     free(rbufs[i]);
   }
   cr_assert_eq(((ucx_conn_t *)p.recv)->nfree, UCX_NREQS, "slots left taken after the group completed");
@@ -295,65 +160,21 @@ Test(ucx_multi, needs_one_slot_per_buffer, .timeout = 60) {
 }
 
 /* A stream of groups of 1..8 buffers, several in flight, against a sender
- * thread that sends message i with tag i in order: each group lists its
- * tags reversed, so every message lands away from its arrival position.
- * Sizes mix empty, eager and rendezvous messages. Then single receives. */
-typedef struct inflight {
-  void *req;
-  int m0, n; /* messages m0 .. m0 + n - 1 */
-} inflight_t;
-
+ * thread (th_group_stream); sizes mix empty, eager and rendezvous messages.
+ * Then single receives. */
 Test(ucx_multi, stream_of_groups_against_a_sender_thread, .timeout = 180) {
   enum { N = 600, W = 6, EXTRA = 9 };
   size_t sizes[N];
   char *rb[N];
   for (int i = 0; i < N; i++) {
     sizes[i] = i % 7 == 0 ? 0 : i % 5 == 0 ? (size_t)(150000 + i * 331) : (size_t)((i * 53) % 9000);
-    rb[i] = rbuf_new(sizes[i] + EXTRA);
+    rb[i] = th_rbuf_new(sizes[i] + EXTRA);
   }
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
     pair_open(&p, tls_list[t], 30, 0);
-    th_stream_t *tx = th_stream_new(ops, p.send, 1, N, sizes, 0, 1);
-    pthread_t thr;
-    pthread_create(&thr, NULL, th_stream_run, tx);
-    inflight_t win[W];
-    int m = 0, posted = 0, completed = 0, groups = 0;
-    while (m < N || completed < posted) {
-      if (m < N && posted - completed < W) {
-        int n = 1 + posted % RCOLL_NET_MAX_RECVS, tags[RCOLL_NET_MAX_RECVS];
-        n = n < N - m ? n : N - m;
-        void *bufs[RCOLL_NET_MAX_RECVS], *req = NULL;
-        size_t caps[RCOLL_NET_MAX_RECVS];
-        for (int j = 0; j < n; j++) {
-          tags[j] = m + n - 1 - j;
-          bufs[j] = rb[tags[j]];
-          caps[j] = sizes[tags[j]] + EXTRA;
-        }
-        cr_assert_eq(ops->irecv(p.recv, n, bufs, caps, tags, NULL, &req), rcollSuccess, "%s", rcoll_error_text());
-        if (req != NULL) {
-          win[posted++ % W] = (inflight_t){req, m, n};
-          m += n;
-          groups += n > 1;
-          continue;
-        }
-        cr_assert_gt(posted, completed, "a NULL request with no receive in flight");
-      }
-      size_t got[RCOLL_NET_MAX_RECVS];
-      const inflight_t *g = &win[completed++ % W];
-      cr_assert_eq(th_wait_req(ops, g->req, got, 20000), rcollSuccess, "UCX_TLS=%s: %s", tls_list[t],
-                   rcoll_error_text());
-      for (int j = 0; j < g->n; j++) {
-        int tag = g->m0 + g->n - 1 - j;
-        cr_assert_eq(got[j], sizes[tag], "message %d: %zu bytes reported, %zu sent", tag, got[j], sizes[tag]);
-        rbuf_check(rb[tag], got[j], sizes[tag] + EXTRA, tag, "streamed group");
-        memset(rb[tag], POISON, sizes[tag] + EXTRA + 1);
-      }
-    }
-    pthread_join(thr, NULL);
-    cr_assert_eq(tx->result, rcollSuccess, "sender: %s", tx->err);
+    int groups = th_group_stream(&p, N, sizes, rb, EXTRA, W, tls_list[t]);
     cr_assert_gt(groups, N / 8, "only %d grouped receives ran", groups);
-    th_stream_free(tx);
     cr_assert_eq(((ucx_conn_t *)p.recv)->nfree, UCX_NREQS);
     const size_t after[] = {0, 3, 65536, MIB + 1};
     exchange(&p, 4, after, 17);
@@ -424,7 +245,7 @@ static void sender_dies_mid_group(const char *tls) {
   char *rbufs[3];
   size_t got[3];
   for (int i = 0; i < 3; i++)
-    rbufs[i] = rbuf_new(caps[i]);
+    rbufs[i] = th_rbuf_new(caps[i]);
   cr_assert_eq(ops->irecv(recv, 3, (void **)rbufs, caps, tags, NULL, &req), rcollSuccess);
   cr_assert_not_null(req);
   /* Tested (progressing the child's wire-up) until the child has sent. */
@@ -448,8 +269,8 @@ static void sender_dies_mid_group(const char *tls) {
   int done = 0;
   cr_assert_eq(ops->test(req, &done, got), rcollRemoteError, "testing again repeats the error");
   cr_assert_eq(done, 0);
-  rbuf_check(rbufs[1], 100, caps[1], 2, "the small message, in before the death");
-  rbuf_check(rbufs[2], 0, caps[2], 3, "the buffer whose message never came");
+  th_rbuf_check(rbufs[1], 100, caps[1], 2, "the small message, in before the death");
+  th_rbuf_check(rbufs[2], 0, caps[2], 3, "the buffer whose message never came");
   int tag = 0;
   cr_assert_neq(ops->irecv(recv, 1, (void **)rbufs, caps, &tag, NULL, &req), rcollSuccess);
   int64_t t1 = now_ms();
