@@ -97,30 +97,20 @@ if make --no-print-directory "${MAKEVARS[@]}" "$LIBOUT/libnccl-net-rcoll.so" "$B
 else
   echo "check_rxe: the NCCL net plugin or its tests did not build (see $DIR/make.log): no nccl-plugin step"
 fi
-# The verbs transport's iflush driven directly (tests/test_ib_flush.c).
-FLUSH_STEP=
-if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_flush" >>"$DIR/make.log" 2>&1; then
-  PROGS="$PROGS $ROOT/$BIN/test_ib_flush"
-  FLUSH_STEP=ib-flush
-else
-  echo "check_rxe: tests/test_ib_flush.c did not build (see $DIR/make.log): no ib-flush step"
-fi
-# The eager protocol and device memory (tests/test_ib_eager.c).
-EAGER_STEP=
-if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_eager" >>"$DIR/make.log" 2>&1; then
-  PROGS="$PROGS $ROOT/$BIN/test_ib_eager"
-  EAGER_STEP=ib-eager
-else
-  echo "check_rxe: tests/test_ib_eager.c did not build (see $DIR/make.log): no ib-eager step"
-fi
-# Grouped receives on the verbs transport (tests/test_ib_multi.c).
-MULTI_STEP=
-if make --no-print-directory "${MAKEVARS[@]}" "$BIN/test_ib_multi" >>"$DIR/make.log" 2>&1; then
-  PROGS="$PROGS $ROOT/$BIN/test_ib_multi"
-  MULTI_STEP=ib-multi
-else
-  echo "check_rxe: tests/test_ib_multi.c did not build (see $DIR/make.log): no ib-multi step"
-fi
+# Criterion programs of the verbs transport, each run by a step of its own
+# (they need Criterion: without it the step is left out, and said so).
+IB_TEST_STEPS=
+ib_test_step() { # program step
+  if make --no-print-directory "${MAKEVARS[@]}" "$BIN/$1" >>"$DIR/make.log" 2>&1; then
+    PROGS="$PROGS $ROOT/$BIN/$1"
+    IB_TEST_STEPS="$IB_TEST_STEPS $2"
+  else
+    echo "check_rxe: tests/$1.c did not build (see $DIR/make.log): no $2 step"
+  fi
+}
+ib_test_step test_ib_flush ib-flush # iflush driven directly
+ib_test_step test_ib_eager ib-eager # the eager protocol and device memory
+ib_test_step test_ib_multi ib-multi # grouped receives
 # allreduce_perf without MPI: its own file plus every bench/*.c without a main.
 BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | tr '\n' ' ')"
 # shellcheck disable=SC2086 # word lists on purpose
@@ -225,7 +215,7 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
   check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
-    $PLUGIN_STEP $FLUSH_STEP $EAGER_STEP $MULTI_STEP bandwidth port-down
+    $PLUGIN_STEP $IB_TEST_STEPS bandwidth port-down
   grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
   compare_bw "$DIR/one.log"
   compare_plugin_bw "$DIR/one.log"

@@ -174,6 +174,68 @@ static inline void th_multi_too_large(th_pair_t *p) {
     free(sbufs[i]), free(rbufs[i]);
 }
 
+/* A group takes one request slot per buffer, all or none: with nreqs - 2
+ * single receives posted a group of 3 gets a NULL request; once one single
+ * is done it is posted behind the others, and everything arrives in order.
+ * free_slots (may be NULL) reads the receive side's free slots: none left
+ * with the group posted, all back at the end. */
+static inline void th_multi_slots(th_pair_t *p, int nreqs, th_wait_fn wait, int (*free_slots)(void *recv)) {
+  const rcoll_transport_ops_t *ops = p->ops;
+  enum { MAXS = 64 };
+  int singles = nreqs - 2;
+  cr_assert(singles > 0 && singles <= MAXS);
+  char small[MAXS][16], *rbufs[3], *sb[3];
+  size_t cap = sizeof small[0], caps[3] = {TH_MIB, TH_MIB, TH_MIB}, got[3];
+  void *sreq[MAXS], *rreq[MAXS], *greq = NULL, *bp, *req[3];
+  int tag = 0, gtags[3] = {40, 41, 42};
+  for (int i = 0; i < singles; i++) {
+    bp = small[i];
+    cr_assert_eq(ops->irecv(p->recv, 1, &bp, &cap, &tag, NULL, &rreq[i]), rcollSuccess);
+    cr_assert_not_null(rreq[i]);
+  }
+  for (int i = 0; i < 3; i++)
+    rbufs[i] = th_rbuf_new(caps[i]);
+  cr_assert_eq(ops->irecv(p->recv, 3, (void **)rbufs, caps, gtags, NULL, &greq), rcollSuccess);
+  cr_assert_null(greq, "a grouped receive of 3 was posted with 2 slots free");
+  for (int i = 0; i < singles; i++) {
+    char msg[16];
+    snprintf(msg, sizeof msg, "single %d", i);
+    cr_assert_eq(ops->isend(p->send, msg, sizeof msg, 99, NULL, &sreq[i]), rcollSuccess);
+    cr_assert_eq(wait(p, sreq[i], NULL, 5000), rcollSuccess);
+    if (i == 0) { /* one single done: 3 slots free */
+      cr_assert_eq(wait(p, rreq[0], NULL, 5000), rcollSuccess);
+      cr_assert_eq(ops->irecv(p->recv, 3, (void **)rbufs, caps, gtags, NULL, &greq), rcollSuccess);
+      cr_assert_not_null(greq);
+      if (free_slots != NULL)
+        cr_assert_eq(free_slots(p->recv), 0);
+    }
+  }
+  for (int k = 2; k >= 0; k--) {
+    size_t n = (size_t)(k + 1) * 300000;
+    sb[k] = malloc(n);
+    th_fill(sb[k], n, gtags[k]);
+    cr_assert_eq(ops->isend(p->send, sb[k], n, gtags[k], NULL, &req[k]), rcollSuccess);
+  }
+  for (int i = 1; i < singles; i++) {
+    char want[16];
+    snprintf(want, sizeof want, "single %d", i);
+    cr_assert_eq(wait(p, rreq[i], NULL, 5000), rcollSuccess);
+    cr_assert_str_eq(small[i], want);
+  }
+  cr_assert_eq(wait(p, greq, got, 10000), rcollSuccess, "%s", rcoll_error_text());
+  for (int k = 0; k < 3; k++) {
+    cr_assert_eq(wait(p, req[k], NULL, 5000), rcollSuccess);
+    free(sb[k]);
+  }
+  for (int i = 0; i < 3; i++) {
+    cr_assert_eq(got[i], (size_t)(i + 1) * 300000);
+    th_rbuf_check(rbufs[i], got[i], caps[i], gtags[i], "grouped buffer");
+    free(rbufs[i]);
+  }
+  if (free_slots != NULL)
+    cr_assert_eq(free_slots(p->recv), nreqs, "slots left taken after the group completed");
+}
+
 /* A stream of n messages (message i has tag i and sizes[i] bytes, sent in
  * order by a sender thread) received in groups of 1..RCOLL_NET_MAX_RECVS
  * buffers, up to `window` groups in flight. Each group lists its tags

@@ -25,7 +25,7 @@
 
 #include "../transports/ib/ib.h"
 #include "../transports/ib/ib_priv.h"
-#include "transport_harness.h"
+#include "ib_pair.h"
 
 #define WAIT_MS 10000
 #define QUIET_MS 300 /* how long a send that must wait for its credit is watched */
@@ -38,33 +38,13 @@ static const rcoll_transport_ops_t *ops = &ib_ops;
 static const size_t stream[NMSG] = {0, 1, IB_EAGER_BYTES, IB_EAGER_BYTES + 1, 0, 1, IB_EAGER_BYTES,
                                     IB_EAGER_BYTES + 1, 0, 1, IB_EAGER_BYTES, IB_EAGER_BYTES + 1};
 
-static void skip_unless_required(const char *why) {
-  const char *req = getenv("RCOLL_TEST_REQUIRE_NET");
-  if (req != NULL && strcmp(req, "ib") == 0)
-    cr_assert_fail("RCOLL_TEST_REQUIRE_NET=ib, but %s", why);
-  cr_skip_test("%s", why);
-}
 
 /* A connected pair under RCOLL_IB_EAGER=mode (NULL: unset); a context with
  * *_gdr set acts as if it could register device memory. */
 static void pair_open(th_pair_t *p, const char *mode, int send_gdr, int recv_gdr) {
-  memset(p, 0, sizeof *p);
-  if (mode != NULL)
-    setenv("RCOLL_IB_EAGER", mode, 1);
-  else
-    unsetenv("RCOLL_IB_EAGER");
-  cr_assert_eq(rcoll_settings_load(&p->set), rcollSuccess);
-  p->set.timeout = 30;
-  p->sctx = th_ctx_try(ops, &p->set, TH_SECRET);
-  if (p->sctx == NULL)
-    skip_unless_required("no usable RDMA port (ib init failed)");
-  cr_assert_eq(((ib_ctx_t *)p->sctx)->gdr, IB_GDR_NONE, "this test expects a device without GPUDirect");
-  if (send_gdr)
-    ((ib_ctx_t *)p->sctx)->gdr = IB_GDR_PEERMEM;
-  th_pair_listen(p, ops);
-  if (recv_gdr) /* before the accept: the receive comm decides when it is made */
-    ((ib_ctx_t *)p->rctx)->gdr = IB_GDR_PEERMEM;
-  th_pair_connect(p, WAIT_MS, 0, "ib");
+  ib_pair_open(p, "RCOLL_IB_EAGER", mode, send_gdr, recv_gdr, WAIT_MS);
+  if (!send_gdr && !recv_gdr)
+    cr_assert_eq(((ib_ctx_t *)p->sctx)->gdr, IB_GDR_NONE, "this test expects a device without GPUDirect");
 }
 
 /* Buffers for NMSG messages in one page-aligned region, message i at i *

@@ -19,33 +19,16 @@
 
 #include "../transports/ib/ib.h"
 #include "../transports/ib/ib_priv.h"
-#include "transport_harness.h"
+#include "ib_pair.h"
 
 #define WAIT_MS 10000
 
 static const rcoll_transport_ops_t *ops = &ib_ops;
 
-static void skip_unless_required(const char *why) {
-  const char *req = getenv("RCOLL_TEST_REQUIRE_NET");
-  if (req != NULL && strcmp(req, "ib") == 0)
-    cr_assert_fail("RCOLL_TEST_REQUIRE_NET=ib, but %s", why);
-  cr_skip_test("%s", why);
-}
 
 /* A connected pair under RCOLL_IB_FLUSH=mode (NULL: unset), or a skip. */
 static void pair_open(th_pair_t *p, const char *mode) {
-  memset(p, 0, sizeof *p);
-  if (mode != NULL)
-    setenv("RCOLL_IB_FLUSH", mode, 1);
-  else
-    unsetenv("RCOLL_IB_FLUSH");
-  cr_assert_eq(rcoll_settings_load(&p->set), rcollSuccess);
-  p->set.timeout = 30;
-  p->sctx = th_ctx_try(ops, &p->set, TH_SECRET);
-  if (p->sctx == NULL)
-    skip_unless_required("no usable RDMA port (ib init failed)");
-  th_pair_listen(p, ops);
-  th_pair_connect(p, WAIT_MS, 0, "ib");
+  ib_pair_open(p, "RCOLL_IB_FLUSH", mode, 0, 0, WAIT_MS);
 }
 
 /* Tests req (and the other side's, which may need driving) until done, an

@@ -21,6 +21,7 @@
 
 #include "../transports/ib/ib.h"
 #include "../transports/ib/ib_priv.h"
+#include "ib_pair.h"
 #include "multi_harness.h"
 
 #define MIB TH_MIB
@@ -29,30 +30,11 @@
 
 static const rcoll_transport_ops_t *ops = &ib_ops;
 
-static void skip_unless_required(const char *why) {
-  const char *req = getenv("RCOLL_TEST_REQUIRE_NET");
-  if (req != NULL && strcmp(req, "ib") == 0)
-    cr_assert_fail("RCOLL_TEST_REQUIRE_NET=ib, but %s", why);
-  cr_skip_test("%s", why);
-}
 
 /* A connected pair under RCOLL_IB_EAGER=mode (NULL: unset); recv_gdr makes
  * the receiving context act as if it could register device memory. */
 static void pair_open(th_pair_t *p, const char *mode, int recv_gdr) {
-  memset(p, 0, sizeof *p);
-  if (mode != NULL)
-    setenv("RCOLL_IB_EAGER", mode, 1);
-  else
-    unsetenv("RCOLL_IB_EAGER");
-  cr_assert_eq(rcoll_settings_load(&p->set), rcollSuccess);
-  p->set.timeout = 30;
-  p->sctx = th_ctx_try(ops, &p->set, TH_SECRET);
-  if (p->sctx == NULL)
-    skip_unless_required("no usable RDMA port (ib init failed)");
-  th_pair_listen(p, ops);
-  if (recv_gdr)
-    ((ib_ctx_t *)p->rctx)->gdr = IB_GDR_PEERMEM;
-  th_pair_connect(p, 10000, 0, "ib");
+  ib_pair_open(p, "RCOLL_IB_EAGER", mode, 0, recv_gdr, 10000);
 }
 
 static char *sbuf_new(size_t size, int tag) {

@@ -80,56 +80,17 @@ Test(socket_multi, message_larger_than_its_buffer_fails, .timeout = 30) {
   th_pair_close(&p);
 }
 
+static rcollResult_t wait_one(th_pair_t *p, void *req, size_t *size, int64_t ms) {
+  return th_wait_req(p->ops, req, size, ms);
+}
+
 /* A grouped receive takes one request slot per buffer, all or none: with
  * fewer free than it needs it gets a NULL request, and once enough are free
  * it is posted behind the single receives before it. */
 Test(socket_multi, needs_one_slot_per_buffer, .timeout = 30) {
-  enum { SINGLES = SOCKET_NREQS - 2 };
   th_pair_t p;
   pair_open(&p, 1, 1, 30);
-  char small[SINGLES][16], *rbufs[3], *sbuf = malloc(MIB);
-  size_t cap = sizeof small[0], caps[3] = {MIB, MIB, MIB}, got[3];
-  void *sreq[SINGLES], *rreq[SINGLES], *greq = NULL, *bp;
-  int tag = 0, gtags[3] = {40, 41, 42};
-  for (int i = 0; i < SINGLES; i++) {
-    bp = small[i];
-    cr_assert_eq(ops->irecv(p.recv, 1, &bp, &cap, &tag, NULL, &rreq[i]), rcollSuccess);
-    cr_assert_not_null(rreq[i]);
-  }
-  for (int i = 0; i < 3; i++)
-    rbufs[i] = th_rbuf_new(caps[i]);
-  cr_assert_eq(ops->irecv(p.recv, 3, (void **)rbufs, caps, gtags, NULL, &greq), rcollSuccess);
-  cr_assert_null(greq, "a grouped receive of 3 was posted with 2 slots free");
-  for (int i = 0; i < SINGLES; i++) {
-    char msg[16];
-    snprintf(msg, sizeof msg, "single %d", i);
-    cr_assert_eq(ops->isend(p.send, msg, sizeof msg, 0, NULL, &sreq[i]), rcollSuccess);
-    cr_assert_eq(th_wait_req(ops, sreq[i], NULL, 5000), rcollSuccess);
-    if (i == 0) { /* one single done: 3 slots free */
-      cr_assert_eq(th_wait_req(ops, rreq[0], NULL, 5000), rcollSuccess);
-      cr_assert_eq(ops->irecv(p.recv, 3, (void **)rbufs, caps, gtags, NULL, &greq), rcollSuccess);
-      cr_assert_not_null(greq);
-    }
-  }
-  for (int k = 2; k >= 0; k--) {
-    void *req;
-    th_fill(sbuf, (size_t)(k + 1) * 300000, gtags[k]);
-    cr_assert_eq(ops->isend(p.send, sbuf, (size_t)(k + 1) * 300000, gtags[k], NULL, &req), rcollSuccess);
-    cr_assert_eq(th_wait_req(ops, req, NULL, 5000), rcollSuccess);
-  }
-  for (int i = 1; i < SINGLES; i++) {
-    char want[16];
-    snprintf(want, sizeof want, "single %d", i);
-    cr_assert_eq(th_wait_req(ops, rreq[i], NULL, 5000), rcollSuccess);
-    cr_assert_str_eq(small[i], want);
-  }
-  cr_assert_eq(th_wait_req(ops, greq, got, 5000), rcollSuccess, "%s", rcoll_error_text());
-  for (int i = 0; i < 3; i++) {
-    cr_assert_eq(got[i], (size_t)(i + 1) * 300000);
-    th_rbuf_check(rbufs[i], got[i], caps[i], gtags[i], "grouped buffer");
-    free(rbufs[i]);
-  }
-  free(sbuf);
+  th_multi_slots(&p, SOCKET_NREQS, wait_one, NULL);
   th_pair_close(&p);
 }
 

@@ -101,61 +101,12 @@ Test(ucx_multi, bad_groups_are_refused) {
 /* A grouped receive takes one request slot per buffer, all or none: with
  * fewer free than it needs it gets a NULL request, and once enough are free
  * it is posted behind the single receives before it. */
+static int free_slots(void *recv) { return ((ucx_conn_t *)recv)->nfree; }
+
 Test(ucx_multi, needs_one_slot_per_buffer, .timeout = 60) {
-  enum { SINGLES = UCX_NREQS - 2 };
   pair_t p;
   pair_open(&p, tls_list[0], 30, 0);
-  char small[SINGLES][16], *rbufs[3], *sbuf = malloc(MIB);
-  size_t cap = sizeof small[0], caps[3] = {MIB, MIB, MIB}, got[3];
-  void *sreq[SINGLES], *rreq[SINGLES], *greq = NULL, *bp;
-  int tag = 0, gtags[3] = {40, 41, 42};
-  for (int i = 0; i < SINGLES; i++) {
-    bp = small[i];
-    cr_assert_eq(ops->irecv(p.recv, 1, &bp, &cap, &tag, NULL, &rreq[i]), rcollSuccess);
-    cr_assert_not_null(rreq[i]);
-  }
-  for (int i = 0; i < 3; i++)
-    rbufs[i] = th_rbuf_new(caps[i]);
-  cr_assert_eq(ops->irecv(p.recv, 3, (void **)rbufs, caps, gtags, NULL, &greq), rcollSuccess);
-  cr_assert_null(greq, "a grouped receive of 3 was posted with 2 slots free");
-  for (int i = 0; i < SINGLES; i++) {
-    char msg[16];
-    snprintf(msg, sizeof msg, "single %d", i);
-    cr_assert_eq(ops->isend(p.send, msg, sizeof msg, 99, NULL, &sreq[i]), rcollSuccess);
-    cr_assert_eq(wait_both(&p, sreq[i], NULL, 5000), rcollSuccess);
-    if (i == 0) { /* one single done: 3 slots free */
-      cr_assert_eq(wait_both(&p, rreq[0], NULL, 5000), rcollSuccess);
-      cr_assert_eq(ops->irecv(p.recv, 3, (void **)rbufs, caps, gtags, NULL, &greq), rcollSuccess);
-      cr_assert_not_null(greq);
-      cr_assert_eq(((ucx_conn_t *)p.recv)->nfree, 0);
-    }
-  }
-  void *req[3];
-  char *sb[3];
-  for (int k = 2; k >= 0; k--) {
-    size_t n = (size_t)(k + 1) * 300000;
-    sb[k] = malloc(n);
-    th_fill(sb[k], n, gtags[k]);
-    cr_assert_eq(ops->isend(p.send, sb[k], n, gtags[k], NULL, &req[k]), rcollSuccess);
-  }
-  for (int i = 1; i < SINGLES; i++) {
-    char want[16];
-    snprintf(want, sizeof want, "single %d", i);
-    cr_assert_eq(wait_both(&p, rreq[i], NULL, 5000), rcollSuccess);
-    cr_assert_str_eq(small[i], want);
-  }
-  cr_assert_eq(wait_both(&p, greq, got, 10000), rcollSuccess, "%s", rcoll_error_text());
-  for (int k = 0; k < 3; k++) {
-    cr_assert_eq(wait_both(&p, req[k], NULL, 5000), rcollSuccess);
-    free(sb[k]);
-  }
-  for (int i = 0; i < 3; i++) {
-    cr_assert_eq(got[i], (size_t)(i + 1) * 300000);
-    th_rbuf_check(rbufs[i], got[i], caps[i], gtags[i], "grouped buffer");
-    free(rbufs[i]);
-  }
-  cr_assert_eq(((ucx_conn_t *)p.recv)->nfree, UCX_NREQS, "slots left taken after the group completed");
-  free(sbuf);
+  th_multi_slots(&p, UCX_NREQS, wait_both, free_slots);
   th_pair_close(&p);
 }
 

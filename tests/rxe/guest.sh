@@ -156,16 +156,22 @@ nccl_plugin() {
   return $rc
 }
 
-# iflush's loopback RDMA READ over rxe0 (RCOLL_IB_FLUSH=force makes host
-# receives take the device-memory path): the Criterion cases, failing
-# instead of skipping when ib cannot start.
-ib_flush() {
-  local rc=0
-  RCOLL_TEST_REQUIRE_NET=ib test_ib_flush --ascii --verbose -j1 >/tmp/fl.log 2>&1 || rc=1
-  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' /tmp/fl.log | grep -v -E '^\[----\] +$|Running|Criterion v' |
-    sed 's/^/RXE-FLUSH /'
-  grep -q 'Failing: 0 | Crashing: 0' /tmp/fl.log && ! grep -q '^\[SKIP\]' /tmp/fl.log || rc=1
+# A Criterion program of the verbs transport: its verdict lines with a
+# prefix; 0 when every case passed and none skipped (RCOLL_TEST_REQUIRE_NET
+# makes a case fail instead of skipping when ib cannot start).
+criterion_run() { # program prefix
+  local rc=0 log=/tmp/$1.log
+  RCOLL_TEST_REQUIRE_NET=ib $1 --ascii --verbose -j1 >$log 2>&1 || rc=1
+  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' $log | grep -v -E '^\[----\] +$|Running|Criterion v' |
+    sed "s/^/$2 /"
+  grep -q 'Failing: 0 | Crashing: 0' $log && ! grep -q '^\[SKIP\]' $log || rc=1
   return $rc
+}
+
+# iflush's loopback RDMA READ over rxe0 (RCOLL_IB_FLUSH=force makes host
+# receives take the device-memory path).
+ib_flush() {
+  criterion_run test_ib_flush RXE-FLUSH
 }
 
 # The eager protocol and device memory (tests/test_ib_eager.c: sends wait
@@ -176,10 +182,7 @@ ib_flush() {
 # alternating over two rounds in this boot.
 ib_eager() {
   local rc=0 round e r p pids
-  RCOLL_TEST_REQUIRE_NET=ib test_ib_eager --ascii --verbose -j1 >/tmp/eg.log 2>&1 || rc=1
-  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' /tmp/eg.log | grep -v -E '^\[----\] +$|Running|Criterion v' |
-    sed 's/^/RXE-EAGER /'
-  grep -q 'Failing: 0 | Crashing: 0' /tmp/eg.log && ! grep -q '^\[SKIP\]' /tmp/eg.log || rc=1
+  criterion_run test_ib_eager RXE-EAGER || rc=1
   RCOLL_IB_EAGER=0 conformance -p 2 -s sweep -c 0,1,7,4099,65537 >/tmp/egc.log 2>&1 || rc=1
   grep -E '^(FAIL|conformance:)' /tmp/egc.log | head -n 10 | sed 's/^/RXE-EAGER RCOLL_IB_EAGER=0 /'
   for round in 1 2; do
@@ -199,14 +202,9 @@ ib_eager() {
 
 # Grouped receives (tests/test_ib_multi.c: tags in any order, eager and
 # rendezvous, device buffers, wrong tags failing, streams of groups with
-# eager on and off): the Criterion cases, failing instead of skipping.
+# eager on and off).
 ib_multi() {
-  local rc=0
-  RCOLL_TEST_REQUIRE_NET=ib test_ib_multi --ascii --verbose -j1 >/tmp/mu.log 2>&1 || rc=1
-  grep -a -E '^\[(----|PASS|FAIL|SKIP|====)\]' /tmp/mu.log | grep -v -E '^\[----\] +$|Running|Criterion v' |
-    sed 's/^/RXE-MULTI /'
-  grep -q 'Failing: 0 | Crashing: 0' /tmp/mu.log && ! grep -q '^\[SKIP\]' /tmp/mu.log || rc=1
-  return $rc
+  criterion_run test_ib_multi RXE-MULTI
 }
 
 # Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.

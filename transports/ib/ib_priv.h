@@ -360,6 +360,10 @@ uint32_t ib_random_psn(void);
 rcollResult_t ib_post_recvs(ib_comm_t *c);
 rcollResult_t ib_post_land(ib_comm_t *c, int land);
 rcollResult_t ib_post_credit_recv(ib_comm_t *c, int slot);
+/* A signalled SEND of len bytes at buf (inside the comm's registered block)
+ * on the first QP; -1 with the connection failed ("posting <what> to ...")
+ * when the verbs refuse it. Eager messages, bad-tag notices and credits. */
+int ib_post_block_send(ib_comm_t *c, uint64_t wr_id, const void *buf, uint32_t len, const char *what);
 
 /* The registered block: IB_NCREDIT credits, IB_NREQS bounce slots (each with
  * IB_HDR bytes of header room), and on the receive side IB_NLAND landing

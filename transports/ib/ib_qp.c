@@ -275,3 +275,19 @@ rcollResult_t ib_post_credit_recv(ib_comm_t *c, int slot) {
   return rcollSuccess;
 }
 #endif
+
+int ib_post_block_send(ib_comm_t *c, uint64_t wr_id, const void *buf, uint32_t len, const char *what) {
+  struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = c->block_mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = wr_id,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED},
+                     *bad;
+  int e = ibv_post_send(c->qps[0], &wr, &bad);
+  if (e != 0) {
+    ib_comm_fail(c, rcollSystemError, "ib: posting %s to %s failed: %s", what, c->peer, strerror(e));
+    return -1;
+  }
+  return 0;
+}

@@ -117,18 +117,8 @@ int ib_post_credit(ib_comm_t *c, ib_req_t *const *bufs, int n, const int *tags) 
   for (int i = 0; i < n; i++)
     cr->b[i] = (ib_credit_buf_t){
         .addr = bufs[i]->addr, .size = bufs[i]->size, .rkey = bufs[i]->rkey, .tag = n > 1 ? tags[i] : 0};
-  struct ibv_sge sge = {.addr = (uintptr_t)cr, .length = (uint32_t)IB_CREDIT_BYTES(n), .lkey = c->block_mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_CREDIT, slot),
-                           .sg_list = &sge,
-                           .num_sge = 1,
-                           .opcode = IBV_WR_SEND,
-                           .send_flags = IBV_SEND_SIGNALED},
-                     *bad;
-  int e = ibv_post_send(c->qps[0], &wr, &bad);
-  if (e != 0) {
-    ib_comm_fail(c, rcollSystemError, "ib: posting a credit to %s failed: %s", c->peer, strerror(e));
+  if (ib_post_block_send(c, IB_WR_ID(IB_WR_CREDIT, slot), cr, (uint32_t)IB_CREDIT_BYTES(n), "a credit") < 0)
     return -1;
-  }
   c->credit_busy[slot] = 1;
   return 0;
 }

@@ -16,18 +16,9 @@ static int ib_post_eager(ib_comm_t *c, ib_req_t *r) {
   char *payload = ib_block_slot(c, ib_slot(c, r)) + IB_HDR;
   ib_eager_hdr_t *h = (ib_eager_hdr_t *)(payload - sizeof *h);
   *h = (ib_eager_hdr_t){.seq = r->seq, .size = (uint32_t)r->size, .tag = r->tag};
-  struct ibv_sge sge = {.addr = (uintptr_t)h, .length = (uint32_t)(sizeof *h + r->size), .lkey = c->block_mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_EAGER, ib_slot(c, r)),
-                           .sg_list = &sge,
-                           .num_sge = 1,
-                           .opcode = IBV_WR_SEND,
-                           .send_flags = IBV_SEND_SIGNALED},
-                     *bad;
-  int e = ibv_post_send(c->qps[0], &wr, &bad);
-  if (e != 0) {
-    ib_comm_fail(c, rcollSystemError, "ib: posting an eager send to %s failed: %s", c->peer, strerror(e));
+  if (ib_post_block_send(c, IB_WR_ID(IB_WR_EAGER, ib_slot(c, r)), h, (uint32_t)(sizeof *h + r->size),
+                         "an eager send") < 0)
     return -1;
-  }
   r->pending = 1;
   r->posted = 1;
   c->eager_sent++;
@@ -104,18 +95,8 @@ static int ib_post_rndv(ib_comm_t *c, ib_req_t *r, const ib_credit_buf_t *cr, ui
 static int ib_post_badtag(ib_comm_t *c, ib_req_t *r) {
   ib_eager_hdr_t *h = (ib_eager_hdr_t *)ib_block_slot(c, ib_slot(c, r));
   *h = (ib_eager_hdr_t){.seq = r->seq, .size = (uint32_t)r->size, .tag = r->tag, .flags = IB_EAGER_BADTAG};
-  struct ibv_sge sge = {.addr = (uintptr_t)h, .length = sizeof *h, .lkey = c->block_mr->lkey};
-  struct ibv_send_wr wr = {.wr_id = IB_WR_ID(IB_WR_EAGER, ib_slot(c, r)),
-                           .sg_list = &sge,
-                           .num_sge = 1,
-                           .opcode = IBV_WR_SEND,
-                           .send_flags = IBV_SEND_SIGNALED},
-                     *bad;
-  int e = ibv_post_send(c->qps[0], &wr, &bad);
-  if (e != 0) {
-    ib_comm_fail(c, rcollSystemError, "ib: posting a send to %s failed: %s", c->peer, strerror(e));
+  if (ib_post_block_send(c, IB_WR_ID(IB_WR_EAGER, ib_slot(c, r)), h, sizeof *h, "a send") < 0)
     return -1;
-  }
   r->badtag = 1;
   r->pending = 1;
   r->posted = 1;
