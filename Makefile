@@ -78,6 +78,17 @@ NVCC_GENCODE ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,cod
                 -gencode arch=compute_90,code=compute_90
 NVCC_FLAGS ?= -O3 -std=c++17 $(NVCC_GENCODE)
 
+# The table of algorithms, generated from the descriptors of algorithms/*.c
+# (lib/algo.h): adding an algorithm is adding its file.
+ALGO_SRCS := $(wildcard algorithms/*.c)
+ALGO_TABLE := $(BUILD)/gen/algorithms
+LIB_OBJS += $(ALGO_TABLE).o
+$(ALGO_TABLE).c: $(ALGO_SRCS) scripts/gen-algorithms.sh $(BUILD)/lib-objects.list
+	@mkdir -p $(dir $@)
+	$(call msg,GEN,$@)scripts/gen-algorithms.sh $(ALGO_SRCS) > $@.tmp && mv $@.tmp $@
+$(ALGO_TABLE).o: $(ALGO_TABLE).c
+	$(call msg,CC,$@)$(CC) $(LIB_CFLAGS) $(CFLAGS) -c $< -o $@
+
 LIB_SO := $(LIBOUT)/librcoll.so
 LIB_A := $(LIBOUT)/librcoll.a
 

@@ -5,8 +5,9 @@
  * send buffer, so the local copy into place overlaps the first step. */
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
-void rcoll_allgather_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks, r = a->rank;
   size_t block = a->count * rcoll_type_size(a->dtype);
   char *rb = a->recvbuff;
@@ -31,3 +32,15 @@ void rcoll_allgather_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
     }
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_ring(t, m, c, 1, 0); }
+
+RCOLL_ALGORITHM(allgather_ring) = {
+    .name = "ring",
+    .coll = RCOLL_COLL_ALLGATHER,
+    .summary = "Ring all-gather: n-1 steps around rank -> rank+1, pipelined by chunks",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_FALLBACK,
+    .tie_order = 0,
+};

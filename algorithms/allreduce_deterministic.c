@@ -26,8 +26,9 @@
  * result into rb; the receive waits for that send. */
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
-void rcoll_allreduce_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks, r = a->rank;
   size_t tsz = rcoll_type_size(a->dtype), bytes = a->count * tsz;
   const char *sb = a->sendbuff;
@@ -55,3 +56,15 @@ void rcoll_allreduce_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a) 
     rcoll_plan_send(p, r - 1, rb + off, len, have, RCOLL_NO_DEP);
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 2, 0, 1); }
+
+RCOLL_ALGORITHM(allreduce_deterministic) = {
+    .name = "deterministic",
+    .coll = RCOLL_COLL_ALLREDUCE,
+    .summary = "Rank-order sums along the chain 0 -> n-1 and back: bit-identical results",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_DETERMINISTIC,
+    .tie_order = 5,
+};

@@ -30,9 +30,12 @@
  * Buffers: rb holds partial sums throughout, as in the flat ring; a receive
  * that overwrites a segment this rank sent earlier can only arrive after
  * that send was received (the data has to travel through the reduction). */
+#include <math.h>
+
 #include "algo.h"
 #include "reduce.h"
 #include "topo.h"
+#include "tune_cost.h"
 
 typedef struct hier {
   const rcoll_coll_args_t *a;
@@ -163,10 +166,13 @@ static int hier_usable(const rcoll_topo_t *t) {
   return 1;
 }
 
-void rcoll_allreduce_hier(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+/* Without a hierarchy to use, this is the ring all-reduce. */
+extern const rcoll_algorithm_t rcoll_algorithm_allreduce_ring;
+
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   const rcoll_topo_t *t = p->topo;
   if (!hier_usable(t) || t->nranks != a->nranks) {
-    rcoll_allreduce_ring(p, a);
+    rcoll_algorithm_allreduce_ring.plan(p, a);
     return;
   }
   hier_t h = {.a = a, .tsz = rcoll_type_size(a->dtype), .L = t->local_nranks, .l = t->local_rank,
@@ -183,3 +189,40 @@ void rcoll_allreduce_hier(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   if (h.fin != NULL)
     plan_rounds(p, &h);
 }
+
+/* Three phases overlapping chunk by chunk: the latencies of one chunk's
+ * path, each phase's work on one chunk, and (chunks - 1) times the busier
+ * resource (phases 1 and 3 share the links inside the node). Where cores
+ * are shared the phases are costed one after the other (measured, 2
+ * namespaces x 2 ranks on 2 cores, 200 us links, 64 MiB: 117 ms against
+ * 57 predicted with overlap; rabenseifner, whose steps never overlap, 94 ms
+ * against 68). */
+static double cost(const rcoll_tuner_t *t, double m, size_t c) {
+  int L = t->ppn, N = t->nnodes;
+  rcoll_cost_link_t li = rcoll_cost_link(t, 0, 1), le = rcoll_cost_link(t, 1, L);
+  double gamma = rcoll_cost_beta(t->prm.reduce_gbps), s1 = m / L;
+  double k = rcoll_cost_chunks(s1, c), cs = fmin((double)c, s1);
+  double path = 2 * (L - 1) * li.lat + 2 * (N - 1) * le.lat;
+  double w1 = (L - 1) * (rcoll_cost_msg_us(li, cs) + cs * (li.b + gamma));
+  double w2 = 2 * (N - 1) * (rcoll_cost_msg_us(le, cs / N) + cs / N * le.b) + (N - 1) * cs / N * gamma;
+  double w3 = (L - 1) * (rcoll_cost_msg_us(li, cs) + cs * li.b);
+  double busiest = t->prm.cores_shared ? w1 + w2 + w3 : fmax(w1 + w3, w2);
+  busiest = fmax(busiest, rcoll_cost_window_slot(t, le.lat, k));
+  return path + w1 + w2 + w3 + (k - 1) * busiest;
+}
+
+/* Where the planner would fall back to the ring, the ring's cost applies,
+ * not this one. */
+static int applies(const rcoll_tuner_t *t) { return t->nnodes > 1 && t->ppn > 1 && t->uniform; }
+
+RCOLL_ALGORITHM(allreduce_hier) = {
+    .name = "hier",
+    .coll = RCOLL_COLL_ALLREDUCE,
+    .summary = "Hierarchical: reduce-scatter in each node, all-reduce across nodes, all-gather in "
+               "each node",
+    .plan = plan,
+    .cost = cost,
+    .applies = applies,
+    .flags = RCOLL_ALGO_TOPOLOGY,
+    .tie_order = 3,
+};

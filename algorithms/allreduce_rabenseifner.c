@@ -34,8 +34,11 @@
  * so the send has finished (the argument the ring makes). A folded rank's
  * result overwrites its input, which in place is what it sent: each piece
  * waits for its send explicitly. */
+#include <math.h>
+
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
 #define RHD_MAX_STEPS 31
 
@@ -151,7 +154,7 @@ static void plan_doubling(rcoll_plan_t *p, rhd_t *h, int s) {
   }
 }
 
-void rcoll_allreduce_rabenseifner(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   rhd_t h = {.a = a, .tsz = rcoll_type_size(a->dtype), .n = a->nranks, .p2 = 1,
              .ready = RCOLL_NO_DEP};
   h.chunk = p->chunk_bytes / h.tsz;
@@ -183,3 +186,32 @@ void rcoll_allreduce_rabenseifner(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   if (r < 2 * h.rem)
     plan_unfold(p, &h, sent);
 }
+
+/* Steps do not overlap: each pays its latency and its whole transfer. Its
+ * chunks are all in hand when a step starts and are sent at once, so only
+ * the first window waits a round trip: no window limit. */
+static double cost(const rcoll_tuner_t *t, double m, size_t c) {
+  double gamma = rcoll_cost_beta(t->prm.reduce_gbps), time = 0, size = m;
+  if (t->rhd_rem > 0) { /* fold in and hand back: the whole vector twice */
+    rcoll_cost_link_t l = rcoll_cost_link(t, t->fold_cross, t->fold_share);
+    double cs = fmin((double)c, m);
+    time += 2 * (l.lat + rcoll_cost_chunks(m, c) * rcoll_cost_msg_us(l, cs) + m * l.b) + m * gamma;
+  }
+  for (int s = 0; s < t->rhd_steps && s < RCOLL_TUNE_MAX_STEPS; s++) {
+    size /= 2;
+    rcoll_cost_link_t l = rcoll_cost_link(t, t->step_cross[s], t->step_share[s]);
+    double cs = fmin((double)c, size);
+    time += 2 * (l.lat + rcoll_cost_chunks(size, c) * rcoll_cost_msg_us(l, cs) + size * l.b) + size * gamma;
+  }
+  return time;
+}
+
+RCOLL_ALGORITHM(allreduce_rabenseifner) = {
+    .name = "rabenseifner",
+    .coll = RCOLL_COLL_ALLREDUCE,
+    .summary = "Recursive halving then doubling (Rabenseifner): log2(n) steps, bandwidth-optimal",
+    .plan = plan,
+    .cost = cost,
+    .flags = 0,
+    .tie_order = 2,
+};

@@ -14,6 +14,7 @@
 
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
 typedef struct ring_segments {
   size_t base, rem; /* segment k has base + (k < rem) elements */
@@ -34,7 +35,7 @@ static size_t chunk_len(const ring_segments_t *s, int k, size_t j, size_t *off) 
   return start >= len ? 0 : (len - start < s->chunk ? len - start : s->chunk);
 }
 
-void rcoll_allreduce_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks, r = a->rank;
   size_t tsz = rcoll_type_size(a->dtype);
   char *rb = a->recvbuff;
@@ -83,3 +84,15 @@ void rcoll_allreduce_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
     }
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_ring(t, m, c, 2, 1); }
+
+RCOLL_ALGORITHM(allreduce_ring) = {
+    .name = "ring",
+    .coll = RCOLL_COLL_ALLREDUCE,
+    .summary = "Ring: reduce-scatter then all-gather around rank -> rank+1, pipelined by chunks",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_FALLBACK,
+    .tie_order = 0,
+};

@@ -1,6 +1,6 @@
 /* Double binary tree all-reduce. The vector is cut in two halves; half t is
  * reduced up tree t towards its root and the result broadcast back down the
- * same tree (trees: algorithms/tree.c). Each half is cut into chunks, and
+ * same tree (trees: lib/tree.c). Each half is cut into chunks, and
  * every chunk travels on its own, so for large vectors the reduction of
  * later chunks overlaps the broadcast of earlier ones. Since every rank is
  * an inner node of at most one tree, no rank sends much more than twice the
@@ -28,8 +28,12 @@
  * Buffers: the receive from the parent overwrites rb, which this rank sent
  * up just before; it waits for that send explicitly (in place, a leaf's sb
  * is rb too). */
+#include <math.h>
+
 #include "algo.h"
 #include "reduce.h"
+#include "tree.h"
+#include "tune_cost.h"
 
 typedef struct tree_ctx {
   const rcoll_coll_args_t *a;
@@ -79,7 +83,7 @@ static void plan_down(rcoll_plan_t *p, tree_ctx_t *c, int t, size_t j) {
     rcoll_plan_send(p, nd->child[k], rb, len * tsz, have, RCOLL_NO_DEP);
 }
 
-void rcoll_allreduce_tree(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks;
   size_t tsz = rcoll_type_size(a->dtype);
   if (n == 1) {
@@ -112,3 +116,23 @@ void rcoll_allreduce_tree(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
         plan_down(p, &c, t, i - lag);
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) {
+  rcoll_cost_link_t l = rcoll_cost_link(t, t->tree_cross, 1);
+  double k = rcoll_cost_chunks(m / 2, c), cb = fmin((double)c, m / 2), gamma = rcoll_cost_beta(t->prm.reduce_gbps);
+  double nic = t->tree_cross ? t->tree_share * rcoll_cost_beta(t->prm.inter.gbps) : 0;
+  /* An inner rank reduces two children's chunks per slot. */
+  double slot = rcoll_cost_msg_us(l, cb) + cb * (fmax(2 * t->tree_out * l.b, nic) + 2 * gamma);
+  slot = fmax(slot, rcoll_cost_window_slot(t, l.lat, k));
+  return rcoll_cost_pipeline(2 * t->tree_us, k, 2 * t->tree_height, slot);
+}
+
+RCOLL_ALGORITHM(allreduce_tree) = {
+    .name = "tree",
+    .coll = RCOLL_COLL_ALLREDUCE,
+    .summary = "Double binary tree: reduce up and broadcast down two trees of half the data each",
+    .plan = plan,
+    .cost = cost,
+    .flags = 0,
+    .tie_order = 1,
+};

@@ -4,8 +4,9 @@
  * message transfer regardless of the number of ranks. */
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
-void rcoll_broadcast_chain(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks, r = a->rank;
   size_t bytes = a->count * rcoll_type_size(a->dtype);
   int pos = (r - a->root + n) % n; /* our place in the chain */
@@ -28,3 +29,15 @@ void rcoll_broadcast_chain(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
       rcoll_plan_send(p, next, rb + off, len, got, RCOLL_NO_DEP);
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 0, 0); }
+
+RCOLL_ALGORITHM(broadcast_chain) = {
+    .name = "chain",
+    .coll = RCOLL_COLL_BROADCAST,
+    .summary = "Pipelined chain root -> root+1 -> ...",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_FALLBACK,
+    .tie_order = 4,
+};

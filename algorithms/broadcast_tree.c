@@ -1,4 +1,4 @@
-/* Pipelined binary tree broadcast (tree: algorithms/tree.c, rotated so that
+/* Pipelined binary tree broadcast (tree: lib/tree.c, rotated so that
  * its root is the broadcast root). The message is cut into chunks; each rank
  * forwards a chunk to its children as soon as it has arrived. A chunk reaches
  * the last rank after log2(n) hops instead of the chain's n-1, at the price
@@ -10,10 +10,14 @@
  * rank's sends of a round wait only for its receive of the same round, from
  * its parent. Waits follow the tree from the root down, so the earliest
  * unfinished round can always complete even with no buffering at all. */
+#include <math.h>
+
 #include "algo.h"
 #include "reduce.h"
+#include "tree.h"
+#include "tune_cost.h"
 
-void rcoll_broadcast_tree(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks;
   size_t bytes = a->count * rcoll_type_size(a->dtype);
   char *rb = a->recvbuff;
@@ -36,3 +40,22 @@ void rcoll_broadcast_tree(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
       rcoll_plan_send(p, nd.child[k], src, len, have, RCOLL_NO_DEP);
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) {
+  rcoll_cost_link_t l = rcoll_cost_link(t, t->btree_cross, 1);
+  double fan = t->nranks > 2 ? 2 : 1;
+  double nic = t->btree_cross ? t->btree_share * rcoll_cost_beta(t->prm.inter.gbps) : 0;
+  double cs = fmin((double)c, m), slot = fan * rcoll_cost_msg_us(l, cs) + cs * fmax(fan * l.b, nic);
+  slot = fmax(slot, rcoll_cost_window_slot(t, l.lat, rcoll_cost_chunks(m, c)));
+  return rcoll_cost_pipeline(t->btree_us, rcoll_cost_chunks(m, c), t->tree_height, slot);
+}
+
+RCOLL_ALGORITHM(broadcast_tree) = {
+    .name = "tree",
+    .coll = RCOLL_COLL_BROADCAST,
+    .summary = "Pipelined binary tree rooted at the root",
+    .plan = plan,
+    .cost = cost,
+    .flags = 0,
+    .tie_order = 1,
+};

@@ -5,8 +5,9 @@
  * the communicator's scratch ring (non-root ranks have no receive buffer). */
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
-void rcoll_reduce_chain(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks, r = a->rank;
   size_t tsz = rcoll_type_size(a->dtype), bytes = a->count * tsz;
   int pos = (r - a->root + n) % n;
@@ -35,3 +36,15 @@ void rcoll_reduce_chain(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
     }
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 0, 1); }
+
+RCOLL_ALGORITHM(reduce_chain) = {
+    .name = "chain",
+    .coll = RCOLL_COLL_REDUCE,
+    .summary = "Pipelined chain towards the root, each rank adding its part",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_FALLBACK,
+    .tie_order = 4,
+};

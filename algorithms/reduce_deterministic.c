@@ -12,6 +12,7 @@
  * even when sends are not buffered. */
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
 /* Where rank r accumulates chunk `off`: rb on the root, else scratch. */
 static char *partial_buffer(rcoll_plan_t *p, const rcoll_coll_args_t *a, size_t off, int *reuse) {
@@ -21,7 +22,7 @@ static char *partial_buffer(rcoll_plan_t *p, const rcoll_coll_args_t *a, size_t 
   return rcoll_plan_scratch_get(p, reuse);
 }
 
-void rcoll_reduce_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks, r = a->rank, root = a->root;
   size_t tsz = rcoll_type_size(a->dtype), bytes = a->count * tsz;
   const char *sb = a->sendbuff;
@@ -51,3 +52,15 @@ void rcoll_reduce_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
       rcoll_plan_recv(p, n - 1, rb + off, len, sent, RCOLL_NO_DEP);
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 1, 1); }
+
+RCOLL_ALGORITHM(reduce_deterministic) = {
+    .name = "deterministic",
+    .coll = RCOLL_COLL_REDUCE,
+    .summary = "Rank-order sums along the chain 0 -> n-1, then to the root: bit-identical results",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_DETERMINISTIC,
+    .tie_order = 5,
+};

@@ -12,6 +12,7 @@
  * completes even when sends are not buffered. */
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
 /* One chunk [off, off + len) of block b. */
 static void plan_chunk(rcoll_plan_t *p, const rcoll_coll_args_t *a, int b, size_t off, size_t len) {
@@ -37,7 +38,7 @@ static void plan_chunk(rcoll_plan_t *p, const rcoll_coll_args_t *a, int b, size_
     rcoll_plan_recv(p, n - 1, out, len, read, RCOLL_NO_DEP);
 }
 
-void rcoll_reduce_scatter_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks;
   size_t block = a->count * rcoll_type_size(a->dtype);
   if (n == 1) {
@@ -51,3 +52,15 @@ void rcoll_reduce_scatter_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t
       plan_chunk(p, a, b, off, block - off < chunk ? block - off : chunk);
     }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 1, 1); }
+
+RCOLL_ALGORITHM(reduce_scatter_deterministic) = {
+    .name = "deterministic",
+    .coll = RCOLL_COLL_REDUCE_SCATTER,
+    .summary = "Rank-order sums along the chain 0 -> n-1, each block to its owner: bit-identical results",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_DETERMINISTIC,
+    .tie_order = 5,
+};

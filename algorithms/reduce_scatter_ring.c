@@ -11,6 +11,7 @@
  * for a send that is already planned. */
 #include "algo.h"
 #include "reduce.h"
+#include "tune_cost.h"
 
 typedef struct partial {
   int step;    /* the receive-reduce that produced it */
@@ -44,7 +45,7 @@ static void plan_step(rcoll_plan_t *p, const rcoll_coll_args_t *a, int t, size_t
   }
 }
 
-void rcoll_reduce_scatter_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
+static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   int n = a->nranks;
   size_t tsz = rcoll_type_size(a->dtype), block = a->count * tsz;
   char *rb = a->recvbuff;
@@ -64,3 +65,15 @@ void rcoll_reduce_scatter_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
       plan_step(p, a, t, j0, j1, prev);
   }
 }
+
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_ring(t, m, c, 1, 1); }
+
+RCOLL_ALGORITHM(reduce_scatter_ring) = {
+    .name = "ring",
+    .coll = RCOLL_COLL_REDUCE_SCATTER,
+    .summary = "Ring reduce-scatter: n-1 steps around rank -> rank+1, pipelined by chunks",
+    .plan = plan,
+    .cost = cost,
+    .flags = RCOLL_ALGO_FALLBACK,
+    .tie_order = 0,
+};

@@ -1,8 +1,11 @@
 /* rcoll_info: lists every setting with its effective value, where that value
- * came from, and its help text (the counterpart of `fi_info -e`).
+ * came from, and its help text (the counterpart of `fi_info -e`), and the
+ * algorithms the tuner chooses from.
  *
- *   bench/rcoll_info             all settings
+ *   bench/rcoll_info             all settings, then the algorithms
  *   bench/rcoll_info NET TIMEOUT only those (with or without the RCOLL_ prefix)
+ *   bench/rcoll_info --algorithms  the table of algorithms only
+ *   bench/rcoll_info --algo-names  the names RCOLL_ALGO takes, one per line
  *
  * Exits non-zero when a setting in the environment does not parse, so that a
  * job script can validate its environment before launching ranks. It links
@@ -11,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "algo.h"
 #include "config.h"
 #include "error.h"
 #include "rcoll.h"
@@ -37,16 +41,51 @@ static void print_setting(const rcoll_setting_info_t *s) {
 }
 
 static int usage(const char *prog) {
-  printf("usage: %s [-h] [NAME...]\n"
+  printf("usage: %s [-h] [--algorithms | --algo-names] [NAME...]\n"
          "Lists rcoll's settings: effective value, its source (default, RCOLL_<NAME> or the\n"
-         "NCCL_<NAME> fallback) and help. NAMEs restrict the list.\n", prog);
+         "NCCL_<NAME> fallback) and help. NAMEs restrict the list. Then the algorithms: the\n"
+         "name RCOLL_ALGO takes, the collective, a summary.\n", prog);
   return 0;
+}
+
+/* The generated table of algorithms (lib/algo.h), one line each. */
+static void print_algorithms(void) {
+  int n = 0;
+  while (rcoll_algorithms[n] != NULL)
+    n++;
+  printf("# %d algorithms in %d families (RCOLL_ALGO names a family)\n", n, rcoll_algo_family_count());
+  for (int i = 0; i < n; i++) {
+    const rcoll_algorithm_t *a = rcoll_algorithms[i];
+    printf("%-14s %-15s %s%s%s\n", a->name, rcoll_coll_name(a->coll), a->summary,
+           a->flags & RCOLL_ALGO_ONLY ? " (always used: not named in RCOLL_ALGO)" : "",
+           a->flags & RCOLL_ALGO_DETERMINISTIC ? " (RCOLL_DETERMINISTIC=1 or by name only)" : "");
+  }
+}
+
+/* One name per line, for scripts that test every algorithm. */
+static void print_algo_names(void) {
+  for (int f = 0; f < rcoll_algo_family_count(); f++) {
+    int only = 1;
+    for (int i = 0; rcoll_algorithms[i] != NULL; i++)
+      if (rcoll_algorithm_family(rcoll_algorithms[i]) == f)
+        only &= (rcoll_algorithms[i]->flags & RCOLL_ALGO_ONLY) != 0;
+    if (!only)
+      printf("%s\n", rcoll_algo_name(f));
+  }
 }
 
 int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++)
     if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0)
       return usage(argv[0]);
+  if (argc == 2 && strcmp(argv[1], "--algorithms") == 0) {
+    print_algorithms();
+    return 0;
+  }
+  if (argc == 2 && strcmp(argv[1], "--algo-names") == 0) {
+    print_algo_names();
+    return 0;
+  }
   int version = 0;
   rcollGetVersion(&version);
   int n = rcoll_settings_count(), shown = 0;
@@ -63,6 +102,10 @@ int main(int argc, char **argv) {
   if (shown == 0 && argc > 1) {
     fprintf(stderr, "%s: no setting matches the names given\n", argv[0]);
     return 2;
+  }
+  if (argc <= 1) {
+    printf("\n");
+    print_algorithms();
   }
   rcoll_settings_t parsed;
   if (rcoll_settings_load(&parsed) != 0) {

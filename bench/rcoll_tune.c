@@ -94,14 +94,14 @@ static int make_topo(const tool_opts_t *o, rcoll_topo_t *topo) {
 
 static void print_table(const rcoll_tuner_t *t, int coll, const tool_opts_t *o) {
   printf("\n# %s: predicted us at each algorithm's best chunk\n# %12s", rcoll_coll_name(coll), "bytes");
-  for (int a = 0; a < RCOLL_ALGO_NALGOS; a++)
+  for (int a = 0; a < rcoll_algo_family_count(); a++)
     if (rcoll_tune_applies(t, coll, a))
       printf(" %13s", rcoll_algo_name(a));
   printf(" %14s %9s\n", "choice", "chunk");
   for (double b = (double)o->min_bytes; b <= (double)o->max_bytes; b *= o->factor) {
     size_t bytes = (size_t)b;
     printf("  %12zu", bytes);
-    for (int a = 0; a < RCOLL_ALGO_NALGOS; a++)
+    for (int a = 0; a < rcoll_algo_family_count(); a++)
       if (rcoll_tune_applies(t, coll, a))
         printf(" %13.1f", rcoll_tune_best(t, coll, a, bytes).time_us);
     rcoll_tune_choice_t ch = rcoll_tune_choose((rcoll_tuner_t *)t, coll, bytes);

@@ -1,7 +1,15 @@
 /* Algorithms: each one plans a collective into a rcoll_plan_t (see plan.h).
- * One algorithm per file in algorithms/. Arguments were validated at the
- * public entry; count may be 0 (then nothing is planned). Buffers are host
- * pointers for now; sendbuff may equal recvbuff (in-place). */
+ *
+ * One algorithm per file in algorithms/, and nothing else to edit: a file
+ * defines its descriptor with RCOLL_ALGORITHM(id) = {...}, and the build
+ * gathers every descriptor of the files of algorithms/ into one table
+ * (scripts/gen-algorithms.sh writes it), which the tuner, the RCOLL_ALGO
+ * parser, bench/rcoll_info, bench/rcoll_tune and the plan simulator tests
+ * iterate over. docs/architecture.md has the steps.
+ *
+ * Arguments were validated at the public entry; count may be 0 (then
+ * nothing is planned). Buffers are host pointers; sendbuff may equal
+ * recvbuff (in-place). */
 #ifndef RCOLL_ALGO_H
 #define RCOLL_ALGO_H
 
@@ -9,6 +17,22 @@
 
 #include "plan.h"
 #include "rcoll.h"
+
+typedef enum rcoll_coll_kind {
+  RCOLL_COLL_ALLREDUCE = 0,
+  RCOLL_COLL_BROADCAST,
+  RCOLL_COLL_REDUCE,
+  RCOLL_COLL_ALLGATHER,
+  RCOLL_COLL_REDUCE_SCATTER,
+  RCOLL_COLL_SEND,
+  RCOLL_COLL_RECV,
+  RCOLL_COLL_NKINDS
+} rcoll_coll_kind_t;
+
+/* "allreduce", "broadcast", ... ("invalid" out of range). */
+const char *rcoll_coll_name(int coll);
+/* Whether the collective reduces (RCOLL_DETERMINISTIC applies to it). */
+int rcoll_coll_reduces(int coll);
 
 typedef struct rcoll_coll_args {
   const void *sendbuff;
@@ -22,51 +46,71 @@ typedef struct rcoll_coll_args {
   int nranks;
 } rcoll_coll_args_t;
 
-/* Ring: reduce-scatter then all-gather, chunked and pipelined. */
-void rcoll_allreduce_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-void rcoll_allgather_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-void rcoll_reduce_scatter_ring(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-/* Pipelined chain root -> root+1 -> ... (broadcast) and its reverse (reduce). */
-void rcoll_broadcast_chain(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-void rcoll_reduce_chain(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-/* Double binary tree: reduce up and broadcast down two trees, each carrying
- * half the data, pipelined by chunks (latency grows with log n). */
-void rcoll_allreduce_tree(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-/* Pipelined binary tree rooted at args->root. */
-void rcoll_broadcast_tree(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-/* Hierarchical: reduce-scatter within each node, all-reduce of each shard
- * across nodes, all-gather within each node. Needs p->topo; falls back to
- * ring on one node, one rank per node, or nodes of unequal size. */
-void rcoll_allreduce_hier(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-/* Recursive halving-doubling (Rabenseifner), folding the ranks beyond the
- * largest power of two into their neighbours first. */
-void rcoll_allreduce_rabenseifner(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-/* Deterministic (RCOLL_DETERMINISTIC): every element is reduced in rank
- * order, ((x0 op x1) op x2) op ..., whatever the chunking or placement. */
-void rcoll_allreduce_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-void rcoll_reduce_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-void rcoll_reduce_scatter_deterministic(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-/* Point to point: one message to or from args->root. */
-void rcoll_send_p2p(rcoll_plan_t *p, const rcoll_coll_args_t *a);
-void rcoll_recv_p2p(rcoll_plan_t *p, const rcoll_coll_args_t *a);
+struct rcoll_tuner;
+typedef void (*rcoll_planner_t)(rcoll_plan_t *, const rcoll_coll_args_t *);
 
-/* Splits [0, total) into ranges of at most `chunk` bytes aligned to the
- * element size; used by every pipelined algorithm. Returns the number of
- * chunks (0 when total is 0). */
-size_t rcoll_chunk_count(size_t total, size_t chunk);
+enum rcoll_algo_flags {
+  /* Reduces every element in rank order, ((x0 op x1) op x2) op ...,
+   * whatever the chunking or placement: RCOLL_DETERMINISTIC=1 uses only
+   * these, and the automatic choice never picks one (they are slower). */
+  RCOLL_ALGO_DETERMINISTIC = 1,
+  /* The collective's choice when RCOLL_ALGO allows none of its algorithms. */
+  RCOLL_ALGO_FALLBACK = 2,
+  /* The only way to do the collective (point to point): always allowed,
+   * not named in RCOLL_ALGO. */
+  RCOLL_ALGO_ONLY = 4,
+  /* Plans from the placement of ranks on nodes (p->topo): the plan tests
+   * sweep every placement for it, not two. */
+  RCOLL_ALGO_TOPOLOGY = 8,
+};
 
-/* Binary trees (algorithms/tree.c): a rank's parent (-1 at the root) and
- * children (-1 where absent). */
-typedef struct rcoll_tree_node {
-  int parent;
-  int child[2];
-  int nchild;
-} rcoll_tree_node_t;
-/* Tree `which` (0 or 1) of the double binary tree over n ranks. */
-void rcoll_dbtree_node(int n, int which, int rank, rcoll_tree_node_t *out);
-/* The binary tree over n ranks rooted at `root`. */
-void rcoll_btree_node(int n, int root, int rank, rcoll_tree_node_t *out);
-/* Levels below the root of these trees (0 for one rank). */
-int rcoll_btree_height(int n);
+/* What an algorithm file declares about itself. Algorithms of different
+ * collectives that share a name ("ring" for all-reduce, all-gather and
+ * reduce-scatter) are one family, which RCOLL_ALGO names. */
+typedef struct rcoll_algorithm {
+  const char *name;       /* lower case, as RCOLL_ALGO spells it */
+  rcoll_coll_kind_t coll; /* the collective it plans */
+  const char *summary;    /* one line for bench/rcoll_info */
+  rcoll_planner_t plan;
+  /* Predicted microseconds for `bytes` (the whole vector: count x type
+   * size, or n blocks for all-gather and reduce-scatter) cut into chunks of
+   * `chunk`, on the links and placement the tuner models (tune_cost.h). */
+  double (*cost)(const struct rcoll_tuner *t, double bytes, size_t chunk);
+  /* Whether it runs as itself on this placement (NULL: always). */
+  int (*applies)(const struct rcoll_tuner *t);
+  unsigned flags;  /* rcoll_algo_flags */
+  /* Near ties in predicted time go to the lower tie_order: the simpler or
+   * better-measured algorithm (tuner.c says which measurements). */
+  int tie_order;
+} rcoll_algorithm_t;
+
+/* Defines the descriptor of an algorithm file: RCOLL_ALGORITHM(allreduce_ring)
+ * = {...}. The build's table lists it by this line, which must start the line. */
+#define RCOLL_ALGORITHM(id) const rcoll_algorithm_t rcoll_algorithm_##id
+
+/* The generated table (build/gen/algorithms.c), NULL-terminated, in the
+ * order of the files' names. */
+extern const rcoll_algorithm_t *const rcoll_algorithms[];
+
+/* Families: every distinct name of the table, numbered in the order of
+ * first appearance (the same on every rank, which run one build). The
+ * tuner's bit masks and choices are family numbers. */
+int rcoll_algo_family_count(void);
+const char *rcoll_algo_name(int family);            /* "invalid" out of range */
+int rcoll_algo_from_name(const char *name, size_t len); /* case ignored; -1 when unknown */
+/* The family's algorithm for a collective, NULL when it has none. */
+const rcoll_algorithm_t *rcoll_algorithm_find(int coll, int family);
+/* Its family number (rcoll_algo_from_name of its name). */
+int rcoll_algorithm_family(const rcoll_algorithm_t *a);
+
+/* Parses an RCOLL_ALGO value into a bit per family: a comma list of names,
+ * or with a leading ^ every algorithm but those listed; empty allows all
+ * but the deterministic ones; ONLY families are always allowed. Case is
+ * ignored; an unknown name is an error listing the known ones. */
+rcollResult_t rcoll_algo_parse(const char *text, unsigned *allowed);
+/* The families the automatic choice considers (no deterministic ones). */
+unsigned rcoll_algo_auto_mask(void);
+/* "ring, tree, ...": the names RCOLL_ALGO takes, into buf. */
+const char *rcoll_algo_list(char *buf, size_t len);
 
 #endif

@@ -75,20 +75,27 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
                               device);
 }
 
-/* Asks the tuner (made on the communicator's first call) for the algorithm
- * and chunk, and plans the call with them. The chunk never exceeds the
- * communicator's staging slot, which receive-reduces land in. */
+/* Asks the tuner for the algorithm and chunk, and plans the call with
+ * them. The tuner was made with the communicator (its figures are agreed
+ * by all ranks over the bootstrap then, which a call could not do). The
+ * chunk never exceeds the communicator's staging slot, which
+ * receive-reduces land in. */
 static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm) {
   rcoll_plan_t *p = &comm->plan;
   if (p->tuner == NULL)
-    RCOLL_CHECK(rcoll_tuner_create(comm, &p->tuner));
+    return rcoll_error(rcollInternalError, "%s: rank %d: the communicator has no tuner", d->name,
+                       comm->rank);
   size_t bytes = a->count * rcoll_type_size(a->dtype);
   if (d->coll == RCOLL_COLL_ALLGATHER || d->coll == RCOLL_COLL_REDUCE_SCATTER)
     bytes *= (size_t)a->nranks;
   rcoll_tune_choice_t ch = rcoll_tune_choose(p->tuner, d->coll, bytes);
+  const rcoll_algorithm_t *algo = rcoll_algorithm_find(d->coll, ch.algo);
+  if (algo == NULL)
+    return rcoll_error(rcollInternalError, "%s: no algorithm implements %s", d->name,
+                       rcoll_coll_name(d->coll));
   p->chunk_bytes = ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes;
-  rcoll_tune_planner(d->coll, ch.algo)(p, a);
-  p->algo = rcoll_algo_name(ch.algo);
+  algo->plan(p, a);
+  p->algo = algo->name;
   return rcollSuccess;
 }
 

@@ -76,7 +76,7 @@
     "ib messages up to 8 KiB sent eagerly through host buffers: auto (unless the receiving side " \
     "can register device memory), 0/off (never), 1/on (always)")                                 \
   X(STR, algo, "ALGO", "NCCL_ALGO", "",                                                          \
-    "Algorithms the tuner may use: ring,tree,hier,rabenseifner,chain,deterministic; ^ excludes")  \
+    "Algorithms the tuner may use: names from rcoll_info --algorithms, comma-separated; ^ excludes") \
   X(INT, deterministic, "DETERMINISTIC", NULL, "0",                                              \
     "1: reduce every element in rank order 0..n-1 (bit-identical whatever algorithm or placement)") \
   X(STR, tune_alpha, "TUNE_ALPHA", NULL, "",                                                     \

@@ -117,6 +117,10 @@ int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t 
   return i;
 }
 
+size_t rcoll_chunk_count(size_t total, size_t chunk) {
+  return chunk == 0 ? 0 : (total + chunk - 1) / chunk;
+}
+
 int rcoll_plan_join(rcoll_plan_t *p, int dep0, int dep1) {
   if (dep1 == RCOLL_NO_DEP || dep0 == dep1)
     return dep0; /* nothing to join */

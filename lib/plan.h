@@ -69,8 +69,8 @@ typedef struct rcoll_plan {
   /* The communicator's nodes and local ranks, for topology-aware algorithms
    * (which see this rather than the whole communicator). */
   const struct rcoll_topo *topo;
-  /* The tuner's per-communicator state (tuner.c), made by the first call
-   * and freed with the plan. */
+  /* The tuner's per-communicator state (tuner.c), made when the
+   * communicator is created (comm.c) and freed with the plan. */
   struct rcoll_tuner *tuner;
 } rcoll_plan_t;
 
@@ -113,6 +113,11 @@ void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes);
 /* Undoes the connection sequence numbers a plan reserved without running it
  * (a group that failed validation), then resets it. */
 void rcoll_plan_discard(rcoll_plan_t *p);
+
+/* Splits [0, total) into ranges of at most `chunk` bytes aligned to the
+ * element size; used by every pipelined algorithm. Returns the number of
+ * chunks (0 when total is 0). */
+size_t rcoll_chunk_count(size_t total, size_t chunk);
 
 /* Writes a human-readable listing of the plan (for teaching and debugging). */
 void rcoll_plan_print(const rcoll_plan_t *p, void *file /* FILE* */);

@@ -29,29 +29,6 @@
 
 struct rcollComm;
 
-typedef enum rcoll_coll_kind {
-  RCOLL_COLL_ALLREDUCE = 0,
-  RCOLL_COLL_BROADCAST,
-  RCOLL_COLL_REDUCE,
-  RCOLL_COLL_ALLGATHER,
-  RCOLL_COLL_REDUCE_SCATTER,
-  RCOLL_COLL_SEND,
-  RCOLL_COLL_RECV,
-  RCOLL_COLL_NKINDS
-} rcoll_coll_kind_t;
-
-/* Algorithm families; RCOLL_ALGO names them in lower case. */
-typedef enum rcoll_algo_id {
-  RCOLL_ALGO_RING = 0,
-  RCOLL_ALGO_TREE,
-  RCOLL_ALGO_HIER,
-  RCOLL_ALGO_RABENSEIFNER,
-  RCOLL_ALGO_CHAIN,
-  RCOLL_ALGO_DETERMINISTIC,
-  RCOLL_ALGO_P2P,
-  RCOLL_ALGO_NALGOS
-} rcoll_algo_id_t;
-
 #define RCOLL_TUNE_MAX_STEPS 31 /* recursive halving steps the model tracks */
 #define RCOLL_TUNE_CACHE 64     /* recent choices kept */
 
@@ -67,19 +44,21 @@ typedef struct rcoll_tune_params {
   rcoll_tune_link_t intra, inter;
   double reduce_gbps;   /* local reduction throughput */
   size_t max_chunk;     /* the communicator's staging slot: chunks never exceed it */
-  unsigned allowed;     /* bit per rcoll_algo_id_t (rcoll_tune_parse_algos) */
+  unsigned allowed;     /* bit per algorithm family (rcoll_algo_parse) */
   int deterministic;
   int window;           /* receives a connection keeps in flight (staging slots); 0: unbounded */
   int cores_shared;     /* some machine runs more ranks than it has cores */
 } rcoll_tune_params_t;
 
 typedef struct rcoll_tune_choice {
-  rcoll_algo_id_t algo;
+  int algo;         /* family (algo.h); -1: none */
   size_t chunk;     /* pipeline chunk in bytes, a multiple of 64 */
   double time_us;   /* predicted */
 } rcoll_tune_choice_t;
 
-/* A communicator's model: parameters plus what the placement implies. */
+/* A communicator's model: parameters plus what the placement implies for
+ * the shapes the algorithms share (ring, chain, binary trees, recursive
+ * halving), which their cost functions read (tune_cost.h). */
 typedef struct rcoll_tuner {
   rcoll_tune_params_t prm;
   int nranks, nnodes, ppn;  /* ppn: most ranks on one node */
@@ -103,15 +82,6 @@ typedef struct rcoll_tuner {
     rcoll_tune_choice_t choice;
   } cache[RCOLL_TUNE_CACHE];
 } rcoll_tuner_t;
-
-/* Names as RCOLL_ALGO spells them ("ring", "tree", ...), and back (-1). */
-const char *rcoll_algo_name(int algo);
-int rcoll_algo_from_name(const char *name, size_t len);
-const char *rcoll_coll_name(int coll);
-
-/* Parses an RCOLL_ALGO value: a comma list of names, or with a leading ^
- * every algorithm but those listed; empty allows all. Case is ignored. */
-rcollResult_t rcoll_tune_parse_algos(const char *text, unsigned *allowed);
 
 /* Builds a model for the placement in `topo` (the table tool and tests
  * call this directly; communicators through rcoll_tuner_create). */
@@ -147,7 +117,8 @@ rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, in
 rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
                                        double *inter_us);
 
-/* Whether the algorithm family implements the collective here. */
+/* Whether the algorithm family implements the collective and runs as
+ * itself on this placement. */
 int rcoll_tune_applies(const rcoll_tuner_t *t, int coll, int algo);
 /* Predicted time in us of `bytes` (the whole vector: count x type size, or
  * n blocks for all-gather and reduce-scatter) with the given chunk; a
@@ -155,14 +126,10 @@ int rcoll_tune_applies(const rcoll_tuner_t *t, int coll, int algo);
 double rcoll_tune_predict(const rcoll_tuner_t *t, int coll, int algo, size_t bytes, size_t chunk);
 /* The best chunk for one algorithm, and its time. */
 rcoll_tune_choice_t rcoll_tune_best(const rcoll_tuner_t *t, int coll, int algo, size_t bytes);
-/* The choice for a call: the fastest allowed algorithm (the deterministic
- * one for reductions in deterministic mode); when RCOLL_ALGO allows none
- * for this collective, its default. Logs the alternatives under
+/* The choice for a call: the fastest allowed algorithm (only deterministic
+ * ones for reductions in deterministic mode); when RCOLL_ALGO allows none
+ * for this collective, its RCOLL_ALGO_FALLBACK one. Logs the alternatives under
  * RCOLL_DEBUG_SUBSYS=TUNE. */
 rcoll_tune_choice_t rcoll_tune_choose(rcoll_tuner_t *t, int coll, size_t bytes);
-
-/* The planner implementing an algorithm for a collective (NULL if none). */
-typedef void (*rcoll_planner_t)(rcoll_plan_t *, const rcoll_coll_args_t *);
-rcoll_planner_t rcoll_tune_planner(int coll, int algo);
 
 #endif

@@ -105,7 +105,7 @@ rcollResult_t rcoll_tune_params_from_settings(const rcoll_settings_t *st, const 
                                              rcoll_tune_link_t links[2], size_t max_chunk,
                                              rcoll_tune_params_t *out) {
   rcoll_tune_params_t prm = {.max_chunk = max_chunk, .deterministic = st->deterministic != 0};
-  RCOLL_CHECK(rcoll_tune_parse_algos(st->algo, &prm.allowed));
+  RCOLL_CHECK(rcoll_algo_parse(st->algo, &prm.allowed));
   char *end = NULL;
   prm.reduce_gbps = strtod(st->tune_reduce_bw, &end);
   if (end == st->tune_reduce_bw || *end != '\0' || prm.reduce_gbps <= 0)

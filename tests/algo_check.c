@@ -7,7 +7,7 @@
  *   algo_check -p 6 -N 3 -r     round robin: rank r on node r % 3
  *   -u                          uneven: the last node gets the remainder
  *
- * For each RCOLL_ALGO (ring, tree, hier, rabenseifner, chain, deterministic
+ * For each RCOLL_ALGO (every algorithm of the table: ring, tree, hier, ...
  * and the tuner's own choice) every rank all-reduces, reduces, broadcasts and
  * reduce-scatters vectors of small integers held in floats (sums are exact,
  * so any algorithm must give the expected bits). Then, with
@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "rcoll.h"
 
 #define MAX_RANKS 16
@@ -35,13 +36,29 @@ typedef struct config {
   int deterministic;
 } config_t;
 
-static const config_t configs[] = {
-    {"ring", NULL, 0},         {"tree", NULL, 0},          {"hier", NULL, 0},
-    {"rabenseifner", NULL, 0}, {"chain", NULL, 0},         {"deterministic", NULL, 0},
-    {"", NULL, 0},             {"", "4096", 0},            {"", NULL, 1},
-    {"ring,tree", "8192", 1},  {"hier", "65536", 1},       {"rabenseifner", "4096", 1},
+/* After one config per algorithm of the table (make_configs): */
+static const config_t more_configs[] = {
+    {"", NULL, 0},            {"", "4096", 0},          {"", NULL, 1},
+    {"ring,tree", "8192", 1}, {"hier", "65536", 1},     {"rabenseifner", "4096", 1},
 };
-#define NCONFIGS (int)(sizeof configs / sizeof configs[0])
+#define MAX_CONFIGS 64
+static config_t configs[MAX_CONFIGS];
+static int nconfigs;
+
+/* RCOLL_ALGO forced to each algorithm family of the table (lib/algo.h),
+ * but those that are the only way to do a call (point to point). */
+static void make_configs(void) {
+  for (int f = 0; f < rcoll_algo_family_count() && nconfigs < MAX_CONFIGS; f++) {
+    int only = 1;
+    for (int i = 0; rcoll_algorithms[i] != NULL; i++)
+      if (rcoll_algorithm_family(rcoll_algorithms[i]) == f)
+        only &= (rcoll_algorithms[i]->flags & RCOLL_ALGO_ONLY) != 0;
+    if (!only)
+      configs[nconfigs++] = (config_t){rcoll_algo_name(f), NULL, 0};
+  }
+  for (size_t k = 0; k < sizeof more_configs / sizeof more_configs[0] && nconfigs < MAX_CONFIGS; k++)
+    configs[nconfigs++] = more_configs[k];
+}
 
 static int nranks, nnodes, round_robin, uneven;
 static int passed, failed;
@@ -145,7 +162,7 @@ static int rank_main(int r, int pipefd[2]) {
   char text[32];
   snprintf(text, sizeof text, "node%d", node_of(r));
   setenv("RCOLL_HOSTID", text, 1);
-  for (int k = 0; k < NCONFIGS; k++) {
+  for (int k = 0; k < nconfigs; k++) {
     const config_t *c = &configs[k];
     setenv("RCOLL_ALGO", c->algo, 1);
     setenv("RCOLL_DETERMINISTIC", c->deterministic ? "1" : "0", 1);
@@ -189,6 +206,7 @@ int main(int argc, char **argv) {
   }
   if (nranks < 1 || nranks > MAX_RANKS || nnodes < 1 || nnodes > nranks)
     return 2;
+  make_configs();
   int pipefd[2];
   if (pipe(pipefd) != 0)
     return 1;

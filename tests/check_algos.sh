@@ -41,7 +41,11 @@ run() { # label, time limit in seconds, then the command
 }
 
 CONF=$BIN_DIR/conformance
-for algo in ring tree hier rabenseifner chain deterministic; do
+# Every algorithm of the table (lib/algo.h), as rcoll_info lists them: a new
+# algorithm file is tested here without being named.
+ALGOS=$(make --no-print-directory bench/rcoll_info >/dev/null && bench/rcoll_info --algo-names) || exit 1
+[[ -n $ALGOS ]] || { echo "rcoll_info --algo-names listed no algorithm"; exit 1; }
+for algo in $ALGOS; do
   run "RCOLL_ALGO=$algo, threads 1,2,3,4,5,8" 300 env RCOLL_ALGO=$algo "$CONF" -t 1,2,3,4,5,8 -s sweep,types
   run "RCOLL_ALGO=$algo, processes 3,4" 200 env RCOLL_ALGO=$algo "$CONF" -p 3,4 -s sweep -c 0,1,7,100003
 done

@@ -1,4 +1,4 @@
-/* Plans of every algorithm, built for 1..9 ranks on fake communicators (no
+/* Plans of every algorithm in the table (lib/algo.h), built for 1..9 ranks on fake communicators (no
  * network) and checked three ways:
  *   - structure: dependencies point backwards; no receive-reduce is larger
  *     than a staging slot; for every pair (a, b) the sizes a plans to send
@@ -11,19 +11,29 @@
  * Chunks are tiny (8 doubles) so that every call has many of them, and one
  * case has more chunks than the engine's window of steps. */
 #include <criterion/criterion.h>
+#include <criterion/parameterized.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo.h"
+#include "algo_ids.h"
 #include "comm.h"
 #include "plan_sim.h"
 #include "reduce.h"
 #include "topo.h"
 
-typedef void (*planner_t)(rcoll_plan_t *, const rcoll_coll_args_t *);
-enum coll { AR, BC, RD, AG, RS, P2P };
+/* Short names for the collectives; P2P is a send and a receive planned
+ * together (each rank sends to the next and receives from the previous). */
+enum coll {
+  AR = RCOLL_COLL_ALLREDUCE,
+  BC = RCOLL_COLL_BROADCAST,
+  RD = RCOLL_COLL_REDUCE,
+  AG = RCOLL_COLL_ALLGATHER,
+  RS = RCOLL_COLL_REDUCE_SCATTER,
+  P2P = RCOLL_COLL_SEND,
+};
 
 typedef struct layout {
   int nodes;       /* ranks are spread over this many nodes ... */
@@ -108,6 +118,7 @@ static double expected_f64(enum coll k, int n, int root, int r, size_t count, si
   case BC: return input_f64(root, i);
   case AG: return input_f64((int)(i / count), i % count);
   case P2P: return input_f64((r + n - 1) % n, i);
+  default: break;
   }
   return 0;
 }
@@ -115,8 +126,9 @@ static double expected_f64(enum coll k, int n, int root, int r, size_t count, si
 static int gets_result(enum coll k, int r, int root) { return k != RD || r == root; }
 
 /* Fills the buffers (in place where asked) and plans every rank. */
-static void plan_all(world_t *w, enum coll k, planner_t plan, size_t count, int root, int inplace,
-                     rcollDataType_t t, double (*input)(int, size_t)) {
+/* For P2P, plan is the send's; the receive of the same family comes with it. */
+static void plan_all(world_t *w, enum coll k, const rcoll_algorithm_t *plan, size_t count, int root,
+                     int inplace, rcollDataType_t t, double (*input)(int, size_t)) {
   int n = w->n;
   size_t tsz = rcoll_type_size(t);
   for (int r = 0; r < n; r++) {
@@ -142,12 +154,14 @@ static void plan_all(world_t *w, enum coll k, planner_t plan, size_t count, int 
     rcoll_coll_args_t a = {sb, rb, count, t, t == rcollInt64 ? rcollAvg : rcollSum, root, r, n};
     rcoll_plan_t *p = &w->comms[r]->plan;
     if (k == P2P) {
+      const rcoll_algorithm_t *recv = rcoll_algorithm_find(RCOLL_COLL_RECV, rcoll_algorithm_family(plan));
+      cr_assert_not_null(recv, "%s: no receive to go with the send", plan->name);
       a.root = (r + 1) % n;
-      rcoll_send_p2p(p, &a);
+      plan->plan(p, &a);
       a.root = (r + n - 1) % n;
-      rcoll_recv_p2p(p, &a);
+      recv->plan(p, &a);
     } else {
-      plan(p, &a);
+      plan->plan(p, &a);
     }
     cr_assert(!p->failed, "rank %d: planning failed", r);
   }
@@ -215,8 +229,19 @@ static void run_sim(world_t *w, int zero_buffer, unsigned seed, const char *what
 typedef struct algo_case {
   const char *name;
   enum coll k;
-  planner_t plan;
+  const rcoll_algorithm_t *plan;
 } algo_case_t;
+
+static algo_case_t case_of(const rcoll_algorithm_t *d) {
+  return (algo_case_t){d->name, (enum coll)d->coll, d};
+}
+
+/* The table's algorithm of a collective by family name. */
+static const rcoll_algorithm_t *algo_of(int coll, const char *name) {
+  const rcoll_algorithm_t *d = rcoll_algorithm_find(coll, algo_id(name));
+  cr_assert_not_null(d, "no %s algorithm for %s", name, rcoll_coll_name(coll));
+  return d;
+}
 
 /* Plans, checks and runs one case; float64 sums (int64 avg when avg is set). */
 static void run_case(const algo_case_t *ac, int n, const layout_t *l, size_t count, int inplace,
@@ -271,42 +296,53 @@ static void sweep(const algo_case_t *ac, int all_layouts) {
   }
 }
 
-#define ALGO_TEST(test, kind, fn, all)                           \
-  Test(plans, test, .timeout = 120) {                            \
-    algo_case_t ac = {#fn, kind, fn};                            \
-    sweep(&ac, all);                                             \
-  }
+/* One test per algorithm of the table, so that a new algorithm file is
+ * tested without being listed here. A receive is planned together with its
+ * family's send (the P2P case), so it has no test of its own. */
+#define MAX_ALGOS 64
+ParameterizedTestParameters(plans, every_algorithm) {
+  static int index[MAX_ALGOS];
+  size_t n = 0;
+  for (int i = 0; rcoll_algorithms[i] != NULL && n < MAX_ALGOS; i++)
+    if (rcoll_algorithms[i]->coll != RCOLL_COLL_RECV)
+      index[n++] = i;
+  return cr_make_param_array(int, index, n);
+}
 
-ALGO_TEST(allreduce_ring, AR, rcoll_allreduce_ring, 0)
-ALGO_TEST(allreduce_tree, AR, rcoll_allreduce_tree, 0)
-ALGO_TEST(allreduce_hier, AR, rcoll_allreduce_hier, 1)
-ALGO_TEST(allreduce_rabenseifner, AR, rcoll_allreduce_rabenseifner, 0)
-ALGO_TEST(allreduce_deterministic, AR, rcoll_allreduce_deterministic, 0)
-ALGO_TEST(broadcast_chain, BC, rcoll_broadcast_chain, 0)
-ALGO_TEST(broadcast_tree, BC, rcoll_broadcast_tree, 0)
-ALGO_TEST(reduce_chain, RD, rcoll_reduce_chain, 0)
-ALGO_TEST(reduce_deterministic, RD, rcoll_reduce_deterministic, 0)
-ALGO_TEST(allgather_ring, AG, rcoll_allgather_ring, 0)
-ALGO_TEST(reduce_scatter_ring, RS, rcoll_reduce_scatter_ring, 0)
-ALGO_TEST(reduce_scatter_deterministic, RS, rcoll_reduce_scatter_deterministic, 0)
-ALGO_TEST(sendrecv_ring, P2P, NULL, 0)
+ParameterizedTest(int *i, plans, every_algorithm, .timeout = 120) {
+  const rcoll_algorithm_t *d = rcoll_algorithms[*i];
+  algo_case_t ac = case_of(d);
+  sweep(&ac, (d->flags & RCOLL_ALGO_TOPOLOGY) != 0);
+}
+
+Test(plans, the_table_has_every_collective) {
+  int n = 0;
+  for (int coll = 0; coll < RCOLL_COLL_NKINDS; coll++) {
+    int fallbacks = 0;
+    for (int i = 0; rcoll_algorithms[i] != NULL; i++)
+      fallbacks += rcoll_algorithms[i]->coll == (rcoll_coll_kind_t)coll &&
+                   (rcoll_algorithms[i]->flags & RCOLL_ALGO_FALLBACK);
+    cr_assert_eq(fallbacks, 1, "%s: %d fallback algorithms, want exactly 1", rcoll_coll_name(coll),
+                 fallbacks);
+  }
+  while (rcoll_algorithms[n] != NULL)
+    n++;
+  cr_assert_lt(n, MAX_ALGOS, "the parameterized test above sees only %d algorithms", MAX_ALGOS);
+}
 
 /* More chunks than the engine looks at in one pass (its window of 512
  * steps): a plan that needed a step beyond the window to free an earlier
  * one would deadlock here. */
-Test(plans, beyond_engine_window, .timeout = 120) {
-  const algo_case_t cases[] = {
-      {"ring", AR, rcoll_allreduce_ring},       {"tree", AR, rcoll_allreduce_tree},
-      {"hier", AR, rcoll_allreduce_hier},       {"rabenseifner", AR, rcoll_allreduce_rabenseifner},
-      {"deterministic", AR, rcoll_allreduce_deterministic},
-      {"rs deterministic", RS, rcoll_reduce_scatter_deterministic},
-      {"reduce deterministic", RD, rcoll_reduce_deterministic},
-      {"bcast tree", BC, rcoll_broadcast_tree},
-  };
+Test(plans, beyond_engine_window, .timeout = 240) {
   const int ns[] = {3, 4, 6};
-  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+  for (int i = 0; rcoll_algorithms[i] != NULL; i++) {
+    const rcoll_algorithm_t *d = rcoll_algorithms[i];
+    if (d->coll == RCOLL_COLL_SEND || d->coll == RCOLL_COLL_RECV)
+      continue;
+    algo_case_t ac = case_of(d);
     for (size_t k = 0; k < 3; k++)
-      run_case(&cases[c], ns[k], &layouts[1], 8 * 1100, 0, 1, 0);
+      run_case(&ac, ns[k], &layouts[1], 8 * 1100, 0, 1, 0);
+  }
 }
 
 /* Floats of mixed magnitudes and signs, so that the order of additions shows
@@ -328,7 +364,7 @@ static float rank_order_sum(int n, size_t i) {
 
 /* Runs an all-reduce of count floats; returns how many elements of rank 0's
  * result differ bit for bit from the rank-order sum. */
-static size_t float_mismatches(planner_t plan, int n, const layout_t *l, size_t chunk, size_t count) {
+static size_t float_mismatches(const rcoll_algorithm_t *plan, int n, const layout_t *l, size_t chunk, size_t count) {
   world_t w;
   world_init(&w, n, l, 256, chunk, 2);
   plan_all(&w, AR, plan, count, 0, 0, rcollFloat32, input_mixed);
@@ -343,16 +379,25 @@ static size_t float_mismatches(planner_t plan, int n, const layout_t *l, size_t 
   return bad;
 }
 
+/* Every all-reduce that claims RCOLL_ALGO_DETERMINISTIC keeps the promise. */
 Test(plans, deterministic_is_rank_order_bit_for_bit, .timeout = 120) {
   const size_t chunks[] = {64, 128, 256};
-  for (int n = 2; n <= 9; n++)
-    for (size_t li = 0; li < NLAYOUTS; li++)
-      for (size_t c = 0; c < 3; c++)
-        cr_assert_eq(float_mismatches(rcoll_allreduce_deterministic, n, &layouts[li], chunks[c], 999),
-                     0, "n=%d layout %zu chunk %zu: not the rank-order sum", n, li, chunks[c]);
+  int checked = 0;
+  for (int i = 0; rcoll_algorithms[i] != NULL; i++) {
+    const rcoll_algorithm_t *d = rcoll_algorithms[i];
+    if (d->coll != RCOLL_COLL_ALLREDUCE || !(d->flags & RCOLL_ALGO_DETERMINISTIC))
+      continue;
+    checked++;
+    for (int n = 2; n <= 9; n++)
+      for (size_t li = 0; li < NLAYOUTS; li++)
+        for (size_t c = 0; c < 3; c++)
+          cr_assert_eq(float_mismatches(d, n, &layouts[li], chunks[c], 999), 0,
+                       "%s n=%d layout %zu chunk %zu: not the rank-order sum", d->name, n, li, chunks[c]);
+  }
+  cr_assert_gt(checked, 0, "no deterministic all-reduce in the table");
   /* The check has teeth: orders other than rank order round differently. */
-  cr_assert_gt(float_mismatches(rcoll_allreduce_ring, 5, &layouts[0], 64, 999), 0);
-  cr_assert_gt(float_mismatches(rcoll_allreduce_tree, 5, &layouts[0], 64, 999), 0);
+  cr_assert_gt(float_mismatches(algo_of(AR, "ring"), 5, &layouts[0], 64, 999), 0);
+  cr_assert_gt(float_mismatches(algo_of(AR, "tree"), 5, &layouts[0], 64, 999), 0);
 }
 
 /* Reduce and reduce-scatter in deterministic mode give the same bits as the
@@ -363,7 +408,7 @@ Test(plans, deterministic_reduce_and_reduce_scatter_match, .timeout = 120) {
     for (int root = 0; root < n; root += n - 1 > 2 ? 2 : 1) {
       world_t w;
       world_init(&w, n, &layouts[2], 256, 128, 2);
-      plan_all(&w, RD, rcoll_reduce_deterministic, count, root, root & 1, rcollFloat32, input_mixed);
+      plan_all(&w, RD, algo_of(RD, "deterministic"), count, root, root & 1, rcollFloat32, input_mixed);
       run_sim(&w, 1, 5, "deterministic reduce");
       for (size_t i = 0; i < count; i++) {
         float got = ((const float *)w.recv[root])[i], want = rank_order_sum(n, i);
@@ -373,7 +418,7 @@ Test(plans, deterministic_reduce_and_reduce_scatter_match, .timeout = 120) {
     }
     world_t w;
     world_init(&w, n, &layouts[3], 256, 64, 2);
-    plan_all(&w, RS, rcoll_reduce_scatter_deterministic, count, 0, n % 2, rcollFloat32, input_mixed);
+    plan_all(&w, RS, algo_of(RS, "deterministic"), count, 0, n % 2, rcollFloat32, input_mixed);
     run_sim(&w, 1, 6, "deterministic reduce-scatter");
     for (int r = 0; r < n; r++) {
       const float *res = (const float *)result_of(&w, RS, r, n % 2, count, sizeof(float));

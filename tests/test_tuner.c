@@ -8,32 +8,33 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo_ids.h"
 #include "config.h"
 #include "topo.h"
 #include "tuner.h"
 
 #define BIT(a) (1u << (a))
-#define P2P BIT(RCOLL_ALGO_P2P)
+#define P2P BIT(ALGO(p2p))
 
 Test(tuner, parse_algo_lists) {
   unsigned m;
-  cr_assert_eq(rcoll_tune_parse_algos("", &m), rcollSuccess);
+  cr_assert_eq(rcoll_algo_parse("", &m), rcollSuccess);
   unsigned autom = m;
-  cr_assert(autom & BIT(RCOLL_ALGO_RING) && autom & BIT(RCOLL_ALGO_HIER) && autom & P2P);
-  cr_assert(!(autom & BIT(RCOLL_ALGO_DETERMINISTIC)), "auto never picks deterministic by itself");
-  cr_assert_eq(rcoll_tune_parse_algos("ring", &m), rcollSuccess);
-  cr_assert_eq(m, BIT(RCOLL_ALGO_RING) | P2P);
-  cr_assert_eq(rcoll_tune_parse_algos(" Ring , TREE,,", &m), rcollSuccess);
-  cr_assert_eq(m, BIT(RCOLL_ALGO_RING) | BIT(RCOLL_ALGO_TREE) | P2P);
-  cr_assert_eq(rcoll_tune_parse_algos("deterministic", &m), rcollSuccess);
-  cr_assert_eq(m, BIT(RCOLL_ALGO_DETERMINISTIC) | P2P);
-  cr_assert_eq(rcoll_tune_parse_algos("^tree", &m), rcollSuccess);
-  cr_assert_eq(m, autom & ~BIT(RCOLL_ALGO_TREE));
-  cr_assert_eq(rcoll_tune_parse_algos("^ring,hier", &m), rcollSuccess);
-  cr_assert_eq(m, autom & ~BIT(RCOLL_ALGO_RING) & ~BIT(RCOLL_ALGO_HIER));
+  cr_assert(autom & BIT(ALGO(ring)) && autom & BIT(ALGO(hier)) && autom & P2P);
+  cr_assert(!(autom & BIT(ALGO(deterministic))), "auto never picks deterministic by itself");
+  cr_assert_eq(rcoll_algo_parse("ring", &m), rcollSuccess);
+  cr_assert_eq(m, BIT(ALGO(ring)) | P2P);
+  cr_assert_eq(rcoll_algo_parse(" Ring , TREE,,", &m), rcollSuccess);
+  cr_assert_eq(m, BIT(ALGO(ring)) | BIT(ALGO(tree)) | P2P);
+  cr_assert_eq(rcoll_algo_parse("deterministic", &m), rcollSuccess);
+  cr_assert_eq(m, BIT(ALGO(deterministic)) | P2P);
+  cr_assert_eq(rcoll_algo_parse("^tree", &m), rcollSuccess);
+  cr_assert_eq(m, autom & ~BIT(ALGO(tree)));
+  cr_assert_eq(rcoll_algo_parse("^ring,hier", &m), rcollSuccess);
+  cr_assert_eq(m, autom & ~BIT(ALGO(ring)) & ~BIT(ALGO(hier)));
   m = 12345;
-  cr_assert_eq(rcoll_tune_parse_algos("ring,bogus", &m), rcollInvalidArgument);
-  cr_assert_eq(rcoll_tune_parse_algos("p2p", &m), rcollInvalidArgument);
+  cr_assert_eq(rcoll_algo_parse("ring,bogus", &m), rcollInvalidArgument);
+  cr_assert_eq(rcoll_algo_parse("p2p", &m), rcollInvalidArgument);
   cr_assert_eq(m, 12345u, "the output is untouched on error");
 }
 
@@ -55,7 +56,7 @@ static rcoll_tuner_t *model_at(int nranks, int nnodes, const int *sizes, const c
                              .inter = rcoll_tune_default_link("socket"), .reduce_gbps = 8,
                              .max_chunk = 4 << 20, .deterministic = det};
   prm.inter.alpha_us = inter_us;
-  cr_assert_eq(rcoll_tune_parse_algos(algo, &prm.allowed), rcollSuccess);
+  cr_assert_eq(rcoll_algo_parse(algo, &prm.allowed), rcollSuccess);
   rcoll_tuner_t *t = malloc(sizeof *t);
   cr_assert_eq(rcoll_tuner_setup(t, &topo, &prm), rcollSuccess);
   rcoll_topo_free(&topo);
@@ -69,19 +70,19 @@ static rcoll_tuner_t *model(int nranks, int nnodes, const int *sizes, const char
 static int is_one_of(int a, unsigned set) { return (set >> a) & 1; }
 
 Test(tuner, small_vectors_pick_latency_algorithms_large_pick_bandwidth) {
-  unsigned latency = BIT(RCOLL_ALGO_TREE) | BIT(RCOLL_ALGO_RABENSEIFNER) | BIT(RCOLL_ALGO_HIER);
-  unsigned bandwidth = BIT(RCOLL_ALGO_RING) | BIT(RCOLL_ALGO_RABENSEIFNER) | BIT(RCOLL_ALGO_HIER);
+  unsigned latency = BIT(ALGO(tree)) | BIT(ALGO(rabenseifner)) | BIT(ALGO(hier));
+  unsigned bandwidth = BIT(ALGO(ring)) | BIT(ALGO(rabenseifner)) | BIT(ALGO(hier));
   for (int n = 8; n <= 32; n *= 2) {
     rcoll_tuner_t *t = model(n, 1, NULL, "", 0);
     rcoll_tune_choice_t s = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8);
     rcoll_tune_choice_t l = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 256 << 20);
-    cr_assert(is_one_of(s.algo, latency) && s.algo != RCOLL_ALGO_RING, "n=%d: 8 B -> %s", n,
+    cr_assert(is_one_of(s.algo, latency) && s.algo != ALGO(ring), "n=%d: 8 B -> %s", n,
               rcoll_algo_name(s.algo));
     cr_assert(is_one_of(l.algo, bandwidth), "n=%d: 256 MiB -> %s", n, rcoll_algo_name(l.algo));
     /* The ring's 2(n-1) latencies lose to log2 n for 8 bytes by a margin. */
-    cr_assert_lt(s.time_us * 1.5, rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 8).time_us);
-    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 8).algo, RCOLL_ALGO_TREE);
-    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 256 << 20).algo, RCOLL_ALGO_CHAIN);
+    cr_assert_lt(s.time_us * 1.5, rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, ALGO(ring), 8).time_us);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 8).algo, ALGO(tree));
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 256 << 20).algo, ALGO(chain));
     free(t);
   }
 }
@@ -94,23 +95,23 @@ Test(tuner, hier_only_on_several_nodes_of_several_ranks) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     rcoll_tuner_t *t = model(cases[i].n, cases[i].nodes, cases[i].sizes, "", 0);
-    cr_assert_eq(rcoll_tune_applies(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER), cases[i].applies,
+    cr_assert_eq(rcoll_tune_applies(t, RCOLL_COLL_ALLREDUCE, ALGO(hier)), cases[i].applies,
                  "case %zu", i);
     for (size_t b = 8; b <= (1u << 30); b *= 8) {
       rcoll_tune_choice_t c = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b);
-      cr_assert(c.algo != RCOLL_ALGO_HIER || cases[i].applies, "case %zu, %zu B: hier chosen", i, b);
+      cr_assert(c.algo != ALGO(hier) || cases[i].applies, "case %zu, %zu B: hier chosen", i, b);
     }
     /* Forcing hier where it does not apply falls back to the default. */
     free(t);
     t = model(cases[i].n, cases[i].nodes, cases[i].sizes, "hier", 0);
     rcoll_tune_choice_t c = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 1 << 20);
-    cr_assert_eq(c.algo, cases[i].applies ? RCOLL_ALGO_HIER : RCOLL_ALGO_RING, "case %zu", i);
+    cr_assert_eq(c.algo, cases[i].applies ? ALGO(hier) : ALGO(ring), "case %zu", i);
     free(t);
   }
   /* Where the network is the bottleneck, large vectors go hierarchical:
    * only 1/L of the data crosses per rank, against 2(n-1)/n for the ring. */
   rcoll_tuner_t *t = model(8, 2, NULL, "", 0);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_HIER);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, ALGO(hier));
   free(t);
 }
 
@@ -120,7 +121,7 @@ Test(tuner, predicted_times_grow_with_size) {
                          model(8, 2, NULL, "", 0), model(9, 9, NULL, "", 0), model(12, 3, NULL, "", 0)};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) {
     for (int coll = 0; coll < RCOLL_COLL_NKINDS; coll++)
-      for (int a = 0; a < RCOLL_ALGO_NALGOS; a++) {
+      for (int a = 0; a < rcoll_algo_family_count(); a++) {
         if (!rcoll_tune_applies(ts[i], coll, a))
           continue;
         double prev = 0, prev_fixed = 0;
@@ -154,7 +155,7 @@ Test(tuner, chunks_fit_the_staging_slot) {
     for (size_t b = 1; b <= (1ull << 32); b *= 7) {
       rcoll_tune_choice_t c = rcoll_tune_choose(t, coll, b);
       cr_assert(c.chunk <= t->prm.max_chunk && c.chunk % 64 == 0 && c.chunk >= 4096);
-      cr_assert_not_null(rcoll_tune_planner(coll, c.algo));
+      cr_assert_not_null(rcoll_algorithm_find(coll, c.algo));
       /* Repeated sizes come from the cache: the same answer. */
       rcoll_tune_choice_t again = rcoll_tune_choose(t, coll, b);
       cr_assert(again.algo == c.algo && again.chunk == c.chunk);
@@ -165,29 +166,29 @@ Test(tuner, chunks_fit_the_staging_slot) {
 Test(tuner, deterministic_mode_reduces_only_in_rank_order) {
   rcoll_tuner_t *t = model(8, 2, NULL, "ring,tree", 1);
   for (size_t b = 8; b <= (1u << 30); b *= 4) {
-    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo, RCOLL_ALGO_DETERMINISTIC);
-    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE, b).algo, RCOLL_ALGO_DETERMINISTIC);
-    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE_SCATTER, b).algo, RCOLL_ALGO_DETERMINISTIC);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo, ALGO(deterministic));
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE, b).algo, ALGO(deterministic));
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE_SCATTER, b).algo, ALGO(deterministic));
     /* Nothing to reduce: RCOLL_ALGO still rules. */
-    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLGATHER, b).algo, RCOLL_ALGO_RING);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLGATHER, b).algo, ALGO(ring));
     int bc = rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, b).algo;
-    cr_assert(bc == RCOLL_ALGO_TREE || bc == RCOLL_ALGO_CHAIN);
+    cr_assert(bc == ALGO(tree) || bc == ALGO(chain));
   }
   free(t);
 }
 
 Test(tuner, forced_lists_fall_back_per_collective) {
   rcoll_tuner_t *t = model(8, 1, NULL, "tree", 0);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 256 << 20).algo, RCOLL_ALGO_TREE);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 256 << 20).algo, RCOLL_ALGO_TREE);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE, 8).algo, RCOLL_ALGO_CHAIN);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLGATHER, 8).algo, RCOLL_ALGO_RING);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_SEND, 8).algo, RCOLL_ALGO_P2P);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 256 << 20).algo, ALGO(tree));
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_BROADCAST, 256 << 20).algo, ALGO(tree));
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_REDUCE, 8).algo, ALGO(chain));
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLGATHER, 8).algo, ALGO(ring));
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_SEND, 8).algo, ALGO(p2p));
   free(t);
   t = model(8, 1, NULL, "^tree,rabenseifner", 0);
   for (size_t b = 8; b <= (1u << 30); b *= 4) {
     int a = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo;
-    cr_assert(a != RCOLL_ALGO_TREE && a != RCOLL_ALGO_RABENSEIFNER, "%zu B -> %s", b, rcoll_algo_name(a));
+    cr_assert(a != ALGO(tree) && a != ALGO(rabenseifner), "%zu B -> %s", b, rcoll_algo_name(a));
   }
   free(t);
 }
@@ -206,7 +207,7 @@ Test(tuner, settings_adjust_links) {
   cr_assert_float_eq(prm.intra.alpha_us, 2, 1e-9);
   cr_assert_float_eq(prm.intra.gbps, 7.5, 1e-9);
   cr_assert_float_eq(prm.inter.gbps, rcoll_tune_default_link("socket").gbps, 1e-9);
-  cr_assert_eq(prm.allowed, BIT(RCOLL_ALGO_RING) | P2P);
+  cr_assert_eq(prm.allowed, BIT(ALGO(ring)) | P2P);
   cr_assert_eq(prm.max_chunk, (size_t)1 << 20);
   snprintf(s.tune_alpha, sizeof s.tune_alpha, "socket=fast");
   cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument);
@@ -222,9 +223,9 @@ Test(tuner, crossover_moves_with_latency) {
   rcoll_tuner_t *slow = model_at(16, 16, NULL, "ring,tree", 0, 500);
   size_t cross_fast = 0, cross_slow = 0;
   for (size_t b = 8; b <= (1u << 30); b *= 2) {
-    if (!cross_fast && rcoll_tune_choose(fast, RCOLL_COLL_ALLREDUCE, b).algo == RCOLL_ALGO_RING)
+    if (!cross_fast && rcoll_tune_choose(fast, RCOLL_COLL_ALLREDUCE, b).algo == ALGO(ring))
       cross_fast = b;
-    if (!cross_slow && rcoll_tune_choose(slow, RCOLL_COLL_ALLREDUCE, b).algo == RCOLL_ALGO_RING)
+    if (!cross_slow && rcoll_tune_choose(slow, RCOLL_COLL_ALLREDUCE, b).algo == ALGO(ring))
       cross_slow = b;
   }
   cr_assert(cross_fast > 8 && cross_slow > cross_fast, "crossovers %zu and %zu", cross_fast, cross_slow);
@@ -239,10 +240,10 @@ Test(tuner, crossover_moves_with_latency) {
 Test(tuner, window_bounds_pipelines_of_small_chunks) {
   rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 260);
   t->prm.window = 0;
-  double open = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 512 << 10, 8192);
+  double open = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(ring), 512 << 10, 8192);
   t->prm.window = 4;
   double bound = 6 * 16 * 2 * 260.0 / 4;
-  double held = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 512 << 10, 8192);
+  double held = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(ring), 512 << 10, 8192);
   cr_assert_lt(open, bound, "without a window: %.1f us", open);
   cr_assert_geq(held, bound, "with a window of 4: %.1f us", held);
   /* So the choice takes chunks the window can carry: a ring segment of
@@ -258,14 +259,14 @@ Test(tuner, window_bounds_pipelines_of_small_chunks) {
  * messages; with idle cores hier's overlap wins. */
 Test(tuner, shared_cores_serialize_hier) {
   rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 260);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_HIER);
-  double overlapped = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER, 64 << 20).time_us;
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, ALGO(hier));
+  double overlapped = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20).time_us;
   free(t);
   t = model_at(4, 2, NULL, "", 0, 260);
   t->prm.cores_shared = 1;
-  double serial = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_HIER, 64 << 20).time_us;
+  double serial = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20).time_us;
   cr_assert_gt(serial, overlapped * 1.1, "serial %.1f us, overlapped %.1f us", serial, overlapped);
-  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, RCOLL_ALGO_RABENSEIFNER);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 20).algo, ALGO(rabenseifner));
   free(t);
 }
 
@@ -275,10 +276,10 @@ Test(tuner, shared_cores_serialize_hier) {
  * one does not go to ring (measured 1.3-1.6 ms, rabenseifner 1.0-1.1). */
 Test(tuner, ring_steps_wait_for_the_slowest_hop) {
   rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 260);
-  double tiny = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, RCOLL_ALGO_RING, 8).time_us;
+  double tiny = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, ALGO(ring), 8).time_us;
   cr_assert_geq(tiny, 6 * 260.0, "ring, 8 bytes: %.1f us", tiny);
   cr_assert_lt(tiny, 6 * 260.0 * 1.2, "ring, 8 bytes: %.1f us", tiny);
   t->prm.cores_shared = 1;
-  cr_assert_neq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 512 << 10).algo, RCOLL_ALGO_RING);
+  cr_assert_neq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 512 << 10).algo, ALGO(ring));
   free(t);
 }

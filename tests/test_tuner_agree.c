@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo_ids.h"
 #include "bootstrap.h"
 #include "config.h"
 #include "error.h"
@@ -23,7 +24,7 @@ static rcoll_tune_params_t rank_params(int which) {
   rcoll_tune_params_t p = {.intra = rcoll_tune_default_link("shm"),
                            .inter = rcoll_tune_default_link("socket"), .reduce_gbps = 8,
                            .max_chunk = 4 << 20};
-  cr_assert_eq(rcoll_tune_parse_algos("", &p.allowed), rcollSuccess);
+  cr_assert_eq(rcoll_algo_parse("", &p.allowed), rcollSuccess);
   if (which == 1) {
     p.inter.gbps = 0.125;
     p.inter.alpha_us = 35;
@@ -69,15 +70,15 @@ Test(tuner_agree, merge_takes_the_conservative_figure_in_any_order) {
   cr_assert_float_eq(a.reduce_gbps, 6, 1e-12);
   cr_assert_eq(a.max_chunk, (size_t)1 << 20);
   /* A rank that forbids an algorithm or asks for determinism binds all. */
-  p[1].allowed &= ~(1u << RCOLL_ALGO_TREE);
+  p[1].allowed &= ~(1u << ALGO(tree));
   p[0].deterministic = 1;
   p[0].window = 4, p[1].window = 2;
   p[1].cores_shared = 1;
   rcoll_tune_params_agree(p, 2, &a);
   cr_assert_eq(a.window, 2);
   cr_assert_eq(a.cores_shared, 1);
-  cr_assert_eq(a.allowed & (1u << RCOLL_ALGO_TREE), 0u);
-  cr_assert(a.allowed & (1u << RCOLL_ALGO_RING));
+  cr_assert_eq(a.allowed & (1u << ALGO(tree)), 0u);
+  cr_assert(a.allowed & (1u << ALGO(ring)));
   cr_assert_eq(a.deterministic, 1);
 }
 

@@ -1,4 +1,4 @@
-/* Binary trees for the tree algorithms (allreduce_tree.c, broadcast_tree.c)
+/* Binary trees for the tree algorithms (algorithms/allreduce_tree.c, broadcast_tree.c)
  * and for the tuner's cost model.
  *
  * The basic tree is the in-order binary tree over positions 1..n: the root
@@ -15,7 +15,7 @@
  * the leaves where they are). Every rank is then a leaf in at least one tree
  * and an inner node in at most one, so no rank sends more than about twice
  * the data, as in NCCL's double binary tree. */
-#include "algo.h"
+#include "tree.h"
 
 static int lowbit(int v) { return __builtin_ctz((unsigned)v); }
 

@@ -1,0 +1,55 @@
+/* Building blocks of the cost model (tune_cost.h), and the costs of the two
+ * shapes several algorithms share: the ring and the chain. */
+#include "tune_cost.h"
+
+#include <math.h>
+
+double rcoll_cost_beta(double gbps) { return 1.0 / ((gbps > 1e-6 ? gbps : 1e-6) * 1e3); }
+
+double rcoll_cost_msg_us(rcoll_cost_link_t l, double bytes) {
+  return RCOLL_COST_ENGINE_US + (bytes > RCOLL_COST_BIG_MSG ? l.big_us : 0);
+}
+
+rcoll_cost_link_t rcoll_cost_link(const rcoll_tuner_t *t, int cross, int share) {
+  const rcoll_tune_link_t *in = &t->prm.intra, *ex = &t->prm.inter;
+  double bi = rcoll_cost_beta(in->gbps), be = rcoll_cost_beta(ex->gbps) * (share > 1 ? share : 1);
+  if (!cross)
+    return (rcoll_cost_link_t){in->alpha_us, bi, in->msg_us};
+  return (rcoll_cost_link_t){fmax(in->alpha_us, ex->alpha_us), fmax(bi, be), fmax(in->msg_us, ex->msg_us)};
+}
+
+double rcoll_cost_window_slot(const rcoll_tuner_t *t, double lat, double k) {
+  int w = t->prm.window;
+  return w > 0 && k > w ? 2 * lat / w : 0;
+}
+
+double rcoll_cost_chunks(double bytes, size_t chunk) {
+  double k = ceil(bytes / (double)chunk);
+  return k < 1 ? 1 : k;
+}
+
+double rcoll_cost_pipeline(double path_us, double k, int hops, double slot) {
+  return path_us + (k + hops - 1) * slot;
+}
+
+/* Ring steps move a segment of s bytes each; a step lasts the hop latency
+ * plus one chunk, or the whole segment's transfer once chunks keep the link
+ * busy through the latency. */
+double rcoll_cost_ring(const rcoll_tuner_t *t, double m, size_t c, int phases, int reduce) {
+  int n = t->nranks;
+  rcoll_cost_link_t l = rcoll_cost_link(t, t->ring_cross, t->ring_share);
+  double s = m / n, k = rcoll_cost_chunks(s, c), gamma = rcoll_cost_beta(t->prm.reduce_gbps);
+  double cs = fmin((double)c, s), o = rcoll_cost_msg_us(l, cs);
+  double step = fmax(t->ring_hop_us + o + cs * l.b,
+                     k * fmax(o + cs * l.b, rcoll_cost_window_slot(t, l.lat, k)));
+  return phases * (n - 1) * step + (reduce ? (n - 1) * s * gamma : 0);
+}
+
+double rcoll_cost_chain(const rcoll_tuner_t *t, double m, size_t c, int laps, int extra, int reduce) {
+  rcoll_cost_link_t l = rcoll_cost_link(t, t->ring_cross, t->ring_share);
+  double cs = fmin((double)c, m), k = rcoll_cost_chunks(m, c);
+  double slot = laps * rcoll_cost_msg_us(l, cs) +
+                cs * (laps * l.b + (reduce ? rcoll_cost_beta(t->prm.reduce_gbps) : 0));
+  slot = fmax(slot, rcoll_cost_window_slot(t, l.lat, k));
+  return rcoll_cost_pipeline(laps * t->chain_us + extra * l.lat, k, laps * (t->nranks - 1) + extra, slot);
+}
