@@ -12,7 +12,6 @@
 #include "cuda/cuda_comm.h"
 #include "log.h"
 #include "memtype.h"
-#include "sockutil.h"
 #include "tuner.h"
 
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "comm.h"
 #include "cuda/cuda_comm.h"
 #include "log.h"
 #include "reduce.h"
-#include "sockutil.h"
 
 /* Steps examined per pass: far more than can be in flight at once. */
 #define ENGINE_WINDOW 512
