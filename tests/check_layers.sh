@@ -18,9 +18,9 @@
 #   algorithms  algorithms/                       public, base, plan
 #   core        every other file of lib/          public, base, plan
 #   cuda        lib/cuda/                         public, base, plan, core
-# One exception: lib/net.c, the table of transports, includes each
-# transports/<name>/<name>.h (never a private header); the rest of the core
-# sees a transport only through net.h's ops table.
+# One exception: lib/net.c, the table of transports (base, because the plugin
+# uses it), includes each transports/<name>/<name>.h, never a private header;
+# the core and the plugin see a transport only through net.h's ops table.
 # Nothing of these includes tests/, bench/ or examples/. The core reaches
 # lib/cuda through lib/device.h's ops table, never by including lib/cuda/.
 #
