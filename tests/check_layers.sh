@@ -3,7 +3,8 @@
 # include/, lib/ (lib/cuda/ too), transports/, plugin/ and algorithms/ is
 # resolved the way the compiler does (the including file's directory, then
 # -Iinclude, then -Ilib) and must point to a layer that the including file's
-# layer may see. Each include that crosses the wrong way is printed with its
+# layer may see. An #include <...> that -Iinclude or -Ilib would find (such
+# as <comm.h>) is checked the same way; the others are system headers. Each include that crosses the wrong way is printed with its
 # file, line and the rule it breaks; the exit status is 1 when there is one,
 # 0 when there is none, 77 (skip) when the sources are not found.
 #
@@ -100,15 +101,15 @@ rule_for() {
   esac
 }
 
-# Where the compiler finds a quoted include: the includer's directory, then
-# the -I directories in the Makefile's order. Prints the path relative to the
-# root, or nothing.
-resolve() { # includer, name
-  local dir cand
-  for dir in "$(dirname "$1")" include lib; do
-    cand=$(realpath -m --relative-to=. "$dir/$2")
-    if [[ -f $cand ]]; then
-      echo "$cand"
+# Where the compiler finds an include: for a quoted one the includer's
+# directory, then (for both kinds) the -I directories in the Makefile's order.
+# Prints the path relative to the root, or nothing.
+resolve() { # includer, q (quoted) or a (angle brackets), name
+  local dir cand dirs="include lib"
+  [[ $2 == q ]] && dirs="$(dirname "$1") $dirs"
+  for dir in $dirs; do
+    if [[ -f $dir/$3 ]]; then
+      realpath -m --relative-to=. "$dir/$3"
       return
     fi
   done
@@ -131,13 +132,15 @@ violations=0
 nincludes=0
 while IFS= read -r file; do
   fl=$(layer_of "$file")
-  # line number and the quoted name, for each #include "..." of the file
-  while IFS=: read -r line name; do
+  # line number, kind (q or a) and name of each #include of the file
+  while IFS=: read -r line kind name; do
     [[ -z $name ]] && continue
+    to=$(resolve "$file" "$kind" "$name")
+    [[ $kind == a && -z $to ]] && continue # a system header
     nincludes=$((nincludes + 1))
-    to=$(resolve "$file" "$name")
+    if [[ $kind == a ]]; then inc="<$name>"; else inc="\"$name\""; fi
     if [[ -z $to ]]; then
-      echo "$file:$line: #include \"$name\": not found in $(dirname "$file")/, include/ or lib/, so no layer can be checked (a generated header? give it a place in tests/check_layers.sh)"
+      echo "$file:$line: #include $inc: not found in $(dirname "$file")/, include/ or lib/, so no layer can be checked (a generated header? give it a place in tests/check_layers.sh)"
       violations=$((violations + 1))
       continue
     fi
@@ -145,17 +148,18 @@ while IFS= read -r file; do
     if ! may_include "$file" "$fl" "$to" "$tl"; then
       rule=$(rule_for "$fl")
       [[ $file == lib/net.c ]] && rule="$rule; lib/net.c may also include each transports/<name>/<name>.h, no private header"
-      echo "$file:$line: #include \"$name\" ($to, layer $tl) from layer $fl: $rule"
+      echo "$file:$line: #include $inc ($to, layer $tl) from layer $fl: $rule"
       violations=$((violations + 1))
     fi
-  done < <(awk 'match($0, /^[ \t]*#[ \t]*include[ \t]*"[^"]*"/) {
-                 s = substr($0, RSTART, RLENGTH); sub(/^[^"]*"/, "", s); sub(/"$/, "", s)
-                 print FNR ":" s }' "$file")
+  done < <(awk 'match($0, /^[ \t]*#[ \t]*include[ \t]*["<][^">]*[">]/) {
+                 s = substr($0, RSTART, RLENGTH); sub(/^[^"<]*/, "", s)
+                 kind = substr(s, 1, 1) == "<" ? "a" : "q"
+                 print FNR ":" kind ":" substr(s, 2, length(s) - 2) }' "$file")
 done < <(find include lib transports plugin algorithms -type f \
            \( -name '*.c' -o -name '*.h' -o -name '*.cu' \) 2>/dev/null | sort)
 
 if [[ $violations -gt 0 ]]; then
-  echo "check_layers: $violations include(s) cross a layer the wrong way (docs/architecture.md); FAILED"
+  echo "check_layers: $violations include(s) cross a layer the wrong way or cannot be placed (docs/architecture.md); FAILED"
   exit 1
 fi
 echo "check_layers: $nincludes includes checked, every one follows the layers: OK"
