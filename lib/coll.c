@@ -6,7 +6,7 @@
 
 #include "algo.h"
 #include "comm.h"
-#include "cuda/cuda_comm.h"
+#include "device.h"
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
@@ -128,7 +128,7 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
              rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
              a->root, comm->plan.algo, comm->net_summary, comm->plan.chunk_bytes);
   if (device >= 0) /* queued on the stream for the comm's CUDA proxy */
-    return rcoll_cuda_submit(comm, stream, device, d->name);
+    return rcoll_device_ops.submit(comm, stream, device, d->name);
   if (rcoll_group_active())
     return rcoll_group_add(comm);
   rcoll_plan_t *plans[1] = {&comm->plan};

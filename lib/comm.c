@@ -9,10 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cuda/cuda_comm.h"
+#include "device.h"
 #include "log.h"
 #include "memtype.h"
-#include "sockutil.h"
 #include "tuner.h"
 
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
@@ -63,7 +62,7 @@ static rcollResult_t comm_alloc(struct rcollComm *c) {
 }
 
 static void comm_free(struct rcollComm *c) {
-  rcoll_cuda_comm_destroy(c); /* first: its proxy may still use the connections */
+  rcoll_device_ops.comm_destroy(c); /* first: its proxy may still use the connections */
   rcoll_reg_free_all(c);
   rcoll_conn_close_all(c);
   rcoll_comm_close_nets(c);
@@ -157,7 +156,7 @@ RCOLL_API rcollResult_t rcollCommFinalize(rcollComm_t comm) {
   /* Calls on host buffers complete before they return; device calls queued
    * on the proxy are waited for. The error state is what finalize reports. */
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommFinalize"));
-  RCOLL_CHECK(rcoll_cuda_comm_drain(comm));
+  RCOLL_CHECK(rcoll_device_ops.comm_drain(comm));
   return (rcollResult_t)comm->async_error;
 }
 
@@ -221,7 +220,7 @@ RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device) {
     return rcoll_error(rcollInvalidArgument, "rcollCommCuDevice: device is NULL");
   /* A communicator is bound to the device of its first device call; -1
    * while it has only moved host buffers. */
-  *device = comm->cuda != NULL ? comm->cuda->device : -1;
+  *device = rcoll_device_ops.comm_device(comm);
   return rcollSuccess;
 }
 

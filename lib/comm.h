@@ -105,7 +105,8 @@ struct rcollComm {
   rcoll_plan_t plan;   /* reused by every call: no allocation on the hot path */
   int in_group;        /* plan holds steps of an open group */
 
-  /* Device buffers (lib/cuda/cuda_comm.h): made by the first device call. */
+  /* Device buffers: made by the first device call. Opaque to the core, which
+   * reaches it only through the device ops (lib/device.h); lib/cuda owns it. */
   struct rcoll_cuda_comm *cuda;
   /* Buffers registered with rcollCommRegister (memtype.h). */
   struct rcoll_reg *regs;

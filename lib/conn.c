@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "comm.h"
 #include "log.h"
-#include "sockutil.h"
 
 #define HELLO_MAGIC 0x6f6c6c65686c6c63ull
 

@@ -16,11 +16,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "comm.h"
-#include "cuda/cuda_comm.h"
+#include "device.h"
 #include "log.h"
 #include "reduce.h"
-#include "sockutil.h"
 
 /* Steps examined per pass: far more than can be in flight at once. */
 #define ENGINE_WINDOW 512
@@ -51,8 +51,8 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   if (!deps_done(p, st))
     return 0;
-  if (rcoll_cuda_executing(c)) /* a device plan: lib/cuda/dev_step.c */
-    return rcoll_cuda_step_post(p, st, err);
+  if (rcoll_device_ops.executing(c)) /* a device plan: lib/device.h */
+    return rcoll_device_ops.step_post(p, st, err);
   if (st->kind == RCOLL_STEP_COPY) {
     if (st->src != NULL && st->src != st->dst && st->bytes > 0)
       memmove(st->dst, st->src, st->bytes);
@@ -125,8 +125,8 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
 /* Tests a posted step; on completion runs its reduction. Returns 1 if done. */
 static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
-  if (rcoll_cuda_executing(c))
-    return rcoll_cuda_step_test(p, st, err);
+  if (rcoll_device_ops.executing(c))
+    return rcoll_device_ops.step_test(p, st, err);
   int done = 0;
   size_t got = 0;
   rcollResult_t r = rcoll_peer_net(c, st->peer)->test(st->request, &done, &got);
@@ -243,8 +243,8 @@ static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int m
  * timeout are noticed promptly, and kept short when connections of another
  * transport are waited on too (one transport cannot watch the other's). */
 static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64_t spin_us) {
-  if (rcoll_cuda_executing(plans[0]->comm)) {
-    rcoll_cuda_idle(idle_us, spin_us);
+  if (rcoll_device_ops.executing(plans[0]->comm)) {
+    rcoll_device_ops.idle(idle_us, spin_us);
     return;
   }
   if (idle_us < spin_us) {
@@ -308,9 +308,9 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
 
 rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans) {
   rcollResult_t r;
-  if (rcoll_cuda_group_divert(plans, nplans, &r))
+  if (rcoll_device_ops.group_divert(plans, nplans, &r))
     return r;
-  r = rcoll_cuda_drain_plans(plans, nplans);
+  r = rcoll_device_ops.drain_plans(plans, nplans);
   if (r != rcollSuccess)
     return r;
   return rcoll_engine_run_now(plans, nplans);

@@ -1,8 +1,8 @@
 /* Where a buffer lives, which memory a call may use, and the buffers users
  * register with a communicator (rcollCommRegister).
  *
- * The CUDA query (cudaPointerGetAttributes through the lazily loaded runtime,
- * lib/cuda/cuda_api.h) answers RCOLL_MEM_HOST for every pointer when this
+ * Where a pointer lives is asked of the device path (lib/device.h): CUDA,
+ * loaded lazily, which answers RCOLL_MEM_HOST for every pointer when this
  * machine has no CUDA driver or device, so host-only machines never touch
  * CUDA at all. */
 #ifndef RCOLL_MEMTYPE_H

@@ -23,22 +23,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 
 /* Pause between connection attempts: short, so a peer that starts listening a
  * moment later is reached quickly, but long enough not to spin on 2 cores. */
 #define RCOLL_CONNECT_RETRY_MS 20
-
-int64_t rcoll_now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
-}
-
-int64_t rcoll_now_ms(void) { return rcoll_now_us() / 1000; }
 
 /* Milliseconds left before the deadline, clamped to what poll() takes. */
 static int rcoll_ms_left(int64_t deadline_ms) {

@@ -1,5 +1,8 @@
 /* TCP plumbing shared by the bootstrap and the socket transport: addresses
- * (IPv4 and IPv6), interface choice, and blocking I/O with deadlines. */
+ * (IPv4 and IPv6), interface choice, and blocking I/O with deadlines.
+ *
+ * The deadlines are absolute times of the library's clock, so this header
+ * includes clock.h: a caller that computes one needs rcoll_now_ms() too. */
 #ifndef RCOLL_SOCKUTIL_H
 #define RCOLL_SOCKUTIL_H
 
@@ -8,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "clock.h"
 #include "rcoll.h"
 
 typedef union rcoll_sockaddr {
@@ -57,9 +61,5 @@ rcollResult_t rcoll_socket_send_all(int fd, const void *buf, size_t len, int64_t
 rcollResult_t rcoll_socket_recv_all(int fd, void *buf, size_t len, int64_t deadline_ms);
 void rcoll_socket_set_nodelay(int fd);
 void rcoll_socket_set_bufsize(int fd, int bytes);
-
-/* Monotonic clock in milliseconds and microseconds. */
-int64_t rcoll_now_ms(void);
-int64_t rcoll_now_us(void);
 
 #endif

@@ -11,10 +11,10 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "plugin.h"
-#include "sockutil.h"
 
 /* rcoll transports count no comms of their own; descriptors and threads run
  * out first, and connect then fails saying so. */

@@ -23,10 +23,10 @@
 
 #include "../transports/shm/shm.h"
 #include "../transports/shm/shm_priv.h"
+#include "clock.h"
 #include "comm.h"
 #include "error.h"
 #include "rcoll.h"
-#include "sockutil.h"
 #include "transport_harness.h"
 
 #define SECRET TH_SECRET

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "clock.h"
 #include "cuda/cuda_comm.h"
 #include "cuda/ipc.h"
 #include "cuda/module.h"

@@ -1,6 +1,7 @@
-/* The device path of a communicator: what lib/coll.c, lib/engine.c and
- * lib/comm.c call when buffers are CUDA device memory, and the state behind
- * it. docs/gpu.md explains the design; in short:
+/* The device path of a communicator: what the core calls when buffers are
+ * CUDA device memory, through the device ops table (lib/device.h, filled in
+ * device_ops.c), and the state behind it. docs/gpu.md explains the design;
+ * in short:
  *
  * - A call with device buffers is validated and planned in the calling thread
  *   exactly like a host call. The plan is then handed over: the call records
@@ -21,6 +22,7 @@
 #include "comm.h"
 #include "cuda/cuda_api.h"
 #include "cuda/ipc.h"
+#include "memtype.h"
 
 #define RCOLL_CUDA_MAX_STREAMS 16 /* distinct streams in one group */
 
@@ -120,39 +122,19 @@ typedef struct rcoll_cuda_comm {
   rcoll_cuda_stream_t group_streams[RCOLL_CUDA_MAX_STREAMS];
 } rcoll_cuda_comm_t;
 
-/* ---- hooks for lib/coll.c ---- */
+/* ---- the device ops (lib/device.h says what each does) ---- */
 
-/* After a call whose buffers are on `device` was validated and planned into
- * comm->plan: queues it on `stream` and returns (inside a group: keeps it
- * for rcollGroupEnd). On failure the plan is discarded. */
+rcollResult_t rcoll_cuda_mem_query(const void *ptr, size_t bytes, rcoll_mem_info_t *out);
+int rcoll_cuda_group_has_device(const struct rcollComm *c);
 rcollResult_t rcoll_cuda_submit(struct rcollComm *c, rcollStream_t stream, int device,
                                 const char *fn);
-
-/* 1 when comm has device calls in the calling thread's open group (a host
- * call may not join them: memtype.c refuses it). */
-int rcoll_cuda_group_has_device(const struct rcollComm *c);
-
-/* ---- hooks for lib/engine.c ---- */
-
-/* rcollGroupEnd's plans: when they hold device calls, submits them as one
- * unit, sets *r and returns 1; returns 0 for host plans. */
 int rcoll_cuda_group_divert(rcoll_plan_t **plans, int nplans, rcollResult_t *r);
-/* Before host plans run: waits (up to the timeout) for device work queued on
- * their communicators, which uses the same connections. */
 rcollResult_t rcoll_cuda_drain_plans(rcoll_plan_t **plans, int nplans);
-/* 1 while the comm's proxy runs a device plan: the engine then hands each
- * step to rcoll_cuda_step_post/test and idles with rcoll_cuda_idle. */
 int rcoll_cuda_executing(const struct rcollComm *c);
 int rcoll_cuda_step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
 int rcoll_cuda_step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
 void rcoll_cuda_idle(int64_t idle_us, int64_t spin_us);
-
-/* ---- hooks for lib/comm.c ---- */
-
-/* Waits for queued device work (finalize); returns the first failure. */
 rcollResult_t rcoll_cuda_comm_drain(struct rcollComm *c);
-/* Stops the proxy (after draining, unless the comm was aborted: then every
- * held stream is released at once) and frees the device resources. */
 void rcoll_cuda_comm_destroy(struct rcollComm *c);
 
 /* ---- inside lib/cuda ---- */

@@ -9,12 +9,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "cuda/cuda_comm.h"
 #include "cuda/module.h"
 #include "cuda/stage.h"
 #include "log.h"
 #include "reduce.h"
-#include "sockutil.h"
 
 static _Atomic unsigned ipc_counter;
 

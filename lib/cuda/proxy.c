@@ -11,10 +11,10 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "cuda/unit.h"
 #include "hwtopo.h"
 #include "log.h"
-#include "sockutil.h"
 
 static pthread_mutex_t units_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t units_cv = PTHREAD_COND_INITIALIZER;

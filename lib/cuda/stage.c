@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "clock.h"
 #include "cuda/module.h"
 #include "log.h"
 #include "reduce.h"
-#include "sockutil.h"
 
 size_t rcoll_stage_nparts(size_t bytes, size_t slot) {
   if (bytes == 0 || slot == 0)

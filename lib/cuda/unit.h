@@ -59,7 +59,7 @@ int rcoll_cuda_proxy_stop(rcoll_cuda_comm_t *cc, int64_t timeout_ms);
 rcollResult_t rcoll_cuda_proxy_drain(rcoll_cuda_comm_t *cc, int64_t timeout_ms);
 
 /* How a stream is held until a unit is done: the driver's stream wait on the
- * flag, or the wait kernel where that is missing or refused (stream_wait.c). */
+ * flag, or the wait kernel where that is missing or refused (cuda_comm.c). */
 rcollResult_t rcoll_cuda_stream_hold(rcoll_cuda_comm_t *owner, rcoll_cuda_stream_t s, uint32_t seq);
 /* Lets every stream waiting for seq (or earlier) go. */
 void rcoll_cuda_stream_release(rcoll_cuda_comm_t *owner, uint32_t seq);

@@ -13,10 +13,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "shm_priv.h"
-#include "sockutil.h"
 
 #define SHM_RETRY_MS 5 /* pause before connecting again when the backlog is full */
 

@@ -22,11 +22,11 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "hwtopo.h"
 #include "log.h"
 #include "shm_priv.h"
-#include "sockutil.h"
 
 _Static_assert(sizeof(shm_seg_t) <= SHM_HDR_BYTES, "segment header must fit its page");
 _Static_assert(sizeof(shm_slot_t) <= SHM_SLOT_HDR, "slot header too large");

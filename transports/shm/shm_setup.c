@@ -15,10 +15,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "error.h"
 #include "log.h"
 #include "shm_priv.h"
-#include "sockutil.h"
 
 #define SHM_BACKLOG 1024
 #define SHM_MAX_PENDING 256

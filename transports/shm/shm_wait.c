@@ -25,8 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "shm_priv.h"
-#include "sockutil.h"
 
 #define SHM_WAIT_MAX 64
 #define SHM_FALLBACK_NAP_US 200 /* kernels without futex_waitv: one word, short naps */

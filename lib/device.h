@@ -1,0 +1,87 @@
+/* The core's one door to device (CUDA) buffers: a table of the calls that
+ * lib/coll.c, lib/engine.c, lib/comm.c and lib/memtype.c make when buffers
+ * may be device memory. lib/cuda/device_ops.c fills it.
+ *
+ * Why a table declared here, and not the core including lib/cuda headers:
+ * lib/cuda is built on top of the core. It plans and validates through
+ * comm.h, runs device plans with the ordinary engine, and reads the
+ * communicator's connections and settings, so it must include core headers.
+ * The core in turn must call device code at a few points (a device call is
+ * queued for the proxy instead of run; the engine hands a device plan's steps
+ * over; finalize and destroy wait for and free the device state). If the core
+ * included lib/cuda's headers for those, each side would include the other
+ * and neither could be read, built or replaced alone. So the dependency is
+ * turned round at these points: the core says here what it needs, lib/cuda
+ * provides it, and no file of the core includes anything under lib/cuda/
+ * (tests/check_layers.sh fails the build's checks when one does).
+ *
+ * The one instance is found by the linker, not registered at run time: a
+ * registration call would have to come from the core (the same dependency
+ * again), and a constructor in lib/cuda would be left out by programs that
+ * take the core from librcoll.a. For the same reason the table has no size
+ * field: it is never loaded apart from the core that reads it.
+ *
+ * Every slot is safe on a machine without CUDA: with no device there are no
+ * device buffers, so the queries answer "host" and the rest do nothing. */
+#ifndef RCOLL_DEVICE_H
+#define RCOLL_DEVICE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memtype.h"
+#include "plan.h"
+#include "rcoll.h"
+
+struct rcollComm;
+
+typedef struct rcoll_device_ops {
+  /* ---- for lib/memtype.c ---- */
+
+  /* Where ptr lives: RCOLL_MEM_HOST for host memory, pinned host memory and
+   * pointers CUDA does not know; RCOLL_MEM_CUDA with the device for device
+   * and managed memory. A device buffer that runs past the end of its
+   * allocation is an error. */
+  rcollResult_t (*mem_query)(const void *ptr, size_t bytes, rcoll_mem_info_t *out);
+  /* 1 when comm has device calls in the calling thread's open group (a host
+   * call may not join them). */
+  int (*group_has_device)(const struct rcollComm *c);
+
+  /* ---- for lib/coll.c ---- */
+
+  /* After a call whose buffers are on `device` was validated and planned into
+   * comm->plan: queues it on `stream` and returns (inside a group: keeps it
+   * for rcollGroupEnd). On failure the plan is discarded. */
+  rcollResult_t (*submit)(struct rcollComm *c, rcollStream_t stream, int device, const char *fn);
+
+  /* ---- for lib/engine.c ---- */
+
+  /* rcollGroupEnd's plans: when they hold device calls, submits them as one
+   * unit, sets *r and returns 1; returns 0 for host plans. */
+  int (*group_divert)(rcoll_plan_t **plans, int nplans, rcollResult_t *r);
+  /* Before host plans run: waits (up to the timeout) for device work queued
+   * on their communicators, which uses the same connections. */
+  rcollResult_t (*drain_plans)(rcoll_plan_t **plans, int nplans);
+  /* 1 while the comm's proxy runs a device plan: the engine then hands each
+   * step to step_post and step_test, and idles with idle. */
+  int (*executing)(const struct rcollComm *c);
+  int (*step_post)(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
+  int (*step_test)(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
+  void (*idle)(int64_t idle_us, int64_t spin_us);
+
+  /* ---- for lib/comm.c ---- */
+
+  /* The device the comm's device state is bound to (its first device call),
+   * or -1 while it has moved host buffers only. */
+  int (*comm_device)(const struct rcollComm *c);
+  /* Waits for queued device work (finalize); returns the first failure. */
+  rcollResult_t (*comm_drain)(struct rcollComm *c);
+  /* Stops the proxy (after draining, unless the comm was aborted: then every
+   * held stream is released at once) and frees the device resources. */
+  void (*comm_destroy)(struct rcollComm *c);
+} rcoll_device_ops_t;
+
+/* The device path this library is built with (lib/cuda/device_ops.c). */
+extern const rcoll_device_ops_t rcoll_device_ops;
+
+#endif
