@@ -83,7 +83,8 @@ int main(int argc, char **argv) {
     if (!wanted(s.name, argc, argv))
       continue;
     if (s.owner != NULL && s.owner != group)
-      printf("# settings of the %s transport (transports/%s/)\n", s.owner, s.owner);
+      printf("# settings of the %s transport (transports/%s/)%s\n", s.owner, s.owner,
+             rcoll_net_index(s.owner) < 0 ? ", not built here but checked all the same" : "");
     group = s.owner;
     print_setting(&s);
     shown++;

@@ -57,9 +57,14 @@ Test(net, ops_with_a_null_slot_or_no_description_are_refused) {
   cr_assert_eq(rcoll_net_add_for_tests(NULL), rcollSuccess);
 }
 
+/* ...and is described, under its own name, in the table of descriptions. */
 Test(net, every_builtin_table_passes_the_check) {
-  for (int t = 0; t < rcoll_net_count(); t++)
-    cr_assert_eq(rcoll_net_check_ops(rcoll_net_at(t)), rcollSuccess, "%s", rcoll_error_text());
+  for (int t = 0; t < rcoll_net_count(); t++) {
+    const rcoll_transport_ops_t *ops = rcoll_net_at(t);
+    cr_assert_eq(rcoll_net_check_ops(ops), rcollSuccess, "%s", rcoll_error_text());
+    cr_assert_str_eq(ops->desc->name, ops->name);
+    cr_assert_eq(rcoll_net_desc_find(ops->name), ops->desc, "%s", ops->name);
+  }
 }
 
 /* Shared memory, then RDMA, then TCP; UCX only by name (as before the
