@@ -153,15 +153,15 @@ typedef struct rcoll_transport_ops {
   rcollResult_t (*close_listen)(void *listen_comm);
 } rcoll_transport_ops_t;
 
-/* The static table of transports built here (lib/net.c), socket first. */
-/* name NULL or "": the first transport of the table. */
+/* The static table of transports built here (lib/net.c), socket first;
+ * rcoll_net_find(NULL or "") gives that first one. */
 const rcoll_transport_ops_t *rcoll_net_find(const char *name);
 int rcoll_net_index(const char *name); /* -1 when unknown */
 /* The desc's auto_priority; RCOLL_NET_BY_NAME_ONLY for the tests' extra one. */
 int rcoll_net_auto_priority(const rcoll_transport_ops_t *ops);
 /* Of the transports whose bit (1 << index) is set in `have`, the one a pair
- * of ranks uses: the lowest priority, one that asked for by name counting
- * as 0; a local-only one only when `same_node`. -1 when none. */
+ * of ranks uses: the lowest priority, one opened by name counting as 0; a
+ * local-only one only when `same_node`. -1 when none. */
 int rcoll_net_best(uint32_t have, int same_node);
 int rcoll_net_count(void);
 const rcoll_transport_ops_t *rcoll_net_at(int i);
