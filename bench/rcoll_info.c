@@ -7,6 +7,10 @@
  *   bench/rcoll_info --algorithms  the table of algorithms only
  *   bench/rcoll_info --algo-names  the names RCOLL_ALGO takes, one per line
  *
+ * The core's settings come first, then each transport's, under a line
+ * naming it; the header names the transports built in (what RCOLL_NET
+ * takes) in their order of preference.
+ *
  * Exits non-zero when a setting in the environment does not parse, so that a
  * job script can validate its environment before launching ranks. It links
  * the static library because the settings table is internal. */
@@ -17,6 +21,7 @@
 #include "algo.h"
 #include "config.h"
 #include "error.h"
+#include "net.h"
 #include "rcoll.h"
 
 static int wanted(const char *name, int argc, char **argv) {
@@ -38,6 +43,24 @@ static void print_setting(const rcoll_setting_info_t *s) {
   if (s->nccl)
     printf("; NCCL name: %s", s->nccl);
   printf("\n    %s\n", s->help);
+}
+
+/* "# transports built in (RCOLL_NET): shm, ib, socket, in that order of
+ * preference without RCOLL_NET; ucx only when named". */
+static void print_transports(void) {
+  char line[512] = "";
+  int n = rcoll_net_count();
+  for (int prio = 0, listed = 0; prio < 64; prio++)
+    for (int t = 0; t < n; t++)
+      if (rcoll_net_auto_priority(rcoll_net_at(t)) == prio)
+        snprintf(line + strlen(line), sizeof line - strlen(line), "%s%s", listed++ ? ", " : "",
+                 rcoll_net_at(t)->name);
+  snprintf(line + strlen(line), sizeof line - strlen(line), "%s", line[0] ? ", in that order of "
+           "preference without RCOLL_NET" : "none automatic");
+  for (int t = 0; t < n; t++)
+    if (rcoll_net_auto_priority(rcoll_net_at(t)) < 0)
+      snprintf(line + strlen(line), sizeof line - strlen(line), "; %s only when named", rcoll_net_at(t)->name);
+  printf("# transports built in (RCOLL_NET): %s\n", line);
 }
 
 static int usage(const char *prog) {
@@ -91,11 +114,17 @@ int main(int argc, char **argv) {
   int n = rcoll_settings_count(), shown = 0;
   printf("# rcoll %d.%d.%d: %d settings, read from the environment when a communicator is "
          "created\n", version / 10000, version / 100 % 100, version % 100, n);
+  print_transports();
+  const char *group = NULL;
   for (int i = 0; i < n; i++) {
     rcoll_setting_info_t s;
     rcoll_settings_describe(i, &s);
     if (!wanted(s.name, argc, argv))
       continue;
+    if (s.owner != NULL && s.owner != group)
+      printf("# settings of the %s transport (transports/%s/)%s\n", s.owner, s.owner,
+             rcoll_net_index(s.owner) < 0 ? ", not built here but checked all the same" : "");
+    group = s.owner;
     print_setting(&s);
     shown++;
   }

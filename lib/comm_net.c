@@ -1,9 +1,10 @@
 /* Choosing transports for a communicator. With RCOLL_NET set, that transport
- * carries everything. Otherwise every automatic transport that can start here
- * is opened (shared memory, RDMA, TCP), every rank learns which ones each
- * other rank has, and each pair of ranks uses the most preferred transport
- * both have that can reach across them: shared memory only within a node.
- * Both ends of a pair compute the same answer from the same exchanged data. */
+ * carries everything. Otherwise every transport that describes itself as
+ * automatic (a priority of 0 or more) and can start here is opened, every
+ * rank learns which ones each other rank has, and each pair of ranks uses
+ * the most preferred transport both have that can reach across them: a
+ * local-only one (shared memory) only within a node. Both ends of a pair
+ * compute the same answer from the same exchanged data. */
 #include <stdio.h>
 #include <string.h>
 
@@ -47,6 +48,7 @@ static void net_open_auto(struct rcollComm *c, uint64_t secret) {
     const rcoll_transport_ops_t *ops = rcoll_net_at(t);
     if (rcoll_net_auto_priority(ops) < 0)
       continue;
+    /* RCOLL_SHM_DISABLE (NCCL's name) means "nothing node-local". */
     if ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && c->settings.shm_disable)
       continue;
     if (net_open_one(c, t, secret) != rcollSuccess)
@@ -57,24 +59,7 @@ static void net_open_auto(struct rcollComm *c, uint64_t secret) {
 
 /* The transport for one peer, or -1 when the pair has none in common. */
 static int net_for_peer(const struct rcollComm *c, int peer) {
-  uint32_t common = c->infos[c->rank].nets & c->infos[peer].nets;
-  int same_node = c->topo.node_of[peer] == c->topo.node;
-  int best = -1, best_prio = 1 << 30;
-  for (int t = 0; t < rcoll_net_count(); t++) {
-    if (!(common & (1u << t)))
-      continue;
-    const rcoll_transport_ops_t *ops = rcoll_net_at(t);
-    if ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && !same_node)
-      continue;
-    int prio = rcoll_net_auto_priority(ops);
-    if (prio < 0)
-      prio = 0; /* asked for by name: the only one open */
-    if (prio < best_prio) {
-      best = t;
-      best_prio = prio;
-    }
-  }
-  return best;
+  return rcoll_net_best(c->infos[c->rank].nets & c->infos[peer].nets, c->topo.node_of[peer] == c->topo.node);
 }
 
 static rcollResult_t net_pick(struct rcollComm *c) {
@@ -101,6 +86,8 @@ static rcollResult_t net_pick(struct rcollComm *c) {
 rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, uint64_t secret) {
   if (rcoll_net_count() > RCOLL_MAX_NETS)
     return rcoll_error(rcollInternalError, "more transports than RCOLL_MAX_NETS");
+  for (int t = 0; t < rcoll_net_count(); t++)
+    RCOLL_CHECK(rcoll_net_check_ops(rcoll_net_at(t)));
   const char *want = (net_name && *net_name) ? net_name : c->settings.net;
   rcoll_rank_info_t *me = &c->infos[c->rank];
   rcoll_topo_hostid(&c->settings, me->hostid);

@@ -1,4 +1,5 @@
-/* The settings table (config.h) read from the environment. */
+/* The settings tables read from the environment: the core's (config.h) and
+ * each transport's (its description, net.h). */
 #include "config.h"
 
 #include <errno.h>
@@ -7,24 +8,11 @@
 #include <string.h>
 
 #include "error.h"
+#include "net.h"
 
-typedef struct setting_desc {
-  int is_int;
-  size_t offset;
-  const char *name;
-  const char *nccl;
-  const char *def;
-  const char *help;
-} setting_desc_t;
-
-#define RCOLL_IS_INT_INT 1
-#define RCOLL_IS_INT_STR 0
-static const setting_desc_t settings_table[] = {
-#define RCOLL_SETTING_DESC(type, field, name, nccl, def, help) \
-  {RCOLL_IS_INT_##type, offsetof(rcoll_settings_t, field), name, nccl, def, help},
-    RCOLL_SETTINGS(RCOLL_SETTING_DESC)
-#undef RCOLL_SETTING_DESC
-};
+#define CORE_SETTING_DESC(...) RCOLL_SETTING_DESC_IN(rcoll_settings_t, __VA_ARGS__)
+static const rcoll_setting_desc_t settings_table[] = {RCOLL_SETTINGS(CORE_SETTING_DESC)};
+#undef CORE_SETTING_DESC
 #define NSETTINGS ((int)(sizeof settings_table / sizeof settings_table[0]))
 
 int rcoll_settings_parse_int(const char *text, int64_t *out) {
@@ -49,7 +37,7 @@ int rcoll_settings_parse_int(const char *text, int64_t *out) {
 }
 
 /* Effective text of a setting and where it came from. */
-static const char *setting_text(const setting_desc_t *d, const char **source) {
+static const char *setting_text(const rcoll_setting_desc_t *d, const char **source) {
   static _Thread_local char envname[96];
   snprintf(envname, sizeof envname, "RCOLL_%s", d->name);
   const char *v = getenv(envname);
@@ -65,39 +53,82 @@ static const char *setting_text(const setting_desc_t *d, const char **source) {
   return d->def;
 }
 
-int rcoll_settings_load(rcoll_settings_t *s) {
-  memset(s, 0, sizeof *s);
-  for (int i = 0; i < NSETTINGS; i++) {
-    const setting_desc_t *d = &settings_table[i];
-    const char *source;
-    const char *text = setting_text(d, &source);
-    char *field = (char *)s + d->offset;
-    if (d->is_int) {
-      int64_t v;
-      if (rcoll_settings_parse_int(text, &v) != 0)
-        return rcoll_error(rcollInvalidArgument, "setting %s=\"%s\" is not an integer (%s)", source,
-                           text, d->help);
-      memcpy(field, &v, sizeof v);
-    } else {
-      if (strlen(text) >= RCOLL_SETTING_STR_MAX)
-        return rcoll_error(rcollInvalidArgument, "setting %s is longer than %d characters", source,
-                           RCOLL_SETTING_STR_MAX - 1);
-      strcpy(field, text);
-    }
+/* Reads one setting into the struct at base. */
+static rcollResult_t setting_load(const rcoll_setting_desc_t *d, char *base) {
+  const char *source;
+  const char *text = setting_text(d, &source);
+  char *field = base + d->offset;
+  if (d->is_int) {
+    int64_t v;
+    if (rcoll_settings_parse_int(text, &v) != 0)
+      return rcoll_error(rcollInvalidArgument, "setting %s=\"%s\" is not an integer (%s)", source, text,
+                         d->help);
+    memcpy(field, &v, sizeof v);
+  } else {
+    if (strlen(text) >= RCOLL_SETTING_STR_MAX)
+      return rcoll_error(rcollInvalidArgument, "setting %s is longer than %d characters", source,
+                         RCOLL_SETTING_STR_MAX - 1);
+    strcpy(field, text);
   }
   return rcollSuccess;
 }
 
-int rcoll_settings_count(void) { return NSETTINGS; }
+/* Every transport's settings are read, whether or not it is built or will
+ * be used: a malformed value is then found when the job starts, not on the
+ * day another machine picks that transport. */
+int rcoll_settings_load(rcoll_settings_t *s) {
+  memset(s, 0, sizeof *s);
+  for (int i = 0; i < NSETTINGS; i++)
+    RCOLL_CHECK(setting_load(&settings_table[i], (char *)s));
+  for (int t = 0; t < rcoll_net_desc_count(); t++) {
+    const rcoll_transport_desc_t *desc = rcoll_net_desc_at(t);
+    if (desc->settings_size > sizeof s->nets[t])
+      return rcoll_error(rcollInternalError, "transport %s: its settings take %zu bytes, more than "
+                         "RCOLL_NET_SETTINGS_BYTES (%zu)", desc->name, desc->settings_size,
+                         sizeof s->nets[t]);
+    for (int i = 0; i < desc->nsettings; i++)
+      RCOLL_CHECK(setting_load(&desc->settings[i], rcoll_net_settings(s, desc)));
+  }
+  return rcollSuccess;
+}
+
+/* The i-th setting of the listing, and the transport that declares it
+ * (NULL for the core's). */
+static const rcoll_setting_desc_t *setting_at(int i, const char **owner) {
+  *owner = NULL;
+  if (i < 0)
+    return NULL;
+  if (i < NSETTINGS)
+    return &settings_table[i];
+  i -= NSETTINGS;
+  for (int t = 0; t < rcoll_net_desc_count(); t++) {
+    const rcoll_transport_desc_t *desc = rcoll_net_desc_at(t);
+    if (i < desc->nsettings) {
+      *owner = desc->name;
+      return &desc->settings[i];
+    }
+    i -= desc->nsettings;
+  }
+  return NULL;
+}
+
+int rcoll_settings_count(void) {
+  int n = NSETTINGS;
+  for (int t = 0; t < rcoll_net_desc_count(); t++)
+    n += rcoll_net_desc_at(t)->nsettings;
+  return n;
+}
 
 void rcoll_settings_describe(int i, rcoll_setting_info_t *info) {
   memset(info, 0, sizeof *info);
-  if (i < 0 || i >= NSETTINGS)
+  const char *owner;
+  const rcoll_setting_desc_t *d = setting_at(i, &owner);
+  if (d == NULL)
     return;
-  const setting_desc_t *d = &settings_table[i];
   info->name = d->name;
   info->nccl = d->nccl;
   info->def = d->def;
   info->help = d->help;
   info->value = setting_text(d, &info->source);
+  info->owner = owner;
 }

@@ -2,8 +2,14 @@
  * unidirectional connections; it knows nothing of ranks or collectives. Its
  * shape follows the ncclNet plugin ABI (listen / connect / accept / reg_mr /
  * isend / irecv / test / flush / close) so that the NCCL net plugin adapter is
- * thin. Every slot is filled: unsupported ones point at a stub that returns
- * rcollInternalError with a message, never NULL.
+ * thin. Every slot but irecv_reduce is filled: unsupported ones point at a
+ * stub that returns rcollInternalError with a message, never NULL
+ * (rcoll_net_check_ops refuses a table that leaves one NULL).
+ *
+ * Besides its ops, each transport describes itself (rcoll_transport_desc_t,
+ * in transports/<name>/<name>_desc.c, compiled whether or not the transport
+ * is): its priority, the tuner's figures for it, and its own settings. The
+ * core reads these and never a transport's name.
  *
  * Contract for every transport:
  * - connect/accept never block: they return rcollSuccess with *comm == NULL
@@ -28,13 +34,49 @@
 #include "rcoll.h"
 
 #define RCOLL_NET_HANDLE_BYTES 128
-#define RCOLL_NET_OPS_VERSION 1
+/* 2: the table points at its transport's description (desc). */
+#define RCOLL_NET_OPS_VERSION 2
 #define RCOLL_NET_MAX_RECVS 8
 
 /* What a transport can reach (rcoll_transport_ops_t.caps). */
 enum rcoll_net_caps {
   RCOLL_NET_CAP_LOCAL_ONLY = 1, /* only peers on the same host (shared memory) */
 };
+
+/* rcoll_transport_desc_t.auto_priority of a transport that the core opens
+ * only when RCOLL_NET names it. */
+#define RCOLL_NET_BY_NAME_ONLY (-1)
+
+/* What the tuner assumes of a transport's link until the transport reports
+ * better (get_properties: latency and speed) or settings override it. */
+typedef struct rcoll_net_link {
+  double alpha_us;  /* latency of one message */
+  double gbps;      /* GB/s of one connection */
+  double msg_us;    /* overhead of each message over 64 KiB (helper threads, registration) */
+  size_t chunk_cap; /* largest chunk worth cutting (0: any) */
+} rcoll_net_link_t;
+
+/* A transport's description of itself. It needs nothing the transport
+ * depends on (a library, a device), so that the settings of a transport not
+ * built here are still listed and checked, and its figures still known to
+ * bench/rcoll_tune. */
+typedef struct rcoll_transport_desc {
+  const char *name;
+  /* Preference when RCOLL_NET is not set: every transport with a priority
+   * of 0 or more is opened, and each pair of ranks uses the lowest one both
+   * have. RCOLL_NET_BY_NAME_ONLY: only when RCOLL_NET names it. */
+  int auto_priority;
+  rcoll_net_link_t link;
+  /* 1: it carries messages over the TCP/IP network the bootstrap uses, so
+   * the latency measured round the bootstrap ring is a floor for its own
+   * between nodes. */
+  int bootstrap_latency;
+  /* Its own settings, held in a struct of settings_size bytes of its own
+   * (rcoll_net_settings finds it in a snapshot); NULL and 0 for none. */
+  const rcoll_setting_desc_t *settings;
+  int nsettings;
+  size_t settings_size;
+} rcoll_transport_desc_t;
 
 enum rcoll_mem_type { RCOLL_MEM_HOST = 0, RCOLL_MEM_CUDA = 1 };
 enum rcoll_ptr_support { RCOLL_PTR_HOST = 1, RCOLL_PTR_CUDA = 2, RCOLL_PTR_DMABUF = 4 };
@@ -61,6 +103,7 @@ typedef struct rcoll_transport_ops {
   int version; /* RCOLL_NET_OPS_VERSION */
   const char *name;
   unsigned caps; /* RCOLL_NET_CAP_* */
+  const rcoll_transport_desc_t *desc;
 
   /* Per-communicator context. An error from init means "not usable here"
    * (no device, no /dev/shm): the communicator then goes without it unless
@@ -110,17 +153,37 @@ typedef struct rcoll_transport_ops {
   rcollResult_t (*close_listen)(void *listen_comm);
 } rcoll_transport_ops_t;
 
-/* The static table of transports (lib/net.c). */
+/* The static table of transports built here (lib/net.c), socket first;
+ * rcoll_net_find(NULL or "") gives that first one. */
 const rcoll_transport_ops_t *rcoll_net_find(const char *name);
 int rcoll_net_index(const char *name); /* -1 when unknown */
-/* Preference when RCOLL_NET is not set: lower is preferred; -1 means the
- * transport is used only when asked for by name. */
+/* The desc's auto_priority; RCOLL_NET_BY_NAME_ONLY for the tests' extra one. */
 int rcoll_net_auto_priority(const rcoll_transport_ops_t *ops);
+/* Of the transports whose bit (1 << index) is set in `have`, the one a pair
+ * of ranks uses: the lowest priority, one opened by name counting as 0; a
+ * local-only one only when `same_node`. -1 when none. */
+int rcoll_net_best(uint32_t have, int same_node);
 int rcoll_net_count(void);
 const rcoll_transport_ops_t *rcoll_net_at(int i);
+/* rcollSuccess when ops is a table this library can use (size, version,
+ * name, description, every slot but irecv_reduce); otherwise an error
+ * naming what is wrong. */
+rcollResult_t rcoll_net_check_ops(const rcoll_transport_ops_t *ops);
 /* Tests only: one extra transport at the end of the table (found by name,
  * never chosen automatically), e.g. sockets that claim device memory so
- * that the GPUDirect path runs on the host fake of CUDA. */
-void rcoll_net_add_for_tests(const rcoll_transport_ops_t *ops);
+ * that the GPUDirect path runs on the host fake of CUDA. NULL removes it;
+ * a table rcoll_net_check_ops refuses is not added. */
+rcollResult_t rcoll_net_add_for_tests(const rcoll_transport_ops_t *ops);
+
+/* Every transport this source describes, built here or not (the settings,
+ * rcoll_info and the tuner's figures by name read them). */
+int rcoll_net_desc_count(void);
+const rcoll_transport_desc_t *rcoll_net_desc_at(int i);
+/* The description named `name` (case-insensitive), or NULL. */
+const rcoll_transport_desc_t *rcoll_net_desc_find(const char *name);
+/* desc's own settings in snapshot s (a pointer to its struct), NULL when
+ * desc is not in the table. As with strchr, the result may be written to
+ * when s may: tests set a transport's settings this way. */
+void *rcoll_net_settings(const rcoll_settings_t *s, const rcoll_transport_desc_t *desc);
 
 #endif

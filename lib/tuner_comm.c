@@ -12,44 +12,24 @@
 #include "log.h"
 #include "tuner.h"
 
-/* Used when a transport reports no latency or speed, and for what it does
- * not report: the overhead of a large message (measured here: socket ring
- * all-reduce of 32 MiB runs 1.5x longer in 256 KiB chunks than in 4 MiB
- * ones, about 100 us per extra message) and the chunk beyond which shared
- * memory gets slower (2 ranks, 8 MiB: 1.5 ms in 1 MiB chunks, 6 ms in 4 MiB
- * ones, as chunks fall out of the cache between copy and reduction; and
- * 512 KiB chunks beat 1 MiB ones by 0.5-1.5 GB/s at 16-128 MiB). */
-static const struct {
-  const char *name;
-  rcoll_tune_link_t link;
-} link_defaults[] = {
-    {"shm", {0.5, 10.0, 2.0, 512 << 10}},
-    {"ib", {3.0, 12.5, 5.0, 0}},
-    {"ucx", {5.0, 1.25, 20.0, 0}},
-    {"socket", {20.0, 1.25, 60.0, 0}},
-};
+/* The figures for a transport that does not describe itself (a name
+ * bench/rcoll_tune does not know): TCP's, the most conservative. */
+static const rcoll_tune_link_t undescribed_link = {20.0, 1.25, 60.0, 0};
 
-rcoll_tune_link_t rcoll_tune_default_link(const char *net) {
-  for (size_t i = 0; i < sizeof link_defaults / sizeof link_defaults[0]; i++)
-    if (net != NULL && strcasecmp(net, link_defaults[i].name) == 0)
-      return link_defaults[i].link;
-  return (rcoll_tune_link_t){20.0, 1.25, 60.0, 0};
+static rcoll_tune_link_t link_of(const rcoll_transport_desc_t *d) {
+  if (d == NULL)
+    return undescribed_link;
+  return (rcoll_tune_link_t){d->link.alpha_us, d->link.gbps, d->link.msg_us, d->link.chunk_cap};
 }
+
+/* By name, so that bench/rcoll_tune can model a transport that is not built
+ * here: every transport is described whether built or not. */
+rcoll_tune_link_t rcoll_tune_default_link(const char *net) { return link_of(rcoll_net_desc_find(net)); }
 
 /* The transport lib/comm_net.c picks for the pair (a, b), computed from
  * what every rank announced, so that all ranks get the same answer. */
 static int pair_net(const struct rcollComm *c, int a, int b) {
-  uint32_t common = c->infos[a].nets & c->infos[b].nets;
-  int same = c->topo.node_of[a] == c->topo.node_of[b], best = -1, best_prio = 1 << 30;
-  for (int t = 0; t < rcoll_net_count(); t++) {
-    const rcoll_transport_ops_t *ops = rcoll_net_at(t);
-    if (!(common & (1u << t)) || ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && !same))
-      continue;
-    int prio = rcoll_net_auto_priority(ops) < 0 ? 0 : rcoll_net_auto_priority(ops);
-    if (prio < best_prio)
-      best = t, best_prio = prio;
-  }
-  return best;
+  return rcoll_net_best(c->infos[a].nets & c->infos[b].nets, c->topo.node_of[a] == c->topo.node_of[b]);
 }
 
 /* The transport of the first pair of ranks on one node (same = 1) or on
@@ -65,7 +45,7 @@ static int class_net(const struct rcollComm *c, int same) {
 static rcoll_tune_link_t net_link(struct rcollComm *c, int t, const char **name) {
   const rcoll_transport_ops_t *ops = rcoll_net_at(t);
   *name = ops ? ops->name : "";
-  rcoll_tune_link_t l = rcoll_tune_default_link(*name);
+  rcoll_tune_link_t l = link_of(ops ? ops->desc : NULL);
   rcoll_net_props_t props;
   if (ops != NULL && c->nets[t].ops != NULL && ops->get_properties(c->nets[t].ctx, 0, &props) == rcollSuccess) {
     if (props.latency_us > 0)
@@ -237,16 +217,17 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   const char *names[2] = {"", ""};
   rcoll_tune_link_t links[2];
   for (int k = 0; k < 2; k++)
-    links[k] = nets[k] >= 0 ? net_link(c, nets[k], &names[k]) : rcoll_tune_default_link("socket");
-  /* The bootstrap runs over TCP: its latency is what the socket transport
-   * pays, but says nothing about ib or ucx, which may not even use the same
-   * network. Every rank takes the same branch (class_net comes from what
-   * all ranks announced). Bandwidth is not measured this way: 256 KiB
+    links[k] = nets[k] >= 0 ? net_link(c, nets[k], &names[k]) : undescribed_link;
+  /* The bootstrap runs over TCP: its latency is what a transport over the
+   * same network pays (its desc says bootstrap_latency), but says nothing
+   * of one that may not even use that network. Every rank takes the same
+   * branch (class_net comes from what all ranks announced). Bandwidth is
+   * not measured this way: 256 KiB
    * blocks round the bootstrap ring gave 0.15 GB/s where the socket
    * transport moves 0.8 (2 namespaces, 260 us): an idle connection with
    * default buffers is limited by its receive window, not by the link. */
   double measured = 0;
-  if (nets[1] >= 0 && strcmp(names[1], "socket") == 0) {
+  if (nets[1] >= 0 && rcoll_net_at(nets[1])->desc->bootstrap_latency) {
     RCOLL_CHECK(rcoll_tune_measure_inter(c->bootstrap, &c->topo, &measured));
     links[1].alpha_us = fmax(links[1].alpha_us, measured);
   }

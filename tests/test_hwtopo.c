@@ -259,9 +259,9 @@ static void socket_helpers_run_on(const cpu_set_t *want) {
   memset(&p, 0, sizeof p);
   snprintf(p.set.socket_ifname, sizeof p.set.socket_ifname, "lo");
   snprintf(p.set.socket_family, sizeof p.set.socket_family, "AF_INET");
-  p.set.socket_nthreads = 2;
-  p.set.nsocks_perthread = 1;
-  p.set.socket_inline = 4096;
+  socket_settings(&p.set)->socket_nthreads = 2;
+  socket_settings(&p.set)->nsocks_perthread = 1;
+  socket_settings(&p.set)->socket_inline = 4096;
   p.set.timeout = 30;
   p.sctx = th_ctx_new(&socket_ops, &p.set, TH_SECRET);
   th_pair_listen(&p, &socket_ops);
@@ -333,9 +333,9 @@ Test(hwtopo, shm_ring_slots_are_placed_by_the_receiver) {
   cr_assert_eq(sched_setaffinity(0, sizeof cpu0, &cpu0), 0);
   th_pair_t p;
   memset(&p, 0, sizeof p);
-  p.set.shm_slots = 8;
-  p.set.shm_slot_size = 65536;
-  p.set.shm_memcpy_threshold = 0;
+  shm_settings(&p.set)->shm_slots = 8;
+  shm_settings(&p.set)->shm_slot_size = 65536;
+  shm_settings(&p.set)->shm_memcpy_threshold = 0;
   p.set.timeout = 30;
   snprintf(p.set.shm_dir, sizeof p.set.shm_dir, "%s", dir);
   th_pair_listen(&p, &shm_ops);

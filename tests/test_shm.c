@@ -65,10 +65,10 @@ typedef struct cfg {
 
 static void settings(rcoll_settings_t *s, const cfg_t *c) {
   memset(s, 0, sizeof *s);
-  s->shm_slots = c->slots;
-  s->shm_slot_size = c->slot_size;
-  s->shm_cma_threshold = c->cma;
-  s->shm_memcpy_threshold = c->memcpy_min;
+  shm_settings(s)->shm_slots = c->slots;
+  shm_settings(s)->shm_slot_size = c->slot_size;
+  shm_settings(s)->shm_cma_threshold = c->cma;
+  shm_settings(s)->shm_memcpy_threshold = c->memcpy_min;
   s->timeout = c->timeout ? c->timeout : 30;
   snprintf(s->shm_dir, sizeof s->shm_dir, "%s", test_dir);
 }

@@ -46,10 +46,10 @@ static int32_t own_value(int msg, size_t i) { return (int32_t)((i * 3 + (size_t)
 
 static void pair_open(th_pair_t *p, long cma, long memcpy_min) {
   memset(p, 0, sizeof *p);
-  p->set.shm_slots = 8;
-  p->set.shm_slot_size = SLOT;
-  p->set.shm_cma_threshold = cma;
-  p->set.shm_memcpy_threshold = memcpy_min;
+  shm_settings(&p->set)->shm_slots = 8;
+  shm_settings(&p->set)->shm_slot_size = SLOT;
+  shm_settings(&p->set)->shm_cma_threshold = cma;
+  shm_settings(&p->set)->shm_memcpy_threshold = memcpy_min;
   p->set.timeout = 30;
   snprintf(p->set.shm_dir, sizeof p->set.shm_dir, "%s", test_dir);
   th_pair_listen(p, ops);

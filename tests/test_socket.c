@@ -38,9 +38,9 @@ static void settings(rcoll_settings_t *s, const char *family, int nt, int ns, in
   memset(s, 0, sizeof *s);
   snprintf(s->socket_ifname, sizeof s->socket_ifname, "lo");
   snprintf(s->socket_family, sizeof s->socket_family, "%s", family);
-  s->socket_nthreads = nt;
-  s->nsocks_perthread = ns;
-  s->socket_inline = inl;
+  socket_settings(s)->socket_nthreads = nt;
+  socket_settings(s)->nsocks_perthread = ns;
+  socket_settings(s)->socket_inline = inl;
   s->timeout = timeout;
 }
 

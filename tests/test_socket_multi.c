@@ -23,9 +23,9 @@ static void pair_open(th_pair_t *p, int nt, int ns, int timeout) {
   memset(p, 0, sizeof *p);
   snprintf(p->set.socket_ifname, sizeof p->set.socket_ifname, "lo");
   snprintf(p->set.socket_family, sizeof p->set.socket_family, "AF_INET");
-  p->set.socket_nthreads = nt;
-  p->set.nsocks_perthread = ns;
-  p->set.socket_inline = INLINE;
+  socket_settings(&p->set)->socket_nthreads = nt;
+  socket_settings(&p->set)->nsocks_perthread = ns;
+  socket_settings(&p->set)->socket_inline = INLINE;
   p->set.timeout = timeout;
   p->sctx = th_ctx_new(ops, &p->set, TH_SECRET);
   th_pair_listen(p, ops);

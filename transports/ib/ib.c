@@ -37,18 +37,18 @@ static rcollResult_t ib_range(const char *name, int64_t v, int64_t lo, int64_t h
   return rcollSuccess;
 }
 
-static rcollResult_t ib_check_settings(const rcoll_settings_t *s) {
+static rcollResult_t ib_check_settings(const rcoll_settings_t *core, const ib_settings_t *s) {
   RCOLL_CHECK(ib_range("IB_QPS_PER_CONNECTION", s->ib_qps_per_connection, 1, IB_MAX_QPS));
   RCOLL_CHECK(ib_range("IB_SL", s->ib_sl, 0, 15));
   RCOLL_CHECK(ib_range("IB_TC", s->ib_tc, 0, 255));
   RCOLL_CHECK(ib_range("IB_TIMEOUT", s->ib_timeout, 1, 31));
   RCOLL_CHECK(ib_range("IB_RETRY_CNT", s->ib_retry_cnt, 0, 7));
   RCOLL_CHECK(ib_range("IB_GID_INDEX", s->ib_gid_index, -1, 65535));
-  return ib_range("TIMEOUT", s->timeout, 1, INT32_MAX);
+  return ib_range("TIMEOUT", core->timeout, 1, INT32_MAX);
 }
 
 static ib_ctx_t *ib_ctx_new(const rcoll_net_config_t *cfg, int flush_mode, int eager_mode) {
-  const rcoll_settings_t *s = cfg->settings;
+  const ib_settings_t *s = ib_settings(cfg->settings);
   ib_ctx_t *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return NULL;
@@ -64,7 +64,7 @@ static ib_ctx_t *ib_ctx_new(const rcoll_net_config_t *cfg, int flush_mode, int e
   ctx->tc = (int)s->ib_tc;
   ctx->timeout = (int)s->ib_timeout;
   ctx->retry_cnt = (int)s->ib_retry_cnt;
-  ctx->timeout_ms = s->timeout * 1000;
+  ctx->timeout_ms = cfg->settings->timeout * 1000;
   return ctx;
 }
 
@@ -74,7 +74,7 @@ static rcollResult_t ib_ctx_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
     ctx->addr.sin6.sin6_port = 0;
   else
     ctx->addr.sin.sin_port = 0;
-  RCOLL_CHECK(ib_dev_open(ctx, s));
+  RCOLL_CHECK(ib_dev_open(ctx, ib_settings(s)));
   ctx->pd = ibv_alloc_pd(ctx->verbs);
   if (ctx->pd == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: cannot allocate a protection domain on %s: %s", ctx->port.desc,
@@ -86,9 +86,10 @@ static rcollResult_t ib_ctx_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
 static rcollResult_t ib_init(const rcoll_net_config_t *cfg, void **out) {
   char abuf[64];
   int flush_mode, eager_mode;
-  RCOLL_CHECK(ib_check_settings(cfg->settings));
-  RCOLL_CHECK(ib_flush_mode_parse(cfg->settings->ib_flush, &flush_mode));
-  RCOLL_CHECK(ib_eager_mode_parse(cfg->settings->ib_eager, &eager_mode));
+  const ib_settings_t *own = ib_settings(cfg->settings);
+  RCOLL_CHECK(ib_check_settings(cfg->settings, own));
+  RCOLL_CHECK(ib_flush_mode_parse(own->ib_flush, &flush_mode));
+  RCOLL_CHECK(ib_eager_mode_parse(own->ib_eager, &eager_mode));
   ib_ctx_t *ctx = ib_ctx_new(cfg, flush_mode, eager_mode);
   if (ctx == NULL)
     return rcoll_error_quiet(rcollSystemError, "ib: out of memory for a context");
@@ -183,6 +184,7 @@ const rcoll_transport_ops_t ib_ops = {
     .size = sizeof(rcoll_transport_ops_t),
     .version = RCOLL_NET_OPS_VERSION,
     .name = "ib",
+    .desc = &ib_desc,
     .init = ib_init,
     .finalize = ib_finalize,
     .devices = ib_devices,

@@ -80,7 +80,7 @@ static int ib_gid_read(struct ibv_context *v, int port, int tbl_len, ib_gid_t *t
   return n;
 }
 
-static rcollResult_t ib_gid_prefs(const rcoll_settings_t *s, ib_gid_prefs_t *p) {
+static rcollResult_t ib_gid_prefs(const ib_settings_t *s, ib_gid_prefs_t *p) {
   memset(p, 0, sizeof *p);
   RCOLL_CHECK(ib_addr_family_parse(s->ib_addr_family, &p->family));
   if (s->ib_addr_range[0] != '\0') {
@@ -116,7 +116,7 @@ static int ib_gid_decide(const ib_ctx_t *ctx, const ib_gid_t *tab, int n, int wa
 }
 
 /* RoCE: reads the port's GID table and settles on one entry. */
-static rcollResult_t ib_gid_choose(ib_ctx_t *ctx, const rcoll_settings_t *s) {
+static rcollResult_t ib_gid_choose(ib_ctx_t *ctx, const ib_settings_t *s) {
   enum { MAXG = 1024 };
   char why[1024], t[1024];
   ib_gid_prefs_t prefs;
@@ -193,7 +193,7 @@ static int ib_dev_scan(ib_ctx_t *ctx, const ib_hca_spec_t *spec, struct ibv_cont
   return mine;
 }
 
-static rcollResult_t ib_no_port(const rcoll_settings_t *s, int ndev, const char *notes) {
+static rcollResult_t ib_no_port(const ib_settings_t *s, int ndev, const char *notes) {
   if (ndev == 0)
     return rcoll_error_quiet(rcollSystemError,
                              "ib: no RDMA devices found (no driver loaded, or no `rdma link add` for Soft-RoCE)");
@@ -203,7 +203,7 @@ static rcollResult_t ib_no_port(const rcoll_settings_t *s, int ndev, const char 
 }
 
 /* Opens the first usable port's device and chooses its GID. */
-rcollResult_t ib_dev_open(ib_ctx_t *ctx, const rcoll_settings_t *s) {
+rcollResult_t ib_dev_open(ib_ctx_t *ctx, const ib_settings_t *s) {
   ib_hca_spec_t spec;
   char notes[1024] = "";
   RCOLL_CHECK(ib_hca_parse(s->ib_hca, &spec));

@@ -61,6 +61,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ib.h"
 #include "ib_select.h"
 #include "net.h"
 #include "sockutil.h"
@@ -341,7 +342,7 @@ void ib_ctx_ref(ib_ctx_t *ctx);
 void ib_ctx_unref(ib_ctx_t *ctx);
 
 /* ib_dev.c: discovery and GID choice. */
-rcollResult_t ib_dev_open(ib_ctx_t *ctx, const rcoll_settings_t *s);
+rcollResult_t ib_dev_open(ib_ctx_t *ctx, const ib_settings_t *s);
 void ib_dev_async(ib_ctx_t *ctx);
 
 /* ib_qp.c: queue pairs and the comm's verbs objects. */

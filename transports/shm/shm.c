@@ -21,7 +21,7 @@
  * non-NULL handle to pass back. */
 static const char shm_mr_token;
 
-static rcollResult_t shm_check_settings(const rcoll_settings_t *s) {
+static rcollResult_t shm_check_settings(const rcoll_settings_t *core, const shm_settings_t *s) {
   if (s->shm_slots < SHM_MIN_SLOTS || s->shm_slots > SHM_MAX_SLOTS)
     return rcoll_error(rcollInvalidArgument, "shm: RCOLL_SHM_SLOTS=%lld is out of range %d..%d",
                        (long long)s->shm_slots, SHM_MIN_SLOTS, SHM_MAX_SLOTS);
@@ -32,9 +32,9 @@ static rcollResult_t shm_check_settings(const rcoll_settings_t *s) {
   if (s->shm_cma_threshold < 0 || s->shm_memcpy_threshold < 0)
     return rcoll_error(rcollInvalidArgument, "shm: RCOLL_SHM_CMA_THRESHOLD and "
                        "RCOLL_SHM_MEMCPY_THRESHOLD must not be negative");
-  if (s->timeout < 1)
+  if (core->timeout < 1)
     return rcoll_error(rcollInvalidArgument, "shm: RCOLL_TIMEOUT=%lld must be at least 1 second",
-                       (long long)s->timeout);
+                       (long long)core->timeout);
   return rcollSuccess;
 }
 
@@ -44,10 +44,11 @@ static size_t shm_threshold(int64_t v) { return v > 0 ? (size_t)v : SIZE_MAX; }
  * communicator then reaches local peers through the next transport. */
 static rcollResult_t shm_init(const rcoll_net_config_t *cfg, void **out) {
   const rcoll_settings_t *s = cfg->settings;
+  const shm_settings_t *own = shm_settings(s);
   *out = NULL;
-  RCOLL_CHECK(shm_check_settings(s));
+  RCOLL_CHECK(shm_check_settings(s, own));
   const char *dir = s->shm_dir[0] ? s->shm_dir : "/dev/shm";
-  size_t ring = shm_seg_bytes((uint32_t)s->shm_slots, (size_t)s->shm_slot_size);
+  size_t ring = shm_seg_bytes((uint32_t)own->shm_slots, (size_t)own->shm_slot_size);
   RCOLL_CHECK(shm_dir_check(dir, 2 * ring));
   shm_ctx_t *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
@@ -55,16 +56,16 @@ static rcollResult_t shm_init(const rcoll_net_config_t *cfg, void **out) {
   snprintf(ctx->dir, sizeof ctx->dir, "%s", dir);
   ctx->secret = cfg->secret;
   ctx->rank = cfg->rank;
-  ctx->nslots = (uint32_t)s->shm_slots;
-  ctx->slot_size = (size_t)s->shm_slot_size;
-  ctx->cma_min = shm_threshold(s->shm_cma_threshold);
-  ctx->memcpy_min = shm_threshold(s->shm_memcpy_threshold);
+  ctx->nslots = (uint32_t)own->shm_slots;
+  ctx->slot_size = (size_t)own->shm_slot_size;
+  ctx->cma_min = shm_threshold(own->shm_cma_threshold);
+  ctx->memcpy_min = shm_threshold(own->shm_memcpy_threshold);
   ctx->timeout_ms = s->timeout * 1000;
   pthread_mutex_init(&ctx->lock, NULL);
   RCOLL_INFO(RCOLL_SUB_NET, "shm: rank %d: rings of %u x %zu bytes in %s; single copy from %lld bytes "
              "between processes (CMA), %lld between threads (0: off)", ctx->rank, ctx->nslots,
-             ctx->slot_size, ctx->dir, (long long)s->shm_cma_threshold,
-             (long long)s->shm_memcpy_threshold);
+             ctx->slot_size, ctx->dir, (long long)own->shm_cma_threshold,
+             (long long)own->shm_memcpy_threshold);
   *out = ctx;
   return rcollSuccess;
 }
@@ -119,6 +120,7 @@ const rcoll_transport_ops_t shm_ops = {
     .version = RCOLL_NET_OPS_VERSION,
     .name = "shm",
     .caps = RCOLL_NET_CAP_LOCAL_ONLY,
+    .desc = &shm_desc,
     .init = shm_init,
     .finalize = shm_finalize,
     .devices = shm_devices,

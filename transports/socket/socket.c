@@ -34,7 +34,7 @@ void socket_log_conn(const char *verb, int fd, const char *peer, const socket_he
              lbuf, peer, h->nthreads, h->nsocks_per, (unsigned long long)h->inline_max);
 }
 
-static rcollResult_t socket_check_settings(const rcoll_settings_t *s) {
+static rcollResult_t socket_check_settings(const rcoll_settings_t *core, const socket_settings_t *s) {
   if (s->socket_nthreads < 1 || s->socket_nthreads > SOCKET_MAX_THREADS)
     return rcoll_error(rcollInvalidArgument, "socket: RCOLL_SOCKET_NTHREADS=%lld is out of range 1..%d",
                        (long long)s->socket_nthreads, SOCKET_MAX_THREADS);
@@ -46,16 +46,17 @@ static rcollResult_t socket_check_settings(const rcoll_settings_t *s) {
   if (s->socket_inline < 0 || s->socket_inline > INT_MAX)
     return rcoll_error(rcollInvalidArgument, "socket: RCOLL_SOCKET_INLINE=%lld is out of range 0..%d",
                        (long long)s->socket_inline, INT_MAX);
-  if (s->timeout < 1)
+  if (core->timeout < 1)
     return rcoll_error(rcollInvalidArgument, "socket: RCOLL_TIMEOUT=%lld must be at least 1 second",
-                       (long long)s->timeout);
+                       (long long)core->timeout);
   return rcollSuccess;
 }
 
 static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
   char abuf[SOCKET_ADDR_STR];
   const rcoll_settings_t *s = cfg->settings;
-  RCOLL_CHECK(socket_check_settings(s));
+  const socket_settings_t *own = socket_settings(s);
+  RCOLL_CHECK(socket_check_settings(s, own));
   socket_ctx_t *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return rcoll_error(rcollSystemError, "socket: out of memory for a context");
@@ -70,9 +71,9 @@ static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
     ctx->addr.sin.sin_port = 0;
   ctx->secret = cfg->secret;
   ctx->rank = cfg->rank;
-  ctx->nthreads = (int)s->socket_nthreads;
-  ctx->nsocks_per = (int)s->nsocks_perthread;
-  ctx->inline_max = (size_t)s->socket_inline;
+  ctx->nthreads = (int)own->socket_nthreads;
+  ctx->nsocks_per = (int)own->nsocks_perthread;
+  ctx->inline_max = (size_t)own->socket_inline;
   ctx->timeout_ms = s->timeout * 1000;
   pthread_mutex_init(&ctx->lock, NULL);
   RCOLL_INFO(RCOLL_SUB_NET, "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes",
@@ -152,6 +153,7 @@ const rcoll_transport_ops_t socket_ops = {
     .size = sizeof(rcoll_transport_ops_t),
     .version = RCOLL_NET_OPS_VERSION,
     .name = "socket",
+    .desc = &socket_desc,
     .init = socket_init,
     .finalize = socket_finalize,
     .devices = socket_devices,

@@ -21,5 +21,25 @@
 #include "net.h"
 
 extern const rcoll_transport_ops_t socket_ops;
+extern const rcoll_transport_desc_t socket_desc; /* socket_desc.c */
+
+/* The socket transport's own settings (RCOLL_SOCKET_IFNAME and
+ * RCOLL_SOCKET_FAMILY are the core's: the bootstrap reads them too). */
+#define SOCKET_SETTINGS(X)                                                                      \
+  X(INT, socket_nthreads, "SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "2",                        \
+    "Helper threads per socket connection that move large messages (1..16)")                     \
+  X(INT, nsocks_perthread, "NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",                     \
+    "Data sockets per helper thread (threads x sockets <= 64)")                                  \
+  X(INT, socket_inline, "SOCKET_INLINE", NULL, "65536",                                          \
+    "Messages up to this many bytes travel on the control socket, moved by the calling thread")
+
+typedef struct socket_settings {
+  SOCKET_SETTINGS(RCOLL_SETTING_FIELD)
+} socket_settings_t;
+
+/* The socket settings in snapshot s. */
+static inline socket_settings_t *socket_settings(const rcoll_settings_t *s) {
+  return rcoll_net_settings(s, &socket_desc);
+}
 
 #endif

@@ -258,6 +258,7 @@ const rcoll_transport_ops_t ucx_ops = {
     .size = sizeof(rcoll_transport_ops_t),
     .version = RCOLL_NET_OPS_VERSION,
     .name = "ucx",
+    .desc = &ucx_desc,
     .init = ucx_init,
     .finalize = ucx_finalize,
     .devices = ucx_devices,

@@ -25,6 +25,9 @@
 
 #include "net.h"
 
+/* Described even where UCX is missing; it has no settings of its own. */
+extern const rcoll_transport_desc_t ucx_desc; /* ucx_desc.c */
+
 #if RCOLL_HAVE_UCX
 extern const rcoll_transport_ops_t ucx_ops;
 #endif
