@@ -88,7 +88,8 @@ typedef struct rcoll_tuner {
 rcollResult_t rcoll_tuner_setup(rcoll_tuner_t *t, const rcoll_topo_t *topo,
                                 const rcoll_tune_params_t *prm);
 
-/* Link parameters used when a transport reports none ("shm", "socket"...). */
+/* Link figures of the transport described under this name (net.h); TCP's for a name no
+ * transport describes. */
 rcoll_tune_link_t rcoll_tune_default_link(const char *net);
 /* Parameters from the settings (RCOLL_ALGO, RCOLL_DETERMINISTIC,
  * RCOLL_TUNE_*) and the links of the two classes (intra, inter) served by

@@ -147,7 +147,7 @@ static rcollResult_t plugin_pick_named(const char *want) {
 /* RCOLL_NET names the transport. Its NCCL_NET fallback, which rcoll's
  * settings accept elsewhere, is not read here: inside NCCL, NCCL_NET names
  * NCCL's network (e.g. "rcoll" itself), not one of ours. Without RCOLL_NET
- * the table's order (best first) decides, skipping host-only transports. */
+ * the table's order (socket first) decides, skipping host-only transports. */
 static rcollResult_t plugin_pick(void) {
   int rc = rcoll_settings_load(&plugin.settings);
   if (rc != rcollSuccess)

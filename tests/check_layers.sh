@@ -13,7 +13,8 @@
 #   layer       files                             may also include
 #   public      include/                          nothing of the library
 #   base        lib/ utilities, listed in BASE    public
-#   plan        lib/ schedule types, in PLAN      public, base
+#   plan        lib/ schedule types and the       public, base
+#               tuner's model, in PLAN
 #   transport   transports/<name>/                public, base
 #   plugin      plugin/                           public, base
 #   algorithms  algorithms/                       public, base, plan
@@ -33,7 +34,7 @@ set -uo pipefail
 
 BASE="clock.c clock.h config.c config.h error.c error.h hwtopo.c hwtopo.h log.c log.h
       net.c net.h reduce.c reduce.h reduce_math.h sockutil.c sockutil.h"
-PLAN="algo.h plan.h topo.c topo.h"
+PLAN="algo.c algo.h plan.h topo.c topo.h tree.c tree.h tune_cost.c tune_cost.h tuner.h"
 # The headers of each list, on one line, for messages.
 BASE_H=$(for f in $BASE; do [[ $f == *.h ]] && echo "$f"; done | tr '\n' ' ' | sed 's/ $//')
 PLAN_H=$(for f in $PLAN; do [[ $f == *.h ]] && echo "$f"; done | tr '\n' ' ' | sed 's/ $//')
