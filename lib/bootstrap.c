@@ -274,6 +274,9 @@ static rcollResult_t rcoll_bootstrap_connect_all(rcoll_bootstrap_t *b, const rco
   int listen_fd = rcoll_socket_listen(&listen_addr, 1024);
   if (listen_fd < 0)
     return rcollSystemError;
+  char where[80];
+  RCOLL_INFO(RCOLL_SUB_BOOTSTRAP, "bootstrap: rank %d's ring listener on %s", b->rank,
+             rcoll_sockaddr_str(&listen_addr, where, sizeof(where)));
   rcoll_bootstrap_hello_t *table = calloc((size_t)b->nranks, sizeof(*table));
   if (!table)
     rc = rcoll_error(rcollSystemError, "bootstrap: out of memory for %d ranks", b->nranks);
