@@ -45,7 +45,7 @@ rcollResult_t rcoll_pending_init(rcoll_pending_t *p, const char *who, size_t hel
 static void pending_warn_flush(rcoll_pending_t *p, int64_t now) {
   if (p->unreported == 0)
     return;
-  RCOLL_WARN("%s: dropped %d stray connection%s (not a peer of this job): %s", p->who,
+  RCOLL_WARN("%s: dropped %d stray connection%s (no valid hello): %s", p->who,
              p->unreported, p->unreported == 1 ? "" : "s", p->strays);
   p->unreported = 0;
   p->strays[0] = '\0';

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Strays must not slow a job down. Connections that are not ranks of the job
-# (idle ones, ones sending garbage or half a hello, and a flood of 200) crowd
-# every listener a rank has: the bootstrap root, the bootstrap ring listener,
-# and the socket and ucx transports' listeners. Init and an all-reduce must
+# (idle ones, ones sending garbage or half a hello, and a flood of 200 or 300,
+# past the 256 a listener keeps pending) crowd every listener a rank has: the
+# bootstrap root, the bootstrap ring listener, and the socket and ucx
+# transports' listeners. Init and an all-reduce must
 # still complete correctly and promptly (well below the old 5 s per stray),
 # and one warning must name the strays' addresses. Then the secret of
 # environment launches: RCOLL_COMM_SECRET, RCOLL_COMM_SECRET_FILE, a wrong
@@ -93,14 +94,14 @@ rank() {
   eval "pid$r=$!"
 }
 
-echo "-- the bootstrap root and rank 0's ring listener: idle, garbage, half hellos, a flood of 200"
+echo "-- the bootstrap root and rank 0's ring listener: idle, garbage, half hellos, a flood"
 new_port
 export RCOLL_COMM_ID=127.0.0.1:$P
 rank 0 b RCOLL_DEBUG_SUBSYS=BOOTSTRAP
 wait_for "$TMP/b.0.err" "ring listener on" || fail "rank 0 logged no ring listener"
 ring=$(port_of "$TMP/b.0.err" "ring listener on")
 knock "$P" 8 4 4 200 "$TMP/b.root.knock"
-knock "$ring" 8 4 4 200 "$TMP/b.ring.knock"
+[[ -n $ring ]] && knock "$ring" 8 4 4 300 "$TMP/b.ring.knock"
 t0=$(now_ms)
 rank 1 b RCOLL_DEBUG_SUBSYS=BOOTSTRAP
 wait_for "$TMP/b.1.out" "init ok\|FAILED"
@@ -111,10 +112,10 @@ touch "$TMP/b.go"
 wait "$pid0" && wait "$pid1" || fail "a rank failed: $(cat "$TMP"/b.*.out | grep FAILED)"
 grep -q "allreduce ok" "$TMP/b.0.out" || fail "rank 0: $(tail -1 "$TMP/b.0.out")"
 named "$TMP/b.0.err" "bootstrap root" "$TMP/b.root.knock"
-named "$TMP/b.0.err" "ring listener" "$TMP/b.ring.knock"
+[[ -n $ring ]] && named "$TMP/b.0.err" "ring listener" "$TMP/b.ring.knock"
 
 for net in socket ucx; do
-  echo "-- the $net transport's listeners, both ranks: idle, garbage, half hellos, a flood of 200"
+  echo "-- the $net transport's listeners, both ranks: idle, garbage, half hellos, a flood"
   new_port
   export RCOLL_COMM_ID=127.0.0.1:$P
   rank 0 "$net" RCOLL_NET="$net" RCOLL_DEBUG_SUBSYS=NET
@@ -132,7 +133,7 @@ for net in socket ucx; do
   for r in 0 1; do
     port=$(port_of "$TMP/$net.$r.err" "$what")
     [[ -n $port ]] || { fail "rank $r logged no $net listener"; continue; }
-    knock "$port" 8 4 4 200 "$TMP/$net.$r.knock"
+    knock "$port" 8 4 4 300 "$TMP/$net.$r.knock"
   done
   touch "$TMP/$net.go"
   wait "$pid0" && wait "$pid1" || fail "a rank failed: $(cat "$TMP/$net".*.out | grep FAILED)"
