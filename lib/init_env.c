@@ -73,6 +73,9 @@ static uint64_t env_hash_str(uint64_t h, const char *text) {
   return env_hash(h, text ? text : "", text ? strlen(text) : 0);
 }
 
+/* Whitespace that editors and `echo` leave at the end of a file. */
+static int env_trailing_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
+
 /* Reads the secret file into a fresh buffer, trailing whitespace dropped, so
  * that `echo key > file` and RCOLL_COMM_SECRET=key give the same secret. */
 static rcollResult_t env_secret_file(const char *path, char **out, size_t *len) {
@@ -84,7 +87,8 @@ static rcollResult_t env_secret_file(const char *path, char **out, size_t *len) 
   size_t n = buf ? fread(buf, 1, ENV_SECRET_FILE_MAX + 1, f) : 0;
   int bad = buf == NULL || ferror(f);
   fclose(f);
-  while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r' || buf[n - 1] == ' ' || buf[n - 1] == '\t'))
+  /* A file over the limit must stay over it, trailing spaces or not. */
+  while (n > 0 && n <= ENV_SECRET_FILE_MAX && env_trailing_space(buf[n - 1]))
     n--;
   const char *why = bad ? "cannot read it" : n == 0 ? "the file is empty"
                     : n > ENV_SECRET_FILE_MAX ? "larger than 64 KiB" : NULL;

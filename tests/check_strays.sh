@@ -186,11 +186,16 @@ env RCOLL_COMM_ID=127.0.0.1:0 WORLD_SIZE=1 RANK=0 STRAYS_INITS=3 STRAYS_GO=/ \
 n=$(grep -c "$NOSECRET" "$TMP/none.err")
 [[ $n -eq 1 ]] || fail "$n warnings about the missing secret in 3 inits"
 
-echo "-- secret: a missing file, and both settings at once, are named errors"
+echo "-- secret: a missing file, a blank one, and both settings at once, are named errors"
 env RCOLL_COMM_ID=127.0.0.1:0 WORLD_SIZE=1 RANK=0 RCOLL_COMM_SECRET_FILE="$TMP/none" STRAYS_GO=/ \
   timeout -k 5 60 "$PROG" rank >"$TMP/missing.out" 2>&1
 grep -q "RCOLL_COMM_SECRET_FILE=$TMP/none: cannot open" "$TMP/missing.out" ||
   fail "missing file: $(tail -1 "$TMP/missing.out")"
+printf ' \n' >"$TMP/blank"
+env RCOLL_COMM_ID=127.0.0.1:0 WORLD_SIZE=1 RANK=0 RCOLL_COMM_SECRET_FILE="$TMP/blank" STRAYS_GO=/ \
+  timeout -k 5 60 "$PROG" rank >"$TMP/blank.out" 2>&1
+grep -q "RCOLL_COMM_SECRET_FILE=$TMP/blank: the file is empty" "$TMP/blank.out" ||
+  fail "blank file: $(tail -1 "$TMP/blank.out")"
 env RCOLL_COMM_ID=127.0.0.1:0 WORLD_SIZE=1 RANK=0 RCOLL_COMM_SECRET_FILE="$TMP/secret" \
   RCOLL_COMM_SECRET=x STRAYS_GO=/ timeout -k 5 60 "$PROG" rank >"$TMP/both.out" 2>&1
 grep -q "not both" "$TMP/both.out" || fail "both set: $(tail -1 "$TMP/both.out")"

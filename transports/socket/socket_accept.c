@@ -17,7 +17,8 @@
 
 _Static_assert(sizeof(socket_handle_t) <= RCOLL_NET_HANDLE_BYTES, "socket handle too large");
 _Static_assert(sizeof(socket_hello_t) == 48, "hello layout is part of the wire format");
-_Static_assert(sizeof(socket_hello_t) <= RCOLL_PENDING_HELLO_MAX, "hellos are read by the pending set");
+_Static_assert(sizeof(socket_hello_t) <= RCOLL_PENDING_HELLO_MAX,
+               "hellos are read by the pending set");
 _Static_assert(sizeof(socket_msg_hdr_t) == 16, "header layout is part of the wire format");
 
 /* ---- listen ---- */

@@ -21,7 +21,8 @@
 
 _Static_assert(sizeof(ucx_handle_t) <= RCOLL_NET_HANDLE_BYTES, "ucx handle too large");
 _Static_assert(sizeof(ucx_hello_t) == 24, "hello layout is part of the wire format");
-_Static_assert(sizeof(ucx_hello_t) <= RCOLL_PENDING_HELLO_MAX, "hellos are read by the pending set");
+_Static_assert(sizeof(ucx_hello_t) <= RCOLL_PENDING_HELLO_MAX,
+               "hellos are read by the pending set");
 _Static_assert(sizeof(ucx_reply_t) == 24, "reply layout is part of the wire format");
 
 /* Only peers whose hello checked out wait for their answer to go out; strays
