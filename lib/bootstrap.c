@@ -13,6 +13,7 @@
 #include "bootstrap.h"
 #include "bootstrap_wire.h"
 #include "error.h"
+#include "hello_pending.h"
 #include "log.h"
 
 typedef char rcoll_bootstrap_host_t[64];
@@ -191,33 +192,45 @@ static rcollResult_t rcoll_ring_connect_right(rcoll_bootstrap_t *b, const rcoll_
   return rcollSuccess;
 }
 
-/* Whether the connection on fd comes from our left neighbour of this job. */
-static int rcoll_ring_is_left(const rcoll_bootstrap_t *b, int fd, int64_t deadline) {
+/* The pending set's callback: keeps the connection of our left neighbour of
+ * this job and refuses any other. */
+static const char *rcoll_ring_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
+                                   const void *intro) {
+  rcoll_bootstrap_t *b = arg;
   rcoll_bootstrap_intro_t in;
-  int64_t d = rcoll_now_ms() + RCOLL_BOOTSTRAP_FIRST_MSG_MS;
-  if (rcoll_socket_recv_all(fd, &in, sizeof(in), d < deadline ? d : deadline) != rcollSuccess)
-    return 0;
+  (void)addr;
+  memcpy(&in, intro, sizeof(in));
   rcoll_bootstrap_intro_swap(&in);
-  return in.secret == b->secret && in.rank == rcoll_ring_left(b);
+  if (in.secret != b->secret)
+    return "wrong secret (another job, or a stale unique id)";
+  if (in.rank != rcoll_ring_left(b) || b->left_fd >= 0)
+    return "right secret, but not this rank's left neighbour";
+  b->left_fd = fd;
+  return NULL;
 }
 
-/* Accepts until the left neighbour shows up; strangers are dropped. */
+/* Accepts until the left neighbour shows up. Intros are read from every
+ * connection at once (hello_pending.h), so strangers cannot delay it. */
 static rcollResult_t rcoll_ring_accept_left(rcoll_bootstrap_t *b, int listen_fd, int64_t deadline) {
   int left = rcoll_ring_left(b);
-  for (;;) {
-    int fd = rcoll_socket_accept(listen_fd, deadline);
-    if (fd < 0)
-      return rcoll_bootstrap_fail(errno == ETIMEDOUT ? rcollTimeout : rcollSystemError,
-                                  "bootstrap: rank %d: rank %d (%s) never connected", b->rank, left,
-                                  b->hosts[left]);
-    if (rcoll_ring_is_left(b, fd, deadline)) {
-      b->left_fd = fd;
-      return rcollSuccess;
-    }
-    RCOLL_WARN("bootstrap: rank %d dropped a connection that was not rank %d of this job", b->rank,
-               left);
-    close(fd);
+  rcoll_pending_t pend;
+  char who[64];
+  snprintf(who, sizeof(who), "bootstrap: rank %d's ring listener", b->rank);
+  RCOLL_CHECK(rcoll_pending_init(&pend, who, sizeof(rcoll_bootstrap_intro_t), 0,
+                                 RCOLL_BOOTSTRAP_FIRST_MSG_MS, rcoll_ring_take, b));
+  rcollResult_t rc = rcollSuccess;
+  while (b->left_fd < 0 && rc == rcollSuccess && rcoll_now_ms() < deadline) {
+    rcoll_pending_wait(&pend, listen_fd, deadline);
+    rc = rcoll_pending_progress(&pend, listen_fd);
   }
+  rcoll_pending_free(&pend);
+  if (b->left_fd >= 0)
+    return rcollSuccess;
+  if (rc != rcollSuccess)
+    return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: waiting for rank %d (%s)", b->rank, left,
+                                b->hosts[left]);
+  return rcoll_error(rcollTimeout, "bootstrap: rank %d: rank %d (%s) never connected within %lld s",
+                     b->rank, left, b->hosts[left], (long long)(b->timeout_ms / 1000));
 }
 
 /* Connecting before accepting cannot deadlock: the kernel queues the
@@ -257,9 +270,13 @@ static rcollResult_t rcoll_bootstrap_connect_all(rcoll_bootstrap_t *b, const rco
   rcoll_sockaddr_t listen_addr;
   rcollResult_t rc;
   RCOLL_CHECK(rcoll_rank_listen_addr(s, root, &listen_addr));
-  int listen_fd = rcoll_socket_listen(&listen_addr, 64);
+  /* A deep backlog: strays queued there must not crowd out the neighbour. */
+  int listen_fd = rcoll_socket_listen(&listen_addr, 1024);
   if (listen_fd < 0)
     return rcollSystemError;
+  char where[80];
+  RCOLL_INFO(RCOLL_SUB_BOOTSTRAP, "bootstrap: rank %d's ring listener on %s", b->rank,
+             rcoll_sockaddr_str(&listen_addr, where, sizeof(where)));
   rcoll_bootstrap_hello_t *table = calloc((size_t)b->nranks, sizeof(*table));
   if (!table)
     rc = rcoll_error(rcollSystemError, "bootstrap: out of memory for %d ranks", b->nranks);

@@ -3,7 +3,10 @@
  * secret into the id. Each rank connects to the root with the secret, its
  * rank and its own listening address; the root answers every rank with the
  * table of all addresses. Ranks then form a ring of TCP connections used for
- * out-of-band exchange (allgather of transport handles, barriers). */
+ * out-of-band exchange (allgather of transport handles, barriers). The root
+ * and the ring listeners read first messages from all their connections at
+ * once (hello_pending.h): connections from strangers that stay silent, send
+ * garbage or flood the port cost the ranks nothing. */
 #ifndef RCOLL_BOOTSTRAP_H
 #define RCOLL_BOOTSTRAP_H
 

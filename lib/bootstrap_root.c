@@ -12,10 +12,13 @@
 #include "bootstrap.h"
 #include "bootstrap_wire.h"
 #include "error.h"
+#include "hello_pending.h"
 #include "log.h"
 
 _Static_assert(sizeof(rcoll_bootstrap_id_t) <= RCOLL_UNIQUE_ID_BYTES,
                "the bootstrap id must fit in rcollUniqueId");
+_Static_assert(sizeof(rcoll_bootstrap_hello_t) <= RCOLL_PENDING_HELLO_MAX,
+               "the root reads hellos through the pending set");
 
 typedef struct rcoll_bootstrap_root {
   int listen_fd;
@@ -26,7 +29,10 @@ typedef struct rcoll_bootstrap_root {
   int narrived;
   int *fds;                       /* per rank, -1 until that rank's hello arrived */
   rcoll_bootstrap_hello_t *table; /* wire format, forwarded as received */
+  int out_of_memory;
   char where[80];
+  char why[RCOLL_ERROR_TEXT_MAX]; /* the reason the last hello was refused */
+  rcoll_pending_t pending;        /* connections whose hello is on its way */
 } rcoll_bootstrap_root_t;
 
 /* ------------------------------------------------------------------ */
@@ -96,11 +102,10 @@ static void rcoll_root_reply(int fd, rcollResult_t status, const char *text) {
   (void)rcoll_socket_send_all(fd, &r, sizeof(r), rcoll_now_ms() + 1000);
 }
 
-static void rcoll_root_reject(rcoll_bootstrap_root_t *root, int fd, rcollResult_t status,
-                              const char *why) {
-  RCOLL_WARN("bootstrap root %s: dropped a connection: %s", root->where, why);
-  rcoll_root_reply(fd, status, why);
-  close(fd);
+/* Answers a refused hello with the reason, which the set then reports. */
+static const char *rcoll_root_reject(rcoll_bootstrap_root_t *root, int fd, rcollResult_t status) {
+  rcoll_root_reply(fd, status, root->why);
+  return root->why;
 }
 
 static int rcoll_root_alloc(rcoll_bootstrap_root_t *root, int nranks) {
@@ -114,43 +119,38 @@ static int rcoll_root_alloc(rcoll_bootstrap_root_t *root, int nranks) {
   return 0;
 }
 
-/* Reads and validates one hello; keeps the connection or drops it. Returns -1
- * only when the root itself cannot go on (out of memory). */
-static int rcoll_root_take(rcoll_bootstrap_root_t *root, int fd) {
+/* Validates one complete hello (the pending set's callback); keeps the
+ * connection, or returns why it is dropped. */
+static const char *rcoll_root_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
+                                   const void *hello) {
+  rcoll_bootstrap_root_t *root = arg;
   rcoll_bootstrap_hello_t wire, h;
-  int64_t d = rcoll_now_ms() + RCOLL_BOOTSTRAP_FIRST_MSG_MS;
-  char why[RCOLL_ERROR_TEXT_MAX];
-  if (rcoll_socket_recv_all(fd, &wire, sizeof(wire),
-                            d < root->deadline_ms ? d : root->deadline_ms)) {
-    RCOLL_WARN("bootstrap root %s: no hello on a connection: %s", root->where, rcoll_error_text());
-    close(fd);
-    return 0;
-  }
+  (void)addr;
+  memcpy(&wire, hello, sizeof(wire));
   h = wire;
   rcoll_bootstrap_hello_swap(&h);
   h.host[sizeof(h.host) - 1] = '\0';
   rcollResult_t rc = rcoll_bootstrap_hello_check(&h, root->secret, root->nranks);
   if (rc != rcollSuccess) {
-    snprintf(why, sizeof(why), "%s", rcoll_error_text());
-    rcoll_root_reject(root, fd, rc, why);
-    return 0;
+    snprintf(root->why, sizeof(root->why), "%s", rcoll_error_text());
+    return rcoll_root_reject(root, fd, rc);
   }
   if (root->nranks == 0 && rcoll_root_alloc(root, h.nranks) != 0) {
     RCOLL_WARN("bootstrap root %s: out of memory for %d ranks", root->where, h.nranks);
-    close(fd);
-    return -1;
+    root->out_of_memory = 1;
+    return "the root ran out of memory";
   }
   if (root->fds[h.rank] >= 0) {
-    snprintf(why, sizeof(why), "rank %d joined twice (now from host %s)", h.rank, h.host);
-    rcoll_root_reject(root, fd, rcollInvalidUsage, why);
-    return 0;
+    snprintf(root->why, sizeof(root->why), "rank %d joined twice (now from host %s)", h.rank,
+             h.host);
+    return rcoll_root_reject(root, fd, rcollInvalidUsage);
   }
   root->fds[h.rank] = fd;
   root->table[h.rank] = wire;
   root->narrived++;
   RCOLL_TRACE(RCOLL_SUB_BOOTSTRAP, "bootstrap root %s: rank %d of %d arrived from %s", root->where,
               h.rank, h.nranks, h.host);
-  return 0;
+  return NULL;
 }
 
 /* "2, 5, 7" (cut short with "..." when long). */
@@ -195,6 +195,7 @@ static void rcoll_root_answer(rcoll_bootstrap_root_t *root) {
 }
 
 static void rcoll_root_free(rcoll_bootstrap_root_t *root) {
+  rcoll_pending_free(&root->pending);
   for (int i = 0; i < root->nranks; i++)
     if (root->fds[i] >= 0)
       close(root->fds[i]);
@@ -204,18 +205,23 @@ static void rcoll_root_free(rcoll_bootstrap_root_t *root) {
   free(root);
 }
 
+/* Hellos are read from every connection at once (hello_pending.h): ranks
+ * are served as they arrive, whatever strays hold connections open. */
 static void *rcoll_root_main(void *arg) {
   rcoll_bootstrap_root_t *root = arg;
   int ok = 1;
   while (ok && (root->nranks == 0 || root->narrived < root->nranks)) {
-    int fd = rcoll_socket_accept(root->listen_fd, root->deadline_ms);
-    if (fd < 0) {
-      if (errno != ETIMEDOUT)
-        RCOLL_WARN("bootstrap root %s: %s", root->where, rcoll_error_text());
+    if (rcoll_now_ms() >= root->deadline_ms) {
       ok = 0;
-    } else if (rcoll_root_take(root, fd) != 0) {
+      break;
+    }
+    rcoll_pending_wait(&root->pending, root->listen_fd, root->deadline_ms);
+    if (rcoll_pending_progress(&root->pending, root->listen_fd) != rcollSuccess) {
+      RCOLL_WARN("bootstrap root %s: %s", root->where, rcoll_error_text());
       ok = 0;
     }
+    if (root->out_of_memory)
+      ok = 0;
   }
   if (ok)
     rcoll_root_answer(root);
@@ -285,12 +291,20 @@ rcollResult_t rcoll_bootstrap_root_start(const rcoll_settings_t *s,
   root->deadline_ms = rcoll_now_ms() + root->timeout_ms;
   rcoll_sockaddr_str(&public_addr, root->where, sizeof(root->where));
   rcoll_bootstrap_id_encode(secret, &public_addr, id);
+  char who[120];
+  snprintf(who, sizeof(who), "bootstrap root %s", root->where);
+  rcollResult_t rc = rcoll_pending_init(&root->pending, who, sizeof(rcoll_bootstrap_hello_t), 0,
+                                        RCOLL_BOOTSTRAP_FIRST_MSG_MS, rcoll_root_take, root);
   /* Logged before the thread starts: from then on the thread owns root. */
-  RCOLL_INFO(RCOLL_SUB_BOOTSTRAP, "bootstrap root listening on %s", root->where);
-  if (rcoll_root_spawn(root) != rcollSuccess) {
+  if (rc == rcollSuccess)
+    RCOLL_INFO(RCOLL_SUB_BOOTSTRAP, "bootstrap root listening on %s", root->where);
+  if (rc == rcollSuccess && rcoll_root_spawn(root) != rcollSuccess)
+    rc = rcollSystemError;
+  if (rc != rcollSuccess) {
+    rcoll_pending_free(&root->pending);
     close(root->listen_fd);
     free(root);
-    return rcollSystemError;
+    return rc;
   }
   return rcollSuccess;
 }

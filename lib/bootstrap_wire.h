@@ -28,8 +28,10 @@ typedef struct rcoll_bootstrap_intro {
 
 /* Garbage from the network must never make the root allocate without bound. */
 #define RCOLL_BOOTSTRAP_MAX_RANKS (1 << 20)
-/* How long one connection may take to send its first message; bounds how long
- * a stray client (a port scanner, say) can stall the root or a ring accept. */
+/* How long one connection may take to send its first message. It bounds how
+ * long a stray client (a port scanner, say) holds a socket of the root or of
+ * a ring listener, not how long it delays anyone: hellos are read from all
+ * connections at once (hello_pending.h), so real ranks never wait behind it. */
 #define RCOLL_BOOTSTRAP_FIRST_MSG_MS 5000
 /* How much longer than its own timeout a rank waits for the root's answer,
  * so that the root, which knows who is missing, gets to say it. */

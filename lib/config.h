@@ -31,6 +31,10 @@
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \
   X(STR, comm_id, "COMM_ID", "NCCL_COMM_ID", "",                                                 \
     "host:port of the bootstrap root; rank 0 listens there (rcollGetUniqueId, InitFromEnv)")     \
+  X(STR, comm_secret, "COMM_SECRET", NULL, "",                                                 \
+    "Secret shared by every rank of an environment launch (InitFromEnv); keeps others out")      \
+  X(STR, comm_secret_file, "COMM_SECRET_FILE", NULL, "",                                       \
+    "File whose contents (trailing newline dropped) are that secret, instead of COMM_SECRET")    \
   X(STR, socket_ifname, "SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",                               \
     "Interfaces for sockets: prefixes, ^ to exclude, = for exact names (e.g. eth,^docker)")      \
   X(STR, socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",                               \

@@ -1,8 +1,9 @@
 /* The accepting side: listen, and the non-blocking accept state machine.
  * Every socket of a connection opens with a hello naming the connection (a
  * random id), the socket's index and the communicator's secret. The listen
- * comm keeps half-read hellos and half-gathered connections between calls,
- * and drops sockets that present a wrong secret or never finish. */
+ * comm keeps half-read hellos (in the pending set every listener shares, so
+ * strays cannot delay real peers) and half-gathered connections between
+ * calls, and drops sockets that present a wrong secret or never finish. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,22 +11,17 @@
 #include <unistd.h>
 
 #include "error.h"
+#include "hello_pending.h"
 #include "log.h"
 #include "socket_priv.h"
 
 _Static_assert(sizeof(socket_handle_t) <= RCOLL_NET_HANDLE_BYTES, "socket handle too large");
 _Static_assert(sizeof(socket_hello_t) == 48, "hello layout is part of the wire format");
+_Static_assert(sizeof(socket_hello_t) <= RCOLL_PENDING_HELLO_MAX,
+               "hellos are read by the pending set");
 _Static_assert(sizeof(socket_msg_hdr_t) == 16, "header layout is part of the wire format");
 
 /* ---- listen ---- */
-
-typedef struct socket_pacc { /* accepted socket whose hello is being read */
-  int fd;
-  rcoll_sockaddr_t addr;
-  size_t got;
-  socket_hello_t hello;
-  int64_t since_ms;
-} socket_pacc_t;
 
 typedef struct socket_group { /* sockets of one connection gathered so far */
   socket_hello_t first;
@@ -35,7 +31,6 @@ typedef struct socket_group { /* sockets of one connection gathered so far */
   int64_t since_ms;
 } socket_group_t;
 
-#define SOCKET_MAX_PENDING 1024
 /* Every peer opens 1 + nthreads x nsocks sockets at once; SYNs beyond the
  * backlog are retried by the kernel after a second. */
 #define SOCKET_BACKLOG 1024
@@ -45,11 +40,19 @@ typedef struct socket_listener {
   rcoll_sockaddr_t addr;
   uint64_t secret;
   int64_t timeout_ms;
-  socket_pacc_t pend[SOCKET_MAX_PENDING];
-  int npend;
+  rcoll_pending_t pend; /* accepted sockets whose hello is on its way */
   socket_group_t *groups;
   int ngroups, gcap;
 } socket_listener_t;
+
+static const char *socket_hello_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
+                                     const void *hello);
+
+/* A real peer sends its hello as soon as it is connected; a socket silent
+ * for longer is a stray, dropped within this bound or the timeout if shorter. */
+static int64_t socket_first_msg_ms(int64_t timeout_ms) {
+  return timeout_ms < RCOLL_PENDING_FIRST_MSG_MS ? timeout_ms : RCOLL_PENDING_FIRST_MSG_MS;
+}
 
 rcollResult_t socket_listen(void *vctx, int dev, void *handle, void **listen_comm) {
   socket_ctx_t *ctx = vctx;
@@ -66,6 +69,15 @@ rcollResult_t socket_listen(void *vctx, int dev, void *handle, void **listen_com
   if (l->fd < 0) {
     free(l);
     return rcollSystemError; /* sockutil recorded why */
+  }
+  char who[96];
+  snprintf(who, sizeof who, "socket: listener %s", socket_addr_str(&l->addr, abuf));
+  rcollResult_t rc = rcoll_pending_init(&l->pend, who, sizeof(socket_hello_t), 0,
+                                        socket_first_msg_ms(l->timeout_ms), socket_hello_take, l);
+  if (rc != rcollSuccess) {
+    close(l->fd);
+    free(l);
+    return rc;
   }
   /* Accepted sockets inherit the buffer sizes, and the window scale they
    * imply is fixed by the handshake, so they are set on the listener. */
@@ -89,8 +101,7 @@ rcollResult_t socket_close_listen(void *listen_comm) {
   if (l == NULL)
     return rcollSuccess;
   close(l->fd);
-  for (int i = 0; i < l->npend; i++)
-    close(l->pend[i].fd);
+  rcoll_pending_free(&l->pend);
   for (int i = 0; i < l->ngroups; i++)
     socket_group_close(&l->groups[i]);
   free(l->groups);
@@ -99,25 +110,6 @@ rcollResult_t socket_close_listen(void *listen_comm) {
 }
 
 /* ---- accept ---- */
-
-static void socket_pend_drop(socket_listener_t *l, int i, const char *why) {
-  char abuf[SOCKET_ADDR_STR];
-  RCOLL_WARN("socket: dropping connection from %s on %s: %s", socket_addr_str(&l->pend[i].addr, abuf),
-             socket_addr_str(&l->addr, (char[SOCKET_ADDR_STR]){0}), why);
-  close(l->pend[i].fd);
-  l->pend[i] = l->pend[--l->npend];
-}
-
-/* A newly accepted socket waits for its hello. */
-static int socket_pend_take(void *arg, int fd, const rcoll_sockaddr_t *addr) {
-  socket_listener_t *l = arg;
-  if (l->npend == SOCKET_MAX_PENDING) {
-    RCOLL_WARN("socket: %d connections without a hello pending; refusing more", l->npend);
-    return 0;
-  }
-  l->pend[l->npend++] = (socket_pacc_t){.fd = fd, .addr = *addr, .since_ms = rcoll_now_ms()};
-  return 1;
-}
 
 static const char *socket_hello_check(const socket_listener_t *l, const socket_hello_t *h) {
   if (h->magic != SOCKET_MAGIC)
@@ -131,9 +123,9 @@ static const char *socket_hello_check(const socket_listener_t *l, const socket_h
   return NULL;
 }
 
-static socket_group_t *socket_group_find(socket_listener_t *l, const socket_pacc_t *p) {
+static socket_group_t *socket_group_find(socket_listener_t *l, const socket_hello_t *h) {
   for (int i = 0; i < l->ngroups; i++)
-    if (l->groups[i].first.conn_id == p->hello.conn_id)
+    if (l->groups[i].first.conn_id == h->conn_id)
       return &l->groups[i];
   if (l->ngroups == l->gcap) {
     int cap = l->gcap ? 2 * l->gcap : 8;
@@ -146,56 +138,39 @@ static socket_group_t *socket_group_find(socket_listener_t *l, const socket_pacc
   socket_group_t *g = &l->groups[l->ngroups++];
   memset(g, 0, sizeof *g);
   memset(g->fds, -1, sizeof g->fds);
-  g->first = p->hello;
-  g->since_ms = p->since_ms;
+  g->first = *h;
+  g->since_ms = rcoll_now_ms();
   return g;
 }
 
 /* Files a socket whose hello is valid under its connection. Returns the
  * reason when it must be dropped instead. */
-static const char *socket_group_add(socket_listener_t *l, const socket_pacc_t *p) {
-  socket_group_t *g = socket_group_find(l, p);
+static const char *socket_group_add(socket_listener_t *l, int fd, const rcoll_sockaddr_t *addr,
+                                    const socket_hello_t *h) {
+  socket_group_t *g = socket_group_find(l, h);
   if (g == NULL)
     return "out of memory";
-  const socket_hello_t *h = &p->hello, *f = &g->first;
+  const socket_hello_t *f = &g->first;
   if (h->nsocks_total != f->nsocks_total || h->nthreads != f->nthreads || h->inline_max != f->inline_max)
     return "hello disagrees with the other sockets of its connection";
   if (g->fds[h->index] >= 0)
     return "duplicate socket index";
-  g->fds[h->index] = p->fd;
+  g->fds[h->index] = fd;
   if (h->index == 0)
-    g->addr = p->addr;
+    g->addr = *addr;
   g->have++;
   return NULL;
 }
 
-/* Reads whatever part of each pending hello has arrived. */
-static void socket_read_hellos(socket_listener_t *l, int64_t now) {
-  for (int i = 0; i < l->npend;) {
-    socket_pacc_t *p = &l->pend[i];
-    ssize_t k = recv(p->fd, (char *)&p->hello + p->got, sizeof p->hello - p->got, MSG_DONTWAIT);
-    if (k > 0)
-      p->got += (size_t)k;
-    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      socket_pend_drop(l, i, "closed before its hello");
-      continue;
-    }
-    if (p->got < sizeof p->hello) {
-      if (now - p->since_ms > l->timeout_ms)
-        socket_pend_drop(l, i, "no hello within the timeout");
-      else
-        i++;
-      continue;
-    }
-    const char *why = socket_hello_check(l, &p->hello);
-    if (why == NULL)
-      why = socket_group_add(l, p);
-    if (why != NULL) {
-      socket_pend_drop(l, i, why);
-      continue;
-    }
-    l->pend[i] = l->pend[--l->npend]; /* the group owns the fd now */
-  }
+/* The pending set's callback: files a socket whose hello checks out under
+ * its connection, or says why it is dropped. */
+static const char *socket_hello_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
+                                     const void *hello) {
+  socket_listener_t *l = arg;
+  socket_hello_t h;
+  memcpy(&h, hello, sizeof h);
+  const char *why = socket_hello_check(l, &h);
+  return why != NULL ? why : socket_group_add(l, fd, addr, &h);
 }
 
 static void socket_group_remove(socket_listener_t *l, int i) { l->groups[i] = l->groups[--l->ngroups]; }
@@ -233,8 +208,6 @@ static rcollResult_t socket_groups_harvest(socket_listener_t *l, int64_t now, vo
 rcollResult_t socket_accept(void *listen_comm, void **recv_comm) {
   socket_listener_t *l = listen_comm;
   *recv_comm = NULL;
-  RCOLL_CHECK(rcoll_socket_accept_pending(l->fd, "socket", socket_pend_take, l));
-  int64_t now = rcoll_now_ms();
-  socket_read_hellos(l, now);
-  return socket_groups_harvest(l, now, recv_comm);
+  RCOLL_CHECK(rcoll_pending_progress(&l->pend, l->fd));
+  return socket_groups_harvest(l, rcoll_now_ms(), recv_comm);
 }

@@ -2,33 +2,39 @@
  * non-blocking accept state machine. A connecting peer sends a hello with the
  * communicator's secret; a correct one is answered with a fresh connection id
  * and this worker's address, and once the answer is out the socket becomes
- * the new recv comm's liveness line. Wrong secrets, strangers and peers that
- * say nothing within the timeout are dropped with a warning. */
+ * the new recv comm's liveness line. Hellos are read in the pending set every
+ * listener shares (lib/hello_pending.h): wrong secrets, strangers and sockets
+ * that say nothing within their own deadline are dropped there, without
+ * delaying real peers, and reported in one rate-limited warning. */
 #if RCOLL_HAVE_UCX
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "error.h"
+#include "hello_pending.h"
 #include "log.h"
 #include "ucx_priv.h"
 
 _Static_assert(sizeof(ucx_handle_t) <= RCOLL_NET_HANDLE_BYTES, "ucx handle too large");
 _Static_assert(sizeof(ucx_hello_t) == 24, "hello layout is part of the wire format");
+_Static_assert(sizeof(ucx_hello_t) <= RCOLL_PENDING_HELLO_MAX,
+               "hellos are read by the pending set");
 _Static_assert(sizeof(ucx_reply_t) == 24, "reply layout is part of the wire format");
 
+/* Only peers whose hello checked out wait for their answer to go out; strays
+ * never get this far, so this bounds real peers' handshakes in flight. */
 #define UCX_MAX_PENDING 1024
 #define UCX_BACKLOG 1024
 
-typedef struct ucx_pacc { /* an accepted socket in its handshake */
+typedef struct ucx_pacc { /* an accepted socket whose answer is going out */
   int fd;
   rcoll_sockaddr_t addr;
   int64_t since_ms;
-  size_t got;
-  ucx_hello_t hello;
-  char *reply; /* header + worker address, once the hello checked out */
+  char *reply; /* header + worker address */
   size_t reply_len, sent;
   uint32_t conn_id;
 } ucx_pacc_t;
@@ -37,9 +43,19 @@ typedef struct ucx_listener {
   ucx_ctx_t *ctx;
   int fd;
   rcoll_sockaddr_t addr;
+  rcoll_pending_t hellos; /* accepted sockets whose hello is on its way */
   int npend;
   ucx_pacc_t pend[UCX_MAX_PENDING];
 } ucx_listener_t;
+
+static const char *ucx_hello_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
+                                  const void *hello);
+
+/* A real peer sends its hello as soon as it is connected; a socket silent
+ * for longer is a stray, dropped within this bound or the timeout if shorter. */
+static int64_t ucx_first_msg_ms(int64_t timeout_ms) {
+  return timeout_ms < RCOLL_PENDING_FIRST_MSG_MS ? timeout_ms : RCOLL_PENDING_FIRST_MSG_MS;
+}
 
 rcollResult_t ucx_listen(void *vctx, int dev, void *handle, void **listen_comm) {
   ucx_ctx_t *ctx = vctx;
@@ -55,6 +71,15 @@ rcollResult_t ucx_listen(void *vctx, int dev, void *handle, void **listen_comm) 
   if (l->fd < 0) {
     free(l);
     return rcollSystemError; /* sockutil recorded why */
+  }
+  char who[96];
+  snprintf(who, sizeof who, "ucx: rank %d's listener %s", ctx->rank, ucx_addr_str(&l->addr, abuf));
+  rcollResult_t rc = rcoll_pending_init(&l->hellos, who, sizeof(ucx_hello_t), 0,
+                                        ucx_first_msg_ms(ctx->timeout_ms), ucx_hello_take, l);
+  if (rc != rcollSuccess) {
+    close(l->fd);
+    free(l);
+    return rc;
   }
   ucx_handle_t h = {.magic = UCX_MAGIC, .secret = ctx->secret, .addr = l->addr};
   memset(handle, 0, RCOLL_NET_HANDLE_BYTES);
@@ -76,6 +101,7 @@ rcollResult_t ucx_close_listen(void *listen_comm) {
   if (l == NULL)
     return rcollSuccess;
   close(l->fd);
+  rcoll_pending_free(&l->hellos);
   for (int i = 0; i < l->npend; i++)
     ucx_pacc_release(&l->pend[i], 1);
   free(l);
@@ -94,27 +120,18 @@ static void ucx_pend_drop(ucx_listener_t *l, int i, const char *why) {
   ucx_pend_remove(l, i, 1);
 }
 
-/* A newly accepted socket starts its handshake. */
-static int ucx_pend_take(void *arg, int fd, const rcoll_sockaddr_t *addr) {
-  ucx_listener_t *l = arg;
-  if (l->npend == UCX_MAX_PENDING) {
-    RCOLL_WARN("ucx: %d connections in their handshake; refusing more", l->npend);
-    return 0;
-  }
-  l->pend[l->npend++] = (ucx_pacc_t){.fd = fd, .addr = *addr, .since_ms = rcoll_now_ms()};
-  return 1;
-}
-
 /* The hello checked out: the answer names the connection and carries this
  * worker's address. Returns the reason to drop it instead, or NULL. */
-static const char *ucx_pend_answer(ucx_listener_t *l, ucx_pacc_t *p) {
+static const char *ucx_pend_answer(ucx_listener_t *l, const ucx_hello_t *h, ucx_pacc_t *p) {
   ucx_ctx_t *ctx = l->ctx;
-  if (p->hello.magic != UCX_MAGIC)
+  if (h->magic != UCX_MAGIC)
     return "not an rcoll ucx connection (bad magic)";
-  if (p->hello.secret != ctx->secret)
+  if (h->secret != ctx->secret)
     return "wrong secret (a connection from another job?)";
   if (ctx->next_conn_id > UCX_CONN_ID_MAX)
     return "connection ids exhausted on this communicator";
+  if (l->npend == UCX_MAX_PENDING)
+    return "too many handshakes in flight";
   p->reply_len = sizeof(ucx_reply_t) + ctx->waddr_len;
   p->reply = malloc(p->reply_len);
   if (p->reply == NULL)
@@ -127,34 +144,25 @@ static const char *ucx_pend_answer(ucx_listener_t *l, ucx_pacc_t *p) {
   return NULL;
 }
 
-/* Reads the hello and writes the answer as far as the socket allows.
- * Returns 1 when the answer is out, 0 when not yet, -1 after a drop. */
+/* The pending set's callback: a complete hello that checks out starts the
+ * answer; anything else is dropped as a stray. */
+static const char *ucx_hello_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
+                                  const void *hello) {
+  ucx_listener_t *l = arg;
+  ucx_hello_t h;
+  ucx_pacc_t p = {.fd = fd, .addr = *addr, .since_ms = rcoll_now_ms()};
+  memcpy(&h, hello, sizeof h);
+  const char *why = ucx_pend_answer(l, &h, &p);
+  if (why == NULL)
+    l->pend[l->npend++] = p;
+  return why;
+}
+
+/* Writes the answer as far as the socket allows. Returns 1 when it is out,
+ * 0 when not yet, -1 after a drop. */
 static int ucx_pend_step(ucx_listener_t *l, int i, int64_t now) {
   ucx_pacc_t *p = &l->pend[i];
   ssize_t k;
-  while (p->got < sizeof p->hello) {
-    k = recv(p->fd, (char *)&p->hello + p->got, sizeof p->hello - p->got, MSG_DONTWAIT);
-    if (k > 0) {
-      p->got += (size_t)k;
-      continue;
-    }
-    if (k < 0 && errno == EINTR)
-      continue;
-    if (k == 0 || (errno != EAGAIN && errno != EWOULDBLOCK)) {
-      ucx_pend_drop(l, i, "closed during the handshake");
-      return -1;
-    }
-    if (now - p->since_ms > l->ctx->timeout_ms) {
-      ucx_pend_drop(l, i, "no hello within the timeout");
-      return -1;
-    }
-    return 0;
-  }
-  const char *why = p->reply == NULL ? ucx_pend_answer(l, p) : NULL;
-  if (why != NULL) {
-    ucx_pend_drop(l, i, why);
-    return -1;
-  }
   while (p->sent < p->reply_len) {
     k = send(p->fd, p->reply + p->sent, p->reply_len - p->sent, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (k > 0) {
@@ -192,7 +200,7 @@ rcollResult_t ucx_accept(void *listen_comm, void **recv_comm) {
   *recv_comm = NULL;
   /* Peers' endpoints finish their wire-up through this worker. */
   ucp_worker_progress(l->ctx->worker);
-  RCOLL_CHECK(rcoll_socket_accept_pending(l->fd, "ucx", ucx_pend_take, l));
+  RCOLL_CHECK(rcoll_pending_progress(&l->hellos, l->fd));
   int64_t now = rcoll_now_ms();
   for (int i = 0; i < l->npend;) {
     int rc = ucx_pend_step(l, i, now);
