@@ -130,5 +130,9 @@ void rcoll_settings_describe(int i, rcoll_setting_info_t *info) {
   info->def = d->def;
   info->help = d->help;
   info->value = setting_text(d, &info->source);
+  /* A listing is pasted into bug reports and logs: never show a secret. */
+  size_t len = strlen(d->name);
+  if (len >= 6 && strcmp(d->name + len - 6, "SECRET") == 0 && info->value[0] != '\0')
+    info->value = "(set; not shown)";
   info->owner = owner;
 }
