@@ -394,20 +394,11 @@ static void *run_job(void *arg) {
   return NULL;
 }
 
-Test(bootstrap, ring_drops_strangers_and_wrong_neighbours, .timeout = 30) {
-  const uint64_t secret = 4242;
-  job_t j;
-  rcoll_sockaddr_t at;
-  rcoll_bootstrap_hello_t wire[3], h;
-  int fds[3], strangers[2];
-  pthread_t t;
-  job_setup(&j, 3, 10);
-  cr_assert_eq(rcoll_sockaddr_parse("127.0.0.1:0", -1, &at), rcollSuccess);
-  int lfd = rcoll_socket_listen(&at, 8);
-  cr_assert_geq(lfd, 0);
-  j.id = fake_root_id(&at, secret);
-  pthread_create(&t, NULL, run_job, &j);
+/* Plays the root of a 3-rank job: takes each rank's hello as it came on
+ * the wire (wire[rank]) and its connection (fds[rank]). */
+static void fake_root_take3(int lfd, uint64_t secret, rcoll_bootstrap_hello_t wire[3], int fds[3]) {
   for (int n = 0; n < 3; n++) {
+    rcoll_bootstrap_hello_t h;
     int fd = rcoll_socket_accept(lfd, rcoll_now_ms() + 5000);
     cr_assert_geq(fd, 0, "%s", rcoll_error_text());
     cr_assert_eq(rcoll_socket_recv_all(fd, &h, sizeof(h), rcoll_now_ms() + 5000), rcollSuccess);
@@ -417,6 +408,22 @@ Test(bootstrap, ring_drops_strangers_and_wrong_neighbours, .timeout = 30) {
     wire[h.rank] = raw;
     fds[h.rank] = fd;
   }
+}
+
+Test(bootstrap, ring_drops_strangers_and_wrong_neighbours, .timeout = 30) {
+  const uint64_t secret = 4242;
+  job_t j;
+  rcoll_sockaddr_t at;
+  rcoll_bootstrap_hello_t wire[3];
+  int fds[3], strangers[2];
+  pthread_t t;
+  job_setup(&j, 3, 10);
+  cr_assert_eq(rcoll_sockaddr_parse("127.0.0.1:0", -1, &at), rcollSuccess);
+  int lfd = rcoll_socket_listen(&at, 8);
+  cr_assert_geq(lfd, 0);
+  j.id = fake_root_id(&at, secret);
+  pthread_create(&t, NULL, run_job, &j);
+  fake_root_take3(lfd, secret, wire, fds);
   /* Rank 1's left neighbour is rank 0: a wrong secret, then rank 2, knock first. */
   rcoll_sockaddr_t rank1 = wire[1].listen_addr;
   rcoll_bootstrap_addr_swap(&rank1);
@@ -606,7 +613,7 @@ Test(bootstrap, ring_listeners_serve_neighbours_while_strays_idle_garbage_and_fl
   job_t j;
   strays_t *st = calloc(1, sizeof(*st));
   rcoll_sockaddr_t at;
-  rcoll_bootstrap_hello_t wire[3], h;
+  rcoll_bootstrap_hello_t wire[3];
   int fds[3];
   pthread_t t;
   log_capture_start();
@@ -616,16 +623,7 @@ Test(bootstrap, ring_listeners_serve_neighbours_while_strays_idle_garbage_and_fl
   cr_assert_geq(lfd, 0);
   j.id = fake_root_id(&at, secret);
   pthread_create(&t, NULL, run_job, &j);
-  for (int n = 0; n < 3; n++) {
-    int fd = rcoll_socket_accept(lfd, rcoll_now_ms() + 5000);
-    cr_assert_geq(fd, 0, "%s", rcoll_error_text());
-    cr_assert_eq(rcoll_socket_recv_all(fd, &h, sizeof(h), rcoll_now_ms() + 5000), rcollSuccess);
-    rcoll_bootstrap_hello_t raw = h;
-    rcoll_bootstrap_hello_swap(&h);
-    cr_assert(h.rank >= 0 && h.rank < 3 && h.secret == secret && h.nranks == 3);
-    wire[h.rank] = raw;
-    fds[h.rank] = fd;
-  }
+  fake_root_take3(lfd, secret, wire, fds);
   /* Every rank's ring listener is open and waiting for the table: crowd it. */
   for (int r = 0; r < 3; r++) {
     rcoll_sockaddr_t ring = wire[r].listen_addr;
