@@ -10,6 +10,11 @@
 NOCONFIG_GOALS := deps check demo clean distclean help
 ifneq ($(filter-out $(NOCONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
 include config.mk
+# A config.mk from before configure wrote VERSION lacks DEP_LIBS and more:
+# remake it (once) even where the timestamps say it is up to date.
+ifeq ($(VERSION)$(MAKE_RESTARTS),)
+config.mk: FORCE
+endif
 endif
 
 CC ?= cc
