@@ -17,7 +17,6 @@
 # pkg-config or before configure has run here.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-ROOT=$PWD
 
 skip() { echo "check_install: SKIP: $*"; exit 77; }
 fail() { echo "check_install: FAIL: $*"; exit 1; }
@@ -37,6 +36,12 @@ SCRATCH=$(mktemp -d /tmp/rcoll-check-install.XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
 SRC=$SCRATCH/src DEST=$SCRATCH/root
 mkdir -p "$SRC"
+# make in the copy, free of what a calling make or the environment would pass
+# down (make check's flags, a PREFIX exported for other tools).
+mk() {
+  env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL -u PREFIX -u BINDIR -u LIBDIR -u INCLUDEDIR -u PKGCONFIGDIR \
+    make -C "$SRC" --no-print-directory "$@"
+}
 
 echo "-- configure a copy with --prefix=/usr --libdir=$LIBDIR, make install DESTDIR=..."
 # Build outputs come along with their timestamps, so the copy only relinks
@@ -49,7 +54,7 @@ tar -c --exclude=./.git --exclude=./build-asan --exclude=./build/rxe --exclude=.
 eval "set -- $(./config.status --config)"
 (cd "$SRC" && ./configure "$@" --enable-werror="$WERROR" --prefix=/usr --libdir="$LIBDIR" \
    >"$SCRATCH/configure.log" 2>&1) || { tail -n 20 "$SCRATCH/configure.log"; fail "configure failed"; }
-make -C "$SRC" --no-print-directory install DESTDIR="$DEST" >"$SCRATCH/install.log" 2>&1 ||
+mk install DESTDIR="$DEST" >"$SCRATCH/install.log" 2>&1 ||
   { tail -n 30 "$SCRATCH/install.log"; fail "make install failed"; }
 if grep -E '^  (CC|NVCC) ' "$SCRATCH/install.log" | head -n 3 | grep -q .; then
   echo "   note: make install recompiled some objects (an out-of-date build?)"
@@ -90,13 +95,14 @@ echo "-- examples against the installed tree"
 cflags=$(pkg-config --cflags rcoll) libs=$(pkg-config --libs rcoll)
 # The static link names the archive itself: -lrcoll would pick the .so.
 static_libs=$(sed -E 's/(^| )-lrcoll( |$)/ /' <<<"$pc_static")
+build_example() { # source name
+  # shellcheck disable=SC2086 # pkg-config output is a list of words
+  $CC -std=c11 -Wall -Wextra -O2 $cflags "$1" $libs -o "$SCRATCH/$2" &&
+    $CC -std=c11 -Wall -Wextra -O2 $cflags "$1" "$DEST$LIBDIR/librcoll.a" $static_libs -o "$SCRATCH/$2-static"
+}
 for ex in $EXAMPLES; do
   name=$(basename "$ex" .c)
-  # shellcheck disable=SC2086 # pkg-config output is a list of words
-  if ! { $CC -std=c11 -Wall -Wextra -O2 $cflags "$ex" $libs -o "$SCRATCH/$name" &&
-         # shellcheck disable=SC2086
-         $CC -std=c11 -Wall -Wextra -O2 $cflags "$ex" "$DEST$LIBDIR/librcoll.a" $static_libs \
-           -o "$SCRATCH/$name-static"; } >"$SCRATCH/$name.cc.log" 2>&1; then
+  if ! build_example "$ex" "$name" >"$SCRATCH/$name.cc.log" 2>&1; then
     echo "   FAILED: $ex does not build against the installed rcoll:"
     grep -E 'error|undefined' "$SCRATCH/$name.cc.log" | head -n 8
     failed=1
@@ -118,8 +124,8 @@ done
 
 echo "-- make install PREFIX=/opt/rcoll LIBDIR=/opt/rcoll/lib64 DESTDIR=..."
 DEST2=$SCRATCH/root2
-make -C "$SRC" --no-print-directory install PREFIX=/opt/rcoll LIBDIR=/opt/rcoll/lib64 DESTDIR="$DEST2" \
-  >"$SCRATCH/install2.log" 2>&1 || { tail -n 30 "$SCRATCH/install2.log"; fail "make install PREFIX=... failed"; }
+mk install PREFIX=/opt/rcoll LIBDIR=/opt/rcoll/lib64 DESTDIR="$DEST2" >"$SCRATCH/install2.log" 2>&1 ||
+  { tail -n 30 "$SCRATCH/install2.log"; fail "make install PREFIX=... failed"; }
 DEST=$DEST2
 need /opt/rcoll/lib64/librcoll.so /opt/rcoll/lib64/librcoll.a /opt/rcoll/include/rcoll.h \
   /opt/rcoll/bin/allreduce_perf /opt/rcoll/lib64/pkgconfig/rcoll.pc

@@ -57,12 +57,14 @@ echo "-- negative control: a library with a stray global must fail"
 SCRATCH=$(mktemp -d /tmp/rcoll-check-symbols.XXXXXX)
 trap 'rm -rf "$SCRATCH"' EXIT
 printf 'int rcollFine(void) { return 0; }\nint ib_stray_global(void) { return 1; }\n' >"$SCRATCH/stray.c"
-${CC:-cc} -fPIC -c "$SCRATCH/stray.c" -o "$SCRATCH/stray.o" &&
-  ${CC:-cc} -shared "$SCRATCH/stray.o" -o "$SCRATCH/libstray.so" &&
-  ar rcs "$SCRATCH/libstray.a" "$SCRATCH/stray.o" || { echo "   FAILED: cannot build the control library"; exit 1; }
+if ! { ${CC:-cc} -fPIC -c "$SCRATCH/stray.c" -o "$SCRATCH/stray.o" &&
+       ${CC:-cc} -shared "$SCRATCH/stray.o" -o "$SCRATCH/libstray.so" &&
+       ar rcs "$SCRATCH/libstray.a" "$SCRATCH/stray.o"; }; then
+  echo "   FAILED: cannot build the control library"
+  exit 1
+fi
 for f in "$SCRATCH/libstray.so" "$SCRATCH/libstray.a"; do
-  out=$(check "$f" '^rcoll')
-  if [[ $? -eq 0 ]] || ! grep -q ib_stray_global <<<"$out"; then
+  if out=$(check "$f" '^rcoll') || ! grep -q ib_stray_global <<<"$out"; then
     echo "   FAILED: the check passed $f, which defines ib_stray_global"
     exit 1
   fi
