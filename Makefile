@@ -385,6 +385,20 @@ check-rxe: $(LIB_A)
 	@tests/check_rxe.sh
 .PHONY: check-rxe
 
+# The library and the Criterion tests built and run as on a machine without
+# any optional library (no CUDA, verbs, UCX, hwloc), in build-nodeps/: CI
+# installs them all, so `make check` never sees this build. Not part of
+# `make check` (it rebuilds everything once more).
+NODEPS_MAKE = $(SUBMAKE) BUILD=build-nodeps LIBOUT=build-nodeps/lib TESTBIN=build-nodeps/tests/bin \
+              CONFIG_DEFS= DEP_CFLAGS= DEP_LIBS= RCOLL_HAVE_CUDA=0
+check-without-deps:
+	+@$(NODEPS_MAKE) $(BUILD_JOBS) nodeps-build
+	@rm -rf build-nodeps/check-results; mkdir -p build-nodeps/check-results
+	@$(RUN_CHECKS) criterion build-nodeps/check-results $(TEST_SRCS:tests/%.c=build-nodeps/tests/bin/%)
+	@scripts/run-checks.sh summary build-nodeps/check-results
+nodeps-build: $(LIB_SO) $(LIB_A) $(PLUGIN_SO) $(TEST_BINS)
+.PHONY: check-without-deps nodeps-build
+
 DEMO_CMD := bench/allreduce_perf -t 2 -b 8 -e 128M -f 4
 
 demo:
@@ -451,7 +465,7 @@ distcheck: dist
 
 # ------------------------------------------------------------------ housekeeping
 clean:
-	rm -rf build build-asan lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
+	rm -rf build build-asan build-nodeps lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
 	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info bench/rcoll_tune
 
 distclean: clean
@@ -467,6 +481,7 @@ help:
 	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark"
 	@echo "make check      install deps if needed, build, run all tests (Criterion, tests/check_*.sh, ASan)"
 	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
+	@echo "make check-without-deps  library and Criterion tests built without CUDA, verbs, UCX, hwloc (build-nodeps/)"
 	@echo "make tests      build the Criterion test binaries into tests/bin/"
 	@echo "make deps       install the Debian packages the build and tests need (scripts/setup-deps.sh)"
 	@echo "make install    [DESTDIR=] into configure's --prefix/--libdir/--includedir/--bindir (default"
