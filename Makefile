@@ -313,9 +313,11 @@ configure: configure.ac $(wildcard m4/*.m4) $(wildcard transports/*/configure.m4
 	  echo "$(AUTOCONF) not found: run 'make deps' (or scripts/setup-deps.sh) first" >&2; exit 1; \
 	fi
 
+# CONFIGURE_FLAGS are the options of that first ./configure, when make runs it
+# (.ci/run passes --enable-werror, so CI never depends on finding .git).
 config.mk: configure config.mk.in pkgconfig/rcoll.pc.in
 	@if [ -x config.status ]; then ./config.status --recheck && ./config.status; \
-	 else ./configure; fi
+	 else ./configure $(CONFIGURE_FLAGS); fi
 pkgconfig/rcoll.pc: config.mk
 	./config.status $@
 
