@@ -47,7 +47,8 @@ echo "-- configure a copy with --prefix=/usr --libdir=$LIBDIR, make install DEST
 # Build outputs come along with their timestamps, so the copy only relinks
 # what configure's new directories change (nothing: objects depend on the
 # flags, which stay the same).
-tar -c --exclude=./.git --exclude=./build-asan --exclude=./build/rxe --exclude=./build/check-results \
+tar -c --exclude=./.git --exclude=./build-asan --exclude=./build-nodeps --exclude=./build/rxe \
+  --exclude=./build/check-results --exclude=./build/dist --exclude=./build/distcheck \
   --exclude='./rcoll-*.tar.gz' . | tar -x -C "$SRC" || fail "copying the tree to $SRC failed"
 # The options this tree was configured with; -Werror explicitly, since the
 # copy has no .git to default it on.
