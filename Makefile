@@ -9,6 +9,7 @@
 # install the dependencies first and then re-invoke make, which configures.
 NOCONFIG_GOALS := deps check demo clean distclean help
 ifneq ($(filter-out $(NOCONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
+CONFIGURED := yes
 include config.mk
 # A config.mk from before configure wrote VERSION lacks DEP_LIBS and more:
 # remake it (once) even where the timestamps say it is up to date.
@@ -208,12 +209,6 @@ $(BUILD)/lib-objects.list: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(LIB_OBJS)' | cmp -s - $@ || echo '$(LIB_OBJS)' > $@
 
-# The flags every object is built with; rewritten only when they change.
-BUILD_FLAGS = $(CC) $(LIB_CFLAGS) $(BENCH_CC) $(BENCH_DEFS) $(CRITERION_CFLAGS) $(CFLAGS) \
-              $(NVCC) $(NVCC_FLAGS) $(RCOLL_HAVE_CUDA) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
-$(FLAGS_STAMP): FORCE config.mk
-	@mkdir -p $(dir $@)
-	@echo '$(BUILD_FLAGS)' | cmp -s - $@ || echo '$(BUILD_FLAGS)' > $@
 FORCE:
 
 $(BUILD)/bench/%.o: bench/%.c $(FLAGS_STAMP)
@@ -499,6 +494,18 @@ help:
          $(TEST_SRCS:%.c=$(BUILD)/%.d) $(TEST_PROG_SRCS:%.c=$(BUILD)/%.d) $(patsubst %.c,$(BUILD)/%.d,$(wildcard examples/*.c))
 .PHONY: FORCE all tests install install-pc uninstall clean distclean help deps check check-configured \
         check-build check-run check-asan asan-build asan-tests demo demo-run criterion-missing dist distcheck
+# The flags every object is built with, written to FLAGS_STAMP when make
+# reads this file and they differ from the file's (make's own file functions:
+# no shell quoting, and `make -n` shows only what would really be rebuilt).
+BUILD_FLAGS = $(strip $(CC) $(LIB_CFLAGS) $(BENCH_CC) $(BENCH_DEFS) $(CRITERION_CFLAGS) $(CFLAGS) \
+              $(NVCC) $(NVCC_FLAGS) $(RCOLL_HAVE_CUDA) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS))
+ifeq ($(CONFIGURED),yes)
+ifneq ($(file <$(FLAGS_STAMP)),$(BUILD_FLAGS))
+$(shell mkdir -p $(BUILD))
+$(file >$(FLAGS_STAMP),$(BUILD_FLAGS))
+endif
+endif
+
 .DELETE_ON_ERROR:
 # Keep objects made through pattern-rule chains (bench, tests): no rebuilds.
 .SECONDARY:
