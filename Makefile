@@ -1,14 +1,21 @@
 # rcoll — non-recursive build. `./configure` writes config.mk (which optional
-# dependencies were found); `make` runs `autoreconf -fi && ./configure` itself
-# when config.mk is missing. `make help` lists the targets; docs/BUILD.md
-# explains the layout and the hooks for new directories.
+# dependencies were found, the version, the install directories) and
+# pkgconfig/rcoll.pc; `make` runs `autoconf && ./configure` itself when
+# config.mk is missing. `make help` lists the targets; docs/BUILD.md explains
+# the layout and the hooks for new directories.
 
 # Goals that must work before configure can run (a fresh machine has no
 # autoconf until `make deps` installs it) do not read config.mk; check and demo
 # install the dependencies first and then re-invoke make, which configures.
 NOCONFIG_GOALS := deps check demo clean distclean help
 ifneq ($(filter-out $(NOCONFIG_GOALS),$(or $(MAKECMDGOALS),all)),)
+CONFIGURED := yes
 include config.mk
+# A config.mk from before configure wrote VERSION lacks DEP_LIBS and more:
+# remake it (once) even where the timestamps say it is up to date.
+ifeq ($(VERSION)$(MAKE_RESTARTS),)
+config.mk: FORCE
+endif
 endif
 
 CC ?= cc
@@ -16,14 +23,34 @@ CC ?= cc
 # only compete with them.
 MAKEFLAGS += --no-builtin-rules
 .SUFFIXES:
-PREFIX ?= $(or $(CONFIG_PREFIX),/usr/local)
-BINDIR ?= $(PREFIX)/bin
-LIBDIR ?= $(PREFIX)/lib
-INCLUDEDIR ?= $(PREFIX)/include
-PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+AR ?= ar
+OBJCOPY ?= objcopy
+AUTOCONF ?= autoconf
 
-VERSION := $(shell awk '$$1 ~ /define/ && $$2 ~ /^RCOLL_(MAJOR|MINOR|PATCH)$$/ {v = v s $$3; s = "."} \
-                        END {print v}' include/rcoll.h)
+# Install directories: configure's (--prefix, --libdir, ... in config.mk, where
+# libdir may read ${exec_prefix}/lib), which `make install` can override:
+# PREFIX=/x (or prefix=/x) moves every one derived from the prefix, LIBDIR=,
+# BINDIR=, INCLUDEDIR=, PKGCONFIGDIR= move one.
+ifneq ($(filter command line environment,$(origin PREFIX)),)
+prefix := $(PREFIX)
+endif
+prefix ?= /usr/local
+exec_prefix ?= $(prefix)
+bindir ?= $(exec_prefix)/bin
+libdir ?= $(exec_prefix)/lib
+includedir ?= $(prefix)/include
+BINDIR ?= $(bindir)
+LIBDIR ?= $(libdir)
+INCLUDEDIR ?= $(includedir)
+PKGCONFIGDIR ?= $(LIBDIR)/pkgconfig
+# Whether any of them was overridden here rather than given to configure:
+# then the configured rcoll.pc names the wrong directories (see install-pc).
+DIRS_OVERRIDDEN := $(strip $(foreach v,PREFIX BINDIR LIBDIR INCLUDEDIR PKGCONFIGDIR,\
+                     $(if $(filter command line environment,$(origin $(v))),$(v))) \
+                   $(foreach v,prefix exec_prefix libdir includedir,\
+                     $(if $(filter command line,$(origin $(v))),$(v))))
+
+# VERSION comes from config.mk: configure reads it from include/rcoll.h.
 SONAME := librcoll.so.$(firstword $(subst ., ,$(VERSION)))
 
 # `make V=1` prints every command; by default one short line per step.
@@ -45,18 +72,19 @@ ASAN_FLAGS := -fsanitize=address,undefined -fno-omit-frame-pointer
 
 # Flags. CFLAGS is the user's and comes last, so per-target additions (such as
 # reduce.o's -O3 below) and `make CFLAGS=...` override the defaults.
-CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread \
+# -Werror follows ./configure --enable-werror: on in a git checkout (and so in
+# CI and `make check` there), off in a release tarball.
+WERROR := $(if $(filter yes,$(ENABLE_WERROR)),-Werror)
+CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra $(WERROR) -O2 -g -pthread \
                -Iinclude -Ilib $(CONFIG_DEFS) $(SAN_FLAGS) $(CONFIG_CFLAGS) $(EXTRA_CFLAGS)
-DEP_CFLAGS := $(IBVERBS_CFLAGS) $(RDMACM_CFLAGS) $(UCX_CFLAGS) $(HWLOC_CFLAGS) \
-              $(if $(filter 1,$(RCOLL_HAVE_CUDA)),$(CUDA_CFLAGS))
+# DEP_CFLAGS and DEP_LIBS (config.mk) hold every optional library configure
+# found: its own checks and those of transports/*/configure.m4.
 LIB_CFLAGS := $(CFLAGS_BASE) $(DEP_CFLAGS) -fPIC -fvisibility=hidden -DRCOLL_BUILDING_LIBRARY
 LDFLAGS_BASE := $(SAN_FLAGS) $(CONFIG_LDFLAGS)
 
 # Every optional library configure found is offered to the linker, but
 # --as-needed keeps only those some object really calls: a transport that uses
 # UCX pulls in -lucp without this file naming transport directories.
-DEP_LIBS := $(IBVERBS_LIBS) $(RDMACM_LIBS) $(UCX_LIBS) $(HWLOC_LIBS) \
-            $(if $(filter 1,$(RCOLL_HAVE_CUDA)),$(CUDA_LIBS))
 LIB_LDLIBS := -Wl,--as-needed $(DEP_LIBS) -Wl,--no-as-needed -pthread -lm
 
 # ------------------------------------------------------------------ library
@@ -91,6 +119,15 @@ $(ALGO_TABLE).o: $(ALGO_TABLE).c
 
 LIB_SO := $(LIBOUT)/librcoll.so
 LIB_A := $(LIBOUT)/librcoll.a
+# The same objects in a plain archive, for programs that call internal
+# functions: the tests, rcoll_info, rcoll_tune, the NCCL plugin. Never
+# installed; see "static libraries" below for why LIB_A is not enough.
+LIB_INTERNAL := $(BUILD)/librcoll-internal.a
+
+# Every object depends on this file, which changes only when the compile or
+# link flags do (a new dependency found, another compiler...), not on every
+# rerun of configure: reconfiguring with another --prefix rebuilds nothing.
+FLAGS_STAMP := $(BUILD)/build-flags
 
 # ------------------------------------------------------------------ bench, tools, examples
 # bench/X_perf comes from bench/X_perf.c plus the shared driver (every other
@@ -114,7 +151,7 @@ EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
 # tests/test_X.c is one Criterion binary, TESTBIN/test_X; tests/support/*.c are
 # helpers linked into each of them. Any other tests/Y.c is a stand-alone
 # program (a driver for a tests/check_*.sh script, a micro-benchmark) built
-# into TESTBIN/Y without Criterion. All link the static library so that they
+# into TESTBIN/Y without Criterion. All link the internal archive so that they
 # reach internal (hidden) functions.
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(TESTBIN)/%)
@@ -131,18 +168,18 @@ all: $(LIB_SO) $(LIB_A) $(BENCH_BINS) $(INFO_BIN) $(EXAMPLE_BINS)
 # Reductions are the inner loop of every collective: let the compiler vectorize.
 $(BUILD)/lib/reduce.o: CFLAGS += -O3 -funroll-loops
 
-$(BUILD)/%.o: %.c config.mk
+$(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(LIB_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 ifeq ($(RCOLL_HAVE_CUDA),1)
-$(BUILD)/lib/cuda/rcoll_kernels.fatbin: $(wildcard lib/cuda/*.cu) lib/reduce_math.h config.mk
+$(BUILD)/lib/cuda/rcoll_kernels.fatbin: $(wildcard lib/cuda/*.cu) lib/reduce_math.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,NVCC,$@)$(NVCC) $(NVCC_FLAGS) -fatbin -Iinclude -Ilib -o $@ $(CU_MAIN)
 $(CU_EMBED).c: $(BUILD)/lib/cuda/rcoll_kernels.fatbin lib/cuda/embed_fatbin.sh
 	$(call msg,EMBED,$@)lib/cuda/embed_fatbin.sh $< > $@.tmp && mv $@.tmp $@
 else
-$(CU_EMBED).c: lib/cuda/embed_fatbin.sh config.mk
+$(CU_EMBED).c: lib/cuda/embed_fatbin.sh $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,EMBED,$@ (no CUDA))lib/cuda/embed_fatbin.sh > $@.tmp && mv $@.tmp $@
 endif
@@ -158,23 +195,39 @@ $(LIB_SO): $(LIB_OBJS) $(BUILD)/lib-objects.list
 	$(Q)ln -sf librcoll.so.$(VERSION) $(LIBOUT)/$(SONAME)
 	$(Q)ln -sf librcoll.so.$(VERSION) $@
 
-$(LIB_A): $(LIB_OBJS) $(BUILD)/lib-objects.list
+# ------------------------------------------------------------------ static libraries
+# The shared library exports only RCOLL_API functions (-fvisibility=hidden),
+# but in a plain archive every internal function (ib_*, shm_*, socket_*, ...)
+# stays a global symbol that could collide with a program's own. So LIB_A,
+# the archive users link, holds one object: all library objects joined by a
+# relocatable link (ld -r), after which objcopy makes every hidden symbol
+# local. Only the RCOLL_API ones remain global (tests/check_symbols.sh checks
+# that). Internal programs link LIB_INTERNAL instead.
+$(LIB_A): $(BUILD)/librcoll-joined.o
 	@mkdir -p $(dir $@)
-	$(call msg,AR,$@)rm -f $@; ar rcs $@ $(LIB_OBJS)
+	$(call msg,LOCAL,$@)$(OBJCOPY) --localize-hidden $< $(BUILD)/rcoll.o
+	$(Q)rm -f $@; $(AR) rcs $@ $(BUILD)/rcoll.o
+
+$(BUILD)/librcoll-joined.o: $(LIB_OBJS) $(BUILD)/lib-objects.list
+	$(call msg,LD,$@ (-r))$(CC) -nostdlib -r -o $@ $(LIB_OBJS)
+
+$(LIB_INTERNAL): $(LIB_OBJS) $(BUILD)/lib-objects.list
+	$(call msg,AR,$@)rm -f $@; $(AR) rcs $@ $(LIB_OBJS)
 
 # Rewritten only when the set of library sources changes, so that deleting or
 # renaming a file relinks the libraries without its stale object.
 $(BUILD)/lib-objects.list: FORCE
 	@mkdir -p $(dir $@)
 	@echo '$(LIB_OBJS)' | cmp -s - $@ || echo '$(LIB_OBJS)' > $@
+
 FORCE:
 
-$(BUILD)/bench/%.o: bench/%.c config.mk
+$(BUILD)/bench/%.o: bench/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(BENCH_CC) $(CFLAGS_BASE) $(BENCH_DEFS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# rcoll_info prints internal settings tables, so it links the static library
-# and needs neither MPI nor the shared one.
+# rcoll_info prints internal settings tables, so it links the internal
+# archive and needs neither MPI nor the shared library.
 $(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o: BENCH_CC := $(CC)
 $(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o: BENCH_DEFS :=
 
@@ -182,11 +235,11 @@ bench/%_perf: $(BUILD)/bench/%_perf.o $(BENCH_COMMON_OBJS) $(LIB_SO)
 	$(call msg,LD,$@)$(BENCH_CC) -o $@ $(filter %.o,$^) -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../lib' \
 	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
 
-bench/rcoll_info: $(BUILD)/bench/rcoll_info.o $(LIB_A)
+bench/rcoll_info: $(BUILD)/bench/rcoll_info.o $(LIB_INTERNAL)
 	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 # rcoll_tune prints the tuner's model for a topology (internal API too).
-bench/rcoll_tune: $(BUILD)/bench/rcoll_tune.o $(LIB_A)
+bench/rcoll_tune: $(BUILD)/bench/rcoll_tune.o $(LIB_INTERNAL)
 	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
@@ -194,29 +247,30 @@ examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
 	$(call msg,LD,$@)$(CC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
 	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
 
-$(BUILD)/examples/%.o: examples/%.c config.mk
+$(BUILD)/examples/%.o: examples/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(BUILD)/tests/%.o: tests/%.c config.mk
+$(BUILD)/tests/%.o: tests/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(DEP_CFLAGS) $(CRITERION_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(TESTBIN)/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_OBJS) $(LIB_A)
+$(TESTBIN)/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_OBJS) $(LIB_INTERNAL)
 	@mkdir -p $(dir $@)
-	$(call msg,LD,$@)$(CC) -o $@ $(filter %.o,$^) $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) \
+	$(call msg,LD,$@)$(CC) -o $@ $(filter %.o,$^) $(LIB_INTERNAL) $(LDFLAGS_BASE) $(LDFLAGS) \
 	  $(or $(CRITERION_LIBS),-lcriterion) $(LIB_LDLIBS) $(LDLIBS)
 
-$(TESTBIN)/%: $(BUILD)/tests/%.o $(LIB_A)
+$(TESTBIN)/%: $(BUILD)/tests/%.o $(LIB_INTERNAL)
 	@mkdir -p $(dir $@)
-	$(call msg,LD,$@)$(CC) -o $@ $< $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+	$(call msg,LD,$@)$(CC) -o $@ $< $(LIB_INTERNAL) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 tests: $(TEST_BINS) $(TEST_PROGS)
 
 # ------------------------------------------------------------------ NCCL net plugin
 # lib/libnccl-net-rcoll.so (NCCL_NET_PLUGIN=rcoll): the ncclNet adapter in
 # plugin/ over the library's own transport objects, which the linker takes
-# from librcoll.a as the adapter needs them (one copy of the transport code).
+# from the internal archive as the adapter needs them (one copy of the
+# transport code).
 # --exclude-libs keeps every symbol of those objects, librcoll's public ones
 # included, out of the plugin's exports: only ncclNetPlugin_v8..v11 remain.
 # -z nodelete keeps its code mapped when NCCL unloads it, should a transport
@@ -229,10 +283,10 @@ PLUGIN_SO := $(if $(PLUGIN_SRCS),$(LIBOUT)/libnccl-net-rcoll.so)
 
 all: $(PLUGIN_SO)
 
-$(PLUGIN_SO): $(PLUGIN_OBJS) $(LIB_A)
+$(PLUGIN_SO): $(PLUGIN_OBJS) $(LIB_INTERNAL)
 	@mkdir -p $(dir $@)
 	$(call msg,LD,$@)$(CC) -shared -Wl,-soname,libnccl-net-rcoll.so -Wl,--no-undefined -Wl,-z,nodelete \
-	  -Wl,--exclude-libs,ALL -o $@ $(PLUGIN_OBJS) $(LIB_A) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+	  -Wl,--exclude-libs,ALL -o $@ $(PLUGIN_OBJS) $(LIB_INTERNAL) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 $(TESTBIN)/test_nccl_plugin $(TESTBIN)/bench_nccl_plugin: | $(PLUGIN_SO)
 
@@ -251,15 +305,27 @@ clean-plugin:
 
 # ------------------------------------------------------------------ configure
 # config.mk is rebuilt when configure's inputs change; an existing
-# config.status keeps the options of the last ./configure run.
-configure: configure.ac aclocal.m4 $(wildcard m4/*.m4)
-	@command -v autoreconf >/dev/null 2>&1 || { \
-	  echo "autoreconf not found: run 'make deps' (or scripts/setup-deps.sh) first" >&2; exit 1; }
-	autoreconf -fi
+# config.status keeps the options of the last ./configure run. Autoconf alone
+# makes configure (configure.ac includes its m4 files itself: no aclocal.m4,
+# no automake). include/rcoll.h is an input because configure takes the
+# version from it. A release tarball ships configure: should its timestamps
+# say otherwise where autoconf is missing, the shipped one is used.
+configure: configure.ac $(wildcard m4/*.m4) $(wildcard transports/*/configure.m4) include/rcoll.h
+	@if command -v $(AUTOCONF) >/dev/null 2>&1; then \
+	  echo "$(AUTOCONF)"; $(AUTOCONF) && touch $@; \
+	elif [ -x $@ ] && [ ! -e .git ]; then \
+	  echo "warning: $(AUTOCONF) not found; using the configure shipped in this tarball" >&2; touch $@; \
+	else \
+	  echo "$(AUTOCONF) not found: run 'make deps' (or scripts/setup-deps.sh) first" >&2; exit 1; \
+	fi
 
-config.mk: configure config.mk.in
+# CONFIGURE_FLAGS are the options of that first ./configure, when make runs it
+# (.ci/run passes --enable-werror, so CI never depends on finding .git).
+config.mk: configure config.mk.in pkgconfig/rcoll.pc.in
 	@if [ -x config.status ]; then ./config.status --recheck && ./config.status; \
-	 else ./configure; fi
+	 else ./configure $(CONFIGURE_FLAGS); fi
+pkgconfig/rcoll.pc: config.mk
+	./config.status $@
 
 # ------------------------------------------------------------------ check, demo, deps
 deps:
@@ -327,6 +393,20 @@ check-rxe: $(LIB_A)
 	@tests/check_rxe.sh
 .PHONY: check-rxe
 
+# The library and the Criterion tests built and run as on a machine without
+# any optional library (no CUDA, verbs, UCX, hwloc), in build-nodeps/: CI
+# installs them all, so `make check` never sees this build. Not part of
+# `make check` (it rebuilds everything once more).
+NODEPS_MAKE = $(SUBMAKE) BUILD=build-nodeps LIBOUT=build-nodeps/lib TESTBIN=build-nodeps/tests/bin \
+              CONFIG_DEFS= DEP_CFLAGS= DEP_LIBS= RCOLL_HAVE_CUDA=0
+check-without-deps:
+	+@$(NODEPS_MAKE) $(BUILD_JOBS) nodeps-build
+	@rm -rf build-nodeps/check-results; mkdir -p build-nodeps/check-results
+	@$(RUN_CHECKS) criterion build-nodeps/check-results $(TEST_SRCS:tests/%.c=build-nodeps/tests/bin/%)
+	@scripts/run-checks.sh summary build-nodeps/check-results
+nodeps-build: $(LIB_SO) $(LIB_A) $(PLUGIN_SO) $(TEST_BINS)
+.PHONY: check-without-deps nodeps-build
+
 DEMO_CMD := bench/allreduce_perf -t 2 -b 8 -e 128M -f 4
 
 demo:
@@ -339,40 +419,65 @@ demo-run: bench/allreduce_perf
 	@$(DEMO_CMD)
 
 # ------------------------------------------------------------------ install
-# Libs.private (for static linking) names only the optional libraries that the
-# shared library really needs: the ones --as-needed kept in its NEEDED list.
-LIB_NEEDED = $(shell readelf -d $(LIB_SO) 2>/dev/null | sed -n 's/.*(NEEDED).*\[lib\([^.]*\)\.so.*/\1/p')
-PC_LIBS_PRIVATE = $(strip $(if $(filter ibverbs,$(LIB_NEEDED)),$(IBVERBS_LIBS)) \
-                          $(if $(filter rdmacm,$(LIB_NEEDED)),$(RDMACM_LIBS)) \
-                          $(if $(filter ucp ucs,$(LIB_NEEDED)),$(UCX_LIBS)) \
-                          $(if $(filter hwloc,$(LIB_NEEDED)),$(HWLOC_LIBS)) \
-                          $(if $(filter cudart,$(LIB_NEEDED)),$(CUDA_LIBS)) -pthread -lm)
-
-install: all
-	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PKGCONFIGDIR) $(DESTDIR)$(BINDIR)
+# pkgconfig/rcoll.pc is written by configure (its Libs.private from the
+# libraries configure found and registered as called by rcoll's code). Only
+# when `make install` was given other directories than configure (PREFIX=,
+# LIBDIR=, ...) are its directory lines replaced by those.
+install: all install-pc
+	install -d $(DESTDIR)$(INCLUDEDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(BINDIR)
 	install -m 644 include/rcoll.h $(DESTDIR)$(INCLUDEDIR)/
 	install -m 755 $(LIB_SO).$(VERSION) $(DESTDIR)$(LIBDIR)/
 	ln -sf librcoll.so.$(VERSION) $(DESTDIR)$(LIBDIR)/$(SONAME)
 	ln -sf librcoll.so.$(VERSION) $(DESTDIR)$(LIBDIR)/librcoll.so
 	install -m 644 $(LIB_A) $(DESTDIR)$(LIBDIR)/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@LIBDIR@|$(LIBDIR)|g' \
-	    -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
-	    -e 's|@LIBS_PRIVATE@|$(PC_LIBS_PRIVATE)|g' \
-	    pkgconfig/rcoll.pc.in > $(DESTDIR)$(PKGCONFIGDIR)/rcoll.pc
 	$(if $(strip $(BENCH_BINS) $(INFO_BIN)),install -m 755 $(BENCH_BINS) $(INFO_BIN) $(DESTDIR)$(BINDIR)/)
+
+install-pc: pkgconfig/rcoll.pc
+	install -d $(DESTDIR)$(PKGCONFIGDIR)
+ifeq ($(DIRS_OVERRIDDEN),)
+	install -m 644 pkgconfig/rcoll.pc $(DESTDIR)$(PKGCONFIGDIR)/rcoll.pc
+else
+	sed -e 's|^prefix=.*|prefix=$(prefix)|' -e 's|^exec_prefix=.*|exec_prefix=$(exec_prefix)|' \
+	    -e 's|^libdir=.*|libdir=$(LIBDIR)|' -e 's|^includedir=.*|includedir=$(INCLUDEDIR)|' \
+	    pkgconfig/rcoll.pc > $(DESTDIR)$(PKGCONFIGDIR)/rcoll.pc
+endif
 
 uninstall:
 	rm -f $(DESTDIR)$(INCLUDEDIR)/rcoll.h $(DESTDIR)$(PKGCONFIGDIR)/rcoll.pc \
 	  $(DESTDIR)$(LIBDIR)/librcoll.so $(DESTDIR)$(LIBDIR)/librcoll.so.* $(DESTDIR)$(LIBDIR)/librcoll.a \
 	  $(addprefix $(DESTDIR)$(BINDIR)/,$(notdir $(BENCH_BINS) $(INFO_BIN)))
 
+# ------------------------------------------------------------------ dist
+# rcoll-VERSION.tar.gz: the files git tracks (as they are in the work tree)
+# plus the generated configure, so that `./configure && make` needs no
+# autotools. No .git in it, so -Werror is off there by default.
+# `make distcheck` unpacks it in $(BUILD)/distcheck and builds it with
+# autoconf unavailable.
+DIST_NAME = rcoll-$(VERSION)
+DIST_DIR = $(BUILD)/dist/$(DIST_NAME)
+
+dist: configure
+	@[ -e .git ] || { echo "make dist works in a git checkout" >&2; exit 1; }
+	$(Q)rm -rf $(BUILD)/dist; mkdir -p $(DIST_DIR)
+	$(Q)git ls-files -z | xargs -0 sh -c 'for f; do [ -e "$$f" ] && printf "%s\0" "$$f"; done' sh | \
+	  tar -c --null --no-recursion -T - | tar -x -C $(DIST_DIR)
+	$(Q)cp configure $(DIST_DIR)/ && touch $(DIST_DIR)/configure
+	$(call msg,DIST,$(DIST_NAME).tar.gz)tar -czf $(DIST_NAME).tar.gz -C $(BUILD)/dist $(DIST_NAME)
+	$(Q)rm -rf $(BUILD)/dist
+
+distcheck: dist
+	rm -rf $(BUILD)/distcheck; mkdir -p $(BUILD)/distcheck
+	tar -xzf $(DIST_NAME).tar.gz -C $(BUILD)/distcheck
+	cd $(BUILD)/distcheck/$(DIST_NAME) && ./configure && $(SUBMAKE) AUTOCONF=false $(BUILD_JOBS)
+	@echo "$(DIST_NAME).tar.gz builds with ./configure && make"
+
 # ------------------------------------------------------------------ housekeeping
 clean:
-	rm -rf build build-asan lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
+	rm -rf build build-asan build-nodeps lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
 	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info bench/rcoll_tune
 
 distclean: clean
-	rm -rf config.mk config.status config.log configure autom4te.cache
+	rm -rf config.mk config.status config.log configure autom4te.cache pkgconfig/rcoll.pc rcoll-*.tar.gz
 
 # Link flags a program needs with lib/librcoll.a (scripts that build their
 # own test programs ask for them).
@@ -384,16 +489,34 @@ help:
 	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark"
 	@echo "make check      install deps if needed, build, run all tests (Criterion, tests/check_*.sh, ASan)"
 	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
+	@echo "make check-without-deps  library and Criterion tests built without CUDA, verbs, UCX, hwloc (build-nodeps/)"
 	@echo "make tests      build the Criterion test binaries into tests/bin/"
 	@echo "make deps       install the Debian packages the build and tests need (scripts/setup-deps.sh)"
-	@echo "make install    PREFIX=/usr/local [DESTDIR=]: headers, libraries, rcoll.pc, bench programs"
+	@echo "make install    [DESTDIR=] into configure's --prefix/--libdir/--includedir/--bindir (default"
+	@echo "                /usr/local/...), or PREFIX=, LIBDIR=, INCLUDEDIR=, BINDIR= given here:"
+	@echo "                headers, libraries, rcoll.pc, bench programs, the NCCL net plugin"
+	@echo "make dist       rcoll-<version>.tar.gz, which builds with ./configure && make (no autotools)"
+	@echo "make distcheck  make dist, then build the tarball in build/distcheck/"
 	@echo "make clean | distclean"
+	@echo "./configure --help   options; --disable-werror / --enable-werror (default: on in a git checkout)"
 
 -include $(LIB_OBJS:.o=.d) $(BENCH_COMMON_OBJS:.o=.d) $(TEST_SUPPORT_OBJS:.o=.d) \
          $(patsubst %,$(BUILD)/%.d,$(BENCH_BINS) $(INFO_BIN)) \
          $(TEST_SRCS:%.c=$(BUILD)/%.d) $(TEST_PROG_SRCS:%.c=$(BUILD)/%.d) $(patsubst %.c,$(BUILD)/%.d,$(wildcard examples/*.c))
-.PHONY: FORCE all tests install uninstall clean distclean help deps check check-configured check-build \
-        check-run check-asan asan-build asan-tests demo demo-run criterion-missing
+.PHONY: FORCE all tests install install-pc uninstall clean distclean help deps check check-configured \
+        check-build check-run check-asan asan-build asan-tests demo demo-run criterion-missing dist distcheck
+# The flags every object is built with, written to FLAGS_STAMP when make
+# reads this file and they differ from the file's (make's own file functions:
+# no shell quoting, and `make -n` shows only what would really be rebuilt).
+BUILD_FLAGS = $(strip $(CC) $(LIB_CFLAGS) $(BENCH_CC) $(BENCH_DEFS) $(CRITERION_CFLAGS) $(CFLAGS) \
+              $(NVCC) $(NVCC_FLAGS) $(RCOLL_HAVE_CUDA) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS))
+ifeq ($(CONFIGURED),yes)
+ifneq ($(file <$(FLAGS_STAMP)),$(BUILD_FLAGS))
+$(shell mkdir -p $(BUILD))
+$(file >$(FLAGS_STAMP),$(BUILD_FLAGS))
+endif
+endif
+
 .DELETE_ON_ERROR:
 # Keep objects made through pattern-rule chains (bench, tests): no rebuilds.
 .SECONDARY:
