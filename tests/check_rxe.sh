@@ -69,7 +69,7 @@ if ! have_all; then
   have_all || skip "could not install $PKGS (see $DIR/apt.log)"
 fi
 KVER=$(pick_kernel)
-grep -q 'RCOLL_HAVE_IBVERBS=1' config.mk 2>/dev/null || skip "rcoll was configured without libibverbs"
+grep -q '^RCOLL_HAVE_IBVERBS *= *1' config.mk 2>/dev/null || skip "rcoll was configured without libibverbs"
 
 # ---- the programs that go into the VM ----
 # RXE_ASAN=1 runs them against the sanitized library (make asan-build).

@@ -35,6 +35,7 @@
 #define PU(os, set, nodes, gp) OBJ("Core", "os_index=\"" os "\"", set, nodes, gp "0") ">" \
   OBJ("PU", "os_index=\"" os "\"", set, nodes, gp "1") "/></object>"
 
+#if RCOLL_HAVE_HWLOC
 static const char topo_xml[] =
     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
     "<!DOCTYPE topology SYSTEM \"hwloc2.dtd\">\n"
@@ -351,3 +352,7 @@ Test(hwtopo, shm_ring_slots_are_placed_by_the_receiver) {
   th_pair_close(&p);
   rmdir(dir);
 }
+
+#else
+Test(hwtopo, not_built) { cr_skip_test("built without hwloc (RCOLL_HAVE_HWLOC)"); }
+#endif

@@ -274,7 +274,6 @@ rcollResult_t ib_post_credit_recv(ib_comm_t *c, int slot) {
                              c->qps[0]->qp_num, strerror(e));
   return rcollSuccess;
 }
-#endif
 
 int ib_post_block_send(ib_comm_t *c, uint64_t wr_id, const void *buf, uint32_t len, const char *what) {
   struct ibv_sge sge = {.addr = (uintptr_t)buf, .length = len, .lkey = c->block_mr->lkey};
@@ -291,3 +290,4 @@ int ib_post_block_send(ib_comm_t *c, uint64_t wr_id, const void *buf, uint32_t l
   }
   return 0;
 }
+#endif
