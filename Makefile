@@ -18,6 +18,9 @@ config.mk: FORCE
 endif
 endif
 
+# `make` alone builds everything, whatever rule comes first below.
+.DEFAULT_GOAL := all
+
 CC ?= cc
 # Every rule is spelled out below; the built-in ones (e.g. `%: %.c`) would
 # only compete with them.

@@ -41,13 +41,22 @@ run_criterion() {
     tested=$(sed -n 's/.*Tested: \([0-9]*\).*/\1/p' <<<"$line")
     passed=$(sed -n 's/.*Passing: \([0-9]*\).*/\1/p' <<<"$line")
     failed=$((tested - passed))
+    # Criterion does not count skipped tests nor print why without
+    # --verbose: a binary that ran nothing (built without an optional
+    # library) is run again to say why, so that the summary shows the reason.
+    local skipped=0 why
+    if [[ $tested -eq 0 && $rc -eq 0 ]]; then
+      why=$(timeout -k 10 60 "$bin" --verbose --jobs 1 2>&1 | sed -n 's/^\[SKIP\] [^ ]*: //p')
+      skipped=$(grep -c . <<<"$why")
+      [[ -n $why ]] && line="$line (skipped: $(head -n 1 <<<"$why"))"
+    fi
     # Criterion exits non-zero on failures it already counted; a non-zero exit
     # with none counted (a sanitizer report at exit, a kill) is one more.
     if [[ $rc -ne 0 && $failed -eq 0 ]]; then
       failed=1
       line="$line (but exit status $rc)"
     fi
-    record "$results" "$passed" "$failed" 0 "$bin" "$line"
+    record "$results" "$passed" "$failed" "$skipped" "$bin" "$line"
   done
 }
 
