@@ -137,7 +137,7 @@ FLAGS_STAMP := $(BUILD)/build-flags
 # bench/*.c except rcoll_info.c). With MPI found the bench is built by mpicc so
 # that mpiexec can launch it; the library itself never links MPI.
 BENCH_BINS := $(patsubst %.c,%,$(wildcard bench/*_perf.c))
-BENCH_COMMON_SRCS := $(filter-out bench/%_perf.c bench/rcoll_info.c bench/rcoll_tune.c,$(wildcard bench/*.c))
+BENCH_COMMON_SRCS := $(filter-out bench/%_perf.c bench/rcoll_info.c bench/rcoll_tune.c bench/rcoll_sched%.c,$(wildcard bench/*.c))
 BENCH_COMMON_OBJS := $(BENCH_COMMON_SRCS:%.c=$(BUILD)/%.o)
 ifeq ($(RCOLL_HAVE_MPI),1)
 BENCH_CC := $(MPICC)
@@ -147,7 +147,8 @@ BENCH_CC := $(CC)
 BENCH_DEFS :=
 endif
 INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info) \
-            $(if $(wildcard bench/rcoll_tune.c),bench/rcoll_tune)
+            $(if $(wildcard bench/rcoll_tune.c),bench/rcoll_tune) \
+            $(if $(wildcard bench/rcoll_sched.c),bench/rcoll_sched)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
 
 # ------------------------------------------------------------------ tests
@@ -229,10 +230,10 @@ $(BUILD)/bench/%.o: bench/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(BENCH_CC) $(CFLAGS_BASE) $(BENCH_DEFS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-# rcoll_info prints internal settings tables, so it links the internal
-# archive and needs neither MPI nor the shared library.
-$(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o: BENCH_CC := $(CC)
-$(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o: BENCH_DEFS :=
+# rcoll_info, rcoll_tune and rcoll_sched print internal tables, so they link
+# the internal archive and need neither MPI nor the shared library.
+$(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o $(BUILD)/bench/rcoll_sched%.o: BENCH_CC := $(CC)
+$(BUILD)/bench/rcoll_info.o $(BUILD)/bench/rcoll_tune.o $(BUILD)/bench/rcoll_sched%.o: BENCH_DEFS :=
 
 bench/%_perf: $(BUILD)/bench/%_perf.o $(BENCH_COMMON_OBJS) $(LIB_SO)
 	$(call msg,LD,$@)$(BENCH_CC) -o $@ $(filter %.o,$^) -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../lib' \
@@ -244,6 +245,11 @@ bench/rcoll_info: $(BUILD)/bench/rcoll_info.o $(LIB_INTERNAL)
 # rcoll_tune prints the tuner's model for a topology (internal API too).
 bench/rcoll_tune: $(BUILD)/bench/rcoll_tune.o $(LIB_INTERNAL)
 	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+
+# rcoll_sched prints and draws every rank's plan of one call (internal API too).
+bench/rcoll_sched: $(BUILD)/bench/rcoll_sched.o $(BUILD)/bench/rcoll_sched_svg.o $(LIB_INTERNAL)
+	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+-include $(BUILD)/bench/rcoll_sched_svg.d
 
 examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
 	@mkdir -p $(dir $@)
@@ -477,7 +483,7 @@ distcheck: dist
 # ------------------------------------------------------------------ housekeeping
 clean:
 	rm -rf build build-asan build-nodeps lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
-	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info bench/rcoll_tune
+	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info bench/rcoll_tune bench/rcoll_sched
 
 distclean: clean
 	rm -rf config.mk config.status config.log configure autom4te.cache pkgconfig/rcoll.pc rcoll-*.tar.gz

@@ -35,12 +35,21 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_ring(t, m, c, 1, 0); }
 
+/* Every block but our own arrives once, and every block but the left
+ * neighbour's leaves once. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  double b = rcoll_traffic_bytes(a) * (a->nranks - 1);
+  rcoll_traffic_set(out, b, b, 0, "sent = received = (n-1) B (B: one rank's block)");
+}
+
 RCOLL_ALGORITHM(allgather_ring) = {
     .name = "ring",
     .coll = RCOLL_COLL_ALLGATHER,
     .summary = "Ring all-gather: n-1 steps around rank -> rank+1, pipelined by chunks",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_FALLBACK,
     .tie_order = 0,
 };

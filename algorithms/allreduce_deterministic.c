@@ -59,12 +59,24 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 2, 0, 1); }
 
+/* Up the chain, every rank but the last sends the partial sum and every
+ * rank but rank 0 receives and reduces it; the result comes back the
+ * other way. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  int n = a->nranks, r = a->rank;
+  double s = rcoll_traffic_bytes(a), links = n == 1 ? 0 : (r > 0) + (r < n - 1);
+  rcoll_traffic_set(out, links * s, links * s, n > 1 && r > 0 ? (double)a->count : 0,
+                    "S each way per chain neighbour (2S inside); count reduced unless rank 0");
+}
+
 RCOLL_ALGORITHM(allreduce_deterministic) = {
     .name = "deterministic",
     .coll = RCOLL_COLL_ALLREDUCE,
     .summary = "Rank-order sums along the chain 0 -> n-1 and back: bit-identical results",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_DETERMINISTIC,
     .tie_order = 5,
 };

@@ -215,6 +215,21 @@ static double cost(const rcoll_tuner_t *t, double m, size_t c) {
  * not this one. */
 static int applies(const rcoll_tuner_t *t) { return t->nnodes > 1 && t->ppn > 1 && t->uniform; }
 
+/* Phases 1 and 3 are rings of the L local ranks over the whole vector,
+ * phase 2 a ring of the N nodes over a 1/L shard. Where the planner falls
+ * back to the ring, so does the formula. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  if (!hier_usable(topo) || topo->nranks != a->nranks) {
+    rcoll_algorithm_allreduce_ring.traffic(a, topo, out);
+    return;
+  }
+  double L = topo->local_nranks, N = topo->nnodes, s = rcoll_traffic_bytes(a), c = (double)a->count;
+  double local = (L - 1) / L, cross = (N - 1) / (N * L);
+  rcoll_traffic_set(out, 2 * (local + cross) * s, 2 * (local + cross) * s, (local + cross) * c,
+                    "2(L-1)/L S in the node + 2(N-1)/(N L) S across (L ranks per node, N nodes); "
+                    "reduced (L-1)/L + (N-1)/(N L) of count");
+}
+
 RCOLL_ALGORITHM(allreduce_hier) = {
     .name = "hier",
     .coll = RCOLL_COLL_ALLREDUCE,
@@ -222,6 +237,7 @@ RCOLL_ALGORITHM(allreduce_hier) = {
                "each node",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .applies = applies,
     .flags = RCOLL_ALGO_TOPOLOGY,
     .tie_order = 3,

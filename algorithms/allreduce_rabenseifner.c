@@ -206,12 +206,30 @@ static double cost(const rcoll_tuner_t *t, double m, size_t c) {
   return time;
 }
 
+/* The p2 = 2^k ranks of the halving and doubling each send and receive
+ * (p2-1)/p2 of the vector per phase. With rem = n - p2 extra ranks, each
+ * even rank r < 2 rem hands its whole vector to r+1 and gets the result
+ * back: S each way, which r+1 adds to its own share. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  int n = a->nranks, r = a->rank, p2 = 1;
+  while (2 * p2 <= n)
+    p2 *= 2;
+  int rem = n - p2, folded = r < 2 * rem && r % 2 == 0, helper = r < 2 * rem && r % 2;
+  double s = rcoll_traffic_bytes(a), c = (double)a->count, f = (double)(p2 - 1) / p2;
+  double move = folded ? s : 2 * f * s + helper * s;
+  rcoll_traffic_set(out, move, move, folded ? 0 : f * c + helper * c,
+                    "2(p2-1)/p2 S each way (p2: largest power of 2 <= n); a folded pair adds S "
+                    "each way");
+}
+
 RCOLL_ALGORITHM(allreduce_rabenseifner) = {
     .name = "rabenseifner",
     .coll = RCOLL_COLL_ALLREDUCE,
     .summary = "Recursive halving then doubling (Rabenseifner): log2(n) steps, bandwidth-optimal",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = 0,
     .tie_order = 2,
 };

@@ -87,12 +87,21 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_ring(t, m, c, 2, 1); }
 
+/* Reduce-scatter and all-gather each move n-1 of the n segments. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  double n = a->nranks, s = rcoll_traffic_bytes(a), f = n > 1 ? (n - 1) / n : 0;
+  rcoll_traffic_set(out, 2 * f * s, 2 * f * s, f * (double)a->count,
+                    "sent = received = 2(n-1)/n S; reduced (n-1)/n count");
+}
+
 RCOLL_ALGORITHM(allreduce_ring) = {
     .name = "ring",
     .coll = RCOLL_COLL_ALLREDUCE,
     .summary = "Ring: reduce-scatter then all-gather around rank -> rank+1, pipelined by chunks",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_FALLBACK,
     .tie_order = 0,
 };

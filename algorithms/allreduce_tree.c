@@ -127,12 +127,29 @@ static double cost(const rcoll_tuner_t *t, double m, size_t c) {
   return rcoll_cost_pipeline(2 * t->tree_us, k, 2 * t->tree_height, slot);
 }
 
+/* Per tree, half the vector goes up and comes down each edge once: a rank
+ * moves S/2 each way per edge (its parent's and its children's), and
+ * reduces what its children send up. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  double edges = 0, children = 0, half = rcoll_traffic_bytes(a) / 2;
+  for (int t = 0; t < 2 && a->nranks > 1; t++) {
+    rcoll_tree_node_t nd;
+    rcoll_dbtree_node(a->nranks, t, a->rank, &nd);
+    edges += nd.nchild + (nd.parent >= 0);
+    children += nd.nchild;
+  }
+  rcoll_traffic_set(out, edges * half, edges * half, children * (double)a->count / 2,
+                    "per tree: S/2 each way per edge (parent, children); children x count/2 reduced");
+}
+
 RCOLL_ALGORITHM(allreduce_tree) = {
     .name = "tree",
     .coll = RCOLL_COLL_ALLREDUCE,
     .summary = "Double binary tree: reduce up and broadcast down two trees of half the data each",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = 0,
     .tie_order = 1,
 };

@@ -32,12 +32,23 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 0, 0); }
 
+/* Everyone but the root receives the message; everyone but the last in
+ * the chain passes it on. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  int n = a->nranks, pos = (a->rank - a->root + n) % n;
+  double s = rcoll_traffic_bytes(a);
+  rcoll_traffic_set(out, pos < n - 1 ? s : 0, pos > 0 ? s : 0, 0,
+                    "S received unless root, S sent unless last in the chain");
+}
+
 RCOLL_ALGORITHM(broadcast_chain) = {
     .name = "chain",
     .coll = RCOLL_COLL_BROADCAST,
     .summary = "Pipelined chain root -> root+1 -> ...",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_FALLBACK,
     .tie_order = 4,
 };

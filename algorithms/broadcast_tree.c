@@ -50,12 +50,24 @@ static double cost(const rcoll_tuner_t *t, double m, size_t c) {
   return rcoll_cost_pipeline(t->btree_us, rcoll_cost_chunks(m, c), t->tree_height, slot);
 }
 
+/* The message arrives once (but at the root) and leaves once per child. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  rcoll_tree_node_t nd = {.parent = -1};
+  if (a->nranks > 1)
+    rcoll_btree_node(a->nranks, a->root, a->rank, &nd);
+  double s = rcoll_traffic_bytes(a);
+  rcoll_traffic_set(out, nd.nchild * s, nd.parent >= 0 ? s : 0, 0,
+                    "S received unless root, S sent per child in the tree");
+}
+
 RCOLL_ALGORITHM(broadcast_tree) = {
     .name = "tree",
     .coll = RCOLL_COLL_BROADCAST,
     .summary = "Pipelined binary tree rooted at the root",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = 0,
     .tie_order = 1,
 };

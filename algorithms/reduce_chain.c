@@ -39,12 +39,23 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 0, 1); }
 
+/* The partial sum arrives once (but at the tail) and leaves once (but at
+ * the root), reduced on arrival. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  int n = a->nranks, pos = (a->rank - a->root + n) % n;
+  double s = rcoll_traffic_bytes(a), in = n > 1 && pos < n - 1;
+  rcoll_traffic_set(out, n > 1 && pos > 0 ? s : 0, in * s, in * (double)a->count,
+                    "S received and reduced unless the tail, S sent unless the root");
+}
+
 RCOLL_ALGORITHM(reduce_chain) = {
     .name = "chain",
     .coll = RCOLL_COLL_REDUCE,
     .summary = "Pipelined chain towards the root, each rank adding its part",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_FALLBACK,
     .tie_order = 4,
 };

@@ -55,12 +55,27 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 1, 1); }
 
+/* The chain 0 -> n-1 (S per link), then n-1 hands the result to the root. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  int n = a->nranks, r = a->rank, hand = a->root != n - 1;
+  double s = rcoll_traffic_bytes(a);
+  if (n == 1) {
+    rcoll_traffic_set(out, 0, 0, 0, "nothing moves on one rank");
+    return;
+  }
+  double sent = (r < n - 1) + (r == n - 1 && hand), got = (r > 0) + (r == a->root && hand);
+  rcoll_traffic_set(out, sent * s, got * s, r > 0 ? (double)a->count : 0,
+                    "S per chain link 0 -> n-1, plus S from n-1 to the root");
+}
+
 RCOLL_ALGORITHM(reduce_deterministic) = {
     .name = "deterministic",
     .coll = RCOLL_COLL_REDUCE,
     .summary = "Rank-order sums along the chain 0 -> n-1, then to the root: bit-identical results",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_DETERMINISTIC,
     .tie_order = 5,
 };

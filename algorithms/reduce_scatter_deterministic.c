@@ -55,12 +55,28 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_chain(t, m, c, 1, 1, 1); }
 
+/* The chain carries all n blocks (n B per link); n-1 then sends each block
+ * but its own to its owner. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  int n = a->nranks, r = a->rank;
+  double b = rcoll_traffic_bytes(a), c = (double)a->count;
+  if (n == 1) {
+    rcoll_traffic_set(out, 0, 0, 0, "nothing moves on one rank");
+    return;
+  }
+  double sent = r < n - 1 ? n * b : (n - 1) * b, got = (r > 0 ? n * b : 0) + (r < n - 1 ? b : 0);
+  rcoll_traffic_set(out, sent, got, r > 0 ? n * c : 0,
+                    "n B per chain link 0 -> n-1, then n-1 sends each owner its B");
+}
+
 RCOLL_ALGORITHM(reduce_scatter_deterministic) = {
     .name = "deterministic",
     .coll = RCOLL_COLL_REDUCE_SCATTER,
     .summary = "Rank-order sums along the chain 0 -> n-1, each block to its owner: bit-identical results",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_DETERMINISTIC,
     .tie_order = 5,
 };

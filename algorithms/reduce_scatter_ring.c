@@ -68,12 +68,21 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_ring(t, m, c, 1, 1); }
 
+/* n-1 partial blocks leave and n-1 arrive, each reduced on arrival. */
+static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  double k = a->nranks - 1, b = rcoll_traffic_bytes(a);
+  rcoll_traffic_set(out, k * b, k * b, k * (double)a->count,
+                    "sent = received = (n-1) B; reduced (n-1) count (B: one block)");
+}
+
 RCOLL_ALGORITHM(reduce_scatter_ring) = {
     .name = "ring",
     .coll = RCOLL_COLL_REDUCE_SCATTER,
     .summary = "Ring reduce-scatter: n-1 steps around rank -> rank+1, pipelined by chunks",
     .plan = plan,
     .cost = cost,
+    .traffic = traffic,
     .flags = RCOLL_ALGO_FALLBACK,
     .tie_order = 0,
 };

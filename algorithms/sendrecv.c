@@ -22,12 +22,24 @@ static double cost(const rcoll_tuner_t *t, double m, size_t c) {
   return l.lat + rcoll_cost_msg_us(l, m) + m * l.b;
 }
 
+/* One message of S, each way counted by its own side. */
+static void traffic_send(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  rcoll_traffic_set(out, rcoll_traffic_bytes(a), 0, 0, "S sent");
+}
+
+static void traffic_recv(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {
+  (void)topo;
+  rcoll_traffic_set(out, 0, rcoll_traffic_bytes(a), 0, "S received");
+}
+
 RCOLL_ALGORITHM(send_p2p) = {
     .name = "p2p",
     .coll = RCOLL_COLL_SEND,
     .summary = "One message to the peer",
     .plan = plan_send,
     .cost = cost,
+    .traffic = traffic_send,
     .flags = RCOLL_ALGO_ONLY | RCOLL_ALGO_FALLBACK,
     .tie_order = 6,
 };
@@ -38,6 +50,7 @@ RCOLL_ALGORITHM(recv_p2p) = {
     .summary = "One message from the peer",
     .plan = plan_recv,
     .cost = cost,
+    .traffic = traffic_recv,
     .flags = RCOLL_ALGO_ONLY | RCOLL_ALGO_FALLBACK,
     .tie_order = 6,
 };

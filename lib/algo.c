@@ -9,6 +9,7 @@
 #include <strings.h>
 
 #include "error.h"
+#include "reduce.h"
 
 static const char *const coll_names[RCOLL_COLL_NKINDS] = {
     "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "send", "recv"};
@@ -19,6 +20,15 @@ const char *rcoll_coll_name(int coll) {
 
 int rcoll_coll_reduces(int coll) {
   return coll == RCOLL_COLL_ALLREDUCE || coll == RCOLL_COLL_REDUCE || coll == RCOLL_COLL_REDUCE_SCATTER;
+}
+
+double rcoll_traffic_bytes(const rcoll_coll_args_t *a) {
+  return (double)a->count * (double)rcoll_type_size(a->dtype);
+}
+
+void rcoll_traffic_set(rcoll_traffic_t *out, double sent, double received, double reduced,
+                       const char *formula) {
+  *out = (rcoll_traffic_t){sent, received, reduced, formula};
 }
 
 /* Families, numbered once (pthread_once: communicators of several threads

@@ -4,8 +4,8 @@
  * defines its descriptor with RCOLL_ALGORITHM(id) = {...}, and the build
  * gathers every descriptor of the files of algorithms/ into one table
  * (scripts/gen-algorithms.sh writes it), which the tuner, the RCOLL_ALGO
- * parser, bench/rcoll_info, bench/rcoll_tune and the plan simulator tests
- * iterate over. docs/architecture.md has the steps.
+ * parser, bench/rcoll_info, bench/rcoll_tune, bench/rcoll_sched and the
+ * plan tests iterate over. docs/architecture.md has the steps.
  *
  * Arguments were validated at the public entry; count may be 0 (then
  * nothing is planned). Buffers are host pointers; sendbuff may equal
@@ -47,7 +47,21 @@ typedef struct rcoll_coll_args {
 } rcoll_coll_args_t;
 
 struct rcoll_tuner;
+struct rcoll_topo;
 typedef void (*rcoll_planner_t)(rcoll_plan_t *, const rcoll_coll_args_t *);
+
+/* What one rank moves in a call by the algorithm's textbook formula, for a
+ * vector that splits evenly (the plans' totals then match it exactly;
+ * uneven splits round each message by less than an element).
+ * tests/test_sched.c holds every algorithm's plans to its formula, and
+ * bench/rcoll_sched prints both for students to compare. */
+typedef struct rcoll_traffic {
+  double sent, received; /* bytes */
+  double reduced;        /* elements received and reduced into a result */
+  const char *formula;   /* the formula in words, e.g. "2(n-1)/n S each way" */
+} rcoll_traffic_t;
+typedef void (*rcoll_traffic_fn_t)(const rcoll_coll_args_t *a, const struct rcoll_topo *topo,
+                                   rcoll_traffic_t *out);
 
 enum rcoll_algo_flags {
   /* Reduces every element in rank order, ((x0 op x1) op x2) op ...,
@@ -78,11 +92,21 @@ typedef struct rcoll_algorithm {
   double (*cost)(const struct rcoll_tuner *t, double bytes, size_t chunk);
   /* Whether it runs as itself on this placement (NULL: always). */
   int (*applies)(const struct rcoll_tuner *t);
+  /* Its per-rank traffic by formula (a: this rank's call as planned;
+   * topo: the placement, for topology-aware algorithms). Every algorithm
+   * brings one: the tests check its plans against it. */
+  rcoll_traffic_fn_t traffic;
   unsigned flags;  /* rcoll_algo_flags */
   /* Near ties in predicted time go to the lower tie_order: the simpler or
    * better-measured algorithm (tuner.c says which measurements). */
   int tie_order;
 } rcoll_algorithm_t;
+
+/* Building blocks of the formulas: S, the vector's bytes (a->count x the
+ * type size: a block for all-gather and reduce-scatter), and a result. */
+double rcoll_traffic_bytes(const rcoll_coll_args_t *a);
+void rcoll_traffic_set(rcoll_traffic_t *out, double sent, double received, double reduced,
+                       const char *formula);
 
 /* Defines the descriptor of an algorithm file: RCOLL_ALGORITHM(allreduce_ring)
  * = {...}. The build's table lists it by this line, which must start the line. */

@@ -3,26 +3,28 @@
  *   - structure: dependencies point backwards; no receive-reduce is larger
  *     than a staging slot; for every pair (a, b) the sizes a plans to send
  *     to b are, in order, the sizes b plans to receive from a;
- *   - execution: the plans run in an in-memory simulator (plan_sim.h) with
+ *   - execution: the plans run in an in-memory simulator (lib/plan_sim.h) with
  *     unbuffered (rendezvous) connections, which proves them deadlock-free
  *     under the engine's rules, and with buffered ones;
  *   - results: element by element against sums computed here, and for the
  *     deterministic algorithms bit for bit against a float sum in rank order.
  * Chunks are tiny (8 doubles) so that every call has many of them, and one
- * case has more chunks than the engine's window of steps. */
+ * case has more chunks than the engine's window of steps. The fake
+ * communicators and the simulator are library code (lib/plan_world.h,
+ * lib/plan_sim.h), which bench/rcoll_sched uses too. */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo.h"
 #include "algo_ids.h"
 #include "comm.h"
-#include "plan_sim.h"
+#include "plan_world.h"
 #include "reduce.h"
-#include "topo.h"
 
 /* Short names for the collectives; P2P is a send and a receive planned
  * together (each rank sends to the next and receives from the previous). */
@@ -41,11 +43,7 @@ typedef struct layout {
   int uneven;      /* the last node gets one rank more (when possible) */
 } layout_t;
 
-typedef struct world {
-  int n;
-  struct rcollComm *comms[SIM_MAX_RANKS];
-  void *send[SIM_MAX_RANKS], *recv[SIM_MAX_RANKS];
-} world_t;
+typedef rcoll_world_t world_t;
 
 static int node_of(const layout_t *l, int n, int r) {
   int nodes = l->nodes < n ? l->nodes : n;
@@ -59,47 +57,17 @@ static int node_of(const layout_t *l, int n, int r) {
 
 static void world_init(world_t *w, int n, const layout_t *l, size_t comm_chunk, size_t plan_chunk,
                        int nslots) {
-  char ids[SIM_MAX_RANKS][16];
-  memset(w, 0, sizeof *w);
-  w->n = n;
+  int node[RCOLL_WORLD_MAX_RANKS];
   for (int r = 0; r < n; r++)
-    snprintf(ids[r], sizeof ids[r], "node%d", node_of(l, n, r));
-  for (int r = 0; r < n; r++) {
-    struct rcollComm *c = calloc(1, sizeof *c);
-    c->rank = r;
-    c->nranks = n;
-    c->chunk_bytes = comm_chunk;
-    c->nslots = nslots;
-    c->nscratch = 2 * nslots;
-    c->peers = calloc((size_t)n, sizeof *c->peers);
-    c->scratch_reader = calloc((size_t)c->nscratch, sizeof(int));
-    /* Made here: the library's lazy allocation aligns to pages, which
-     * these tiny chunks do not fill. */
-    c->scratch = calloc((size_t)c->nscratch, comm_chunk);
-    cr_assert_eq(rcoll_topo_build(&c->topo, ids[0], sizeof ids[0], n, r), rcollSuccess);
-    rcoll_plan_reset(&c->plan, c);
-    c->plan.chunk_bytes = plan_chunk;
-    w->comms[r] = c;
-  }
+    node[r] = node_of(l, n, r);
+  cr_assert_eq(rcoll_world_init(w, n, node, comm_chunk, plan_chunk, nslots), rcollSuccess);
 }
 
-static void world_free(world_t *w) {
-  for (int r = 0; r < w->n; r++) {
-    struct rcollComm *c = w->comms[r];
-    rcoll_plan_free(&c->plan);
-    rcoll_topo_free(&c->topo);
-    free(c->scratch);
-    free(c->scratch_reader);
-    free(c->peers);
-    free(c);
-    free(w->send[r]);
-    free(w->recv[r]);
-  }
-}
+static void world_free(world_t *w) { rcoll_world_free(w); }
 
 /* Send and receive buffer elements per rank for count. */
-static size_t send_elems(enum coll k, size_t count, int n) { return k == RS ? count * (size_t)n : count; }
-static size_t recv_elems(enum coll k, size_t count, int n) { return k == AG ? count * (size_t)n : count; }
+static size_t send_elems(enum coll k, size_t count, int n) { return rcoll_world_send_elems((int)k, count, n); }
+static size_t recv_elems(enum coll k, size_t count, int n) { return rcoll_world_recv_elems((int)k, count, n); }
 
 static double input_f64(int r, size_t i) { return (double)((r + 1) * 1000 + (int)(i % 1013)); }
 
@@ -125,54 +93,32 @@ static double expected_f64(enum coll k, int n, int root, int r, size_t count, si
 
 static int gets_result(enum coll k, int r, int root) { return k != RD || r == root; }
 
-/* Fills the buffers (in place where asked) and plans every rank. */
+/* Plans every rank (in place where asked), then fills each rank's input,
+ * which the planners never read. */
 /* For P2P, plan is the send's; the receive of the same family comes with it. */
 static void plan_all(world_t *w, enum coll k, const rcoll_algorithm_t *plan, size_t count, int root,
                      int inplace, rcollDataType_t t, double (*input)(int, size_t)) {
   int n = w->n;
-  size_t tsz = rcoll_type_size(t);
+  if (k == P2P)
+    cr_assert_not_null(rcoll_algorithm_find(RCOLL_COLL_RECV, rcoll_algorithm_family(plan)),
+                       "%s: no receive to go with the send", plan->name);
+  rcoll_world_call_t call = {plan, count, t, t == rcollInt64 ? rcollAvg : rcollSum, root, inplace};
+  cr_assert_eq(rcoll_world_plan(w, &call), rcollSuccess, "%s: planning failed", plan->name);
   for (int r = 0; r < n; r++) {
-    size_t se = send_elems(k, count, n), re = recv_elems(k, count, n);
-    w->send[r] = calloc(se + 1, tsz);
-    w->recv[r] = calloc(re + 1, tsz);
-    for (size_t i = 0; i < se; i++) {
+    cr_assert(!w->plans[r]->failed, "rank %d: planning failed", r);
+    void *in = (void *)w->args[r].sendbuff;
+    for (size_t i = 0; i < send_elems(k, count, n); i++) {
       double v = input(r, i);
-      if (t == rcollFloat64) ((double *)w->send[r])[i] = v;
-      else if (t == rcollFloat32) ((float *)w->send[r])[i] = (float)v;
-      else ((int64_t *)w->send[r])[i] = (int64_t)v;
+      if (t == rcollFloat64) ((double *)in)[i] = v;
+      else if (t == rcollFloat32) ((float *)in)[i] = (float)v;
+      else ((int64_t *)in)[i] = (int64_t)v;
     }
-    char *sb = w->send[r], *rb = w->recv[r];
-    if (inplace && k == AG) { /* our block of the receive buffer is the input */
-      memcpy(rb + (size_t)r * count * tsz, sb, count * tsz);
-      sb = rb + (size_t)r * count * tsz;
-    } else if (inplace && k == RS) {
-      rb = sb + (size_t)r * count * tsz;
-    } else if (inplace && k != P2P) {
-      memcpy(rb, sb, count * tsz);
-      sb = rb;
-    }
-    rcoll_coll_args_t a = {sb, rb, count, t, t == rcollInt64 ? rcollAvg : rcollSum, root, r, n};
-    rcoll_plan_t *p = &w->comms[r]->plan;
-    if (k == P2P) {
-      const rcoll_algorithm_t *recv = rcoll_algorithm_find(RCOLL_COLL_RECV, rcoll_algorithm_family(plan));
-      cr_assert_not_null(recv, "%s: no receive to go with the send", plan->name);
-      a.root = (r + 1) % n;
-      plan->plan(p, &a);
-      a.root = (r + n - 1) % n;
-      recv->plan(p, &a);
-    } else {
-      plan->plan(p, &a);
-    }
-    cr_assert(!p->failed, "rank %d: planning failed", r);
   }
 }
 
-/* The result buffer of rank r (in-place reduce-scatter writes into send). */
-static const char *result_of(world_t *w, enum coll k, int r, int inplace, size_t count, size_t tsz) {
-  if (inplace && k == RS)
-    return (const char *)w->send[r] + (size_t)r * count * tsz;
-  return w->recv[r];
-}
+/* The result buffer of rank r as planned (in-place reduce-scatter: its
+ * block of the send buffer). */
+static const char *result_of(world_t *w, int r) { return w->args[r].recvbuff; }
 
 /* Structural invariants across all ranks' plans. */
 static void check_structure(world_t *w, const char *what) {
@@ -215,15 +161,9 @@ static void check_structure(world_t *w, const char *what) {
 }
 
 static void run_sim(world_t *w, int zero_buffer, unsigned seed, const char *what) {
-  static sim_t s; /* large: keep it off the stack */
-  memset(&s, 0, sizeof s);
-  s.n = w->n;
-  s.zero_buffer = zero_buffer;
-  s.nslots = w->comms[0]->nslots;
-  s.seed = seed;
-  for (int r = 0; r < w->n; r++)
-    s.plans[r] = &w->comms[r]->plan;
-  cr_assert_eq(sim_run(&s, zero_buffer ? 30 : 0), 0, "%s: %s", what, s.error);
+  static rcoll_sim_t s; /* large: keep it off the stack */
+  rcoll_sim_init(&s, w->plans, w->n, zero_buffer, w->comms[0]->nslots, seed);
+  cr_assert_eq(rcoll_sim_run(&s, zero_buffer ? 30 : 0), 0, "%s: %s", what, s.error);
 }
 
 typedef struct algo_case {
@@ -257,11 +197,10 @@ static void run_case(const algo_case_t *ac, int n, const layout_t *l, size_t cou
   plan_all(&w, ac->k, ac->plan, count, root, inplace, t, input_f64);
   check_structure(&w, what);
   run_sim(&w, zero_buffer, (unsigned)(n * 7919 + count), what);
-  size_t tsz = rcoll_type_size(t);
   for (int r = 0; r < n; r++) {
     if (!gets_result(ac->k, r, root))
       continue;
-    const char *res = result_of(&w, ac->k, r, inplace, count, tsz);
+    const char *res = result_of(&w, r);
     for (size_t i = 0; i < recv_elems(ac->k, count, n); i++) {
       double want = expected_f64(ac->k, n, root, r, count, i);
       if (avg) { /* integer avg: the sum divided once by n */
@@ -421,7 +360,7 @@ Test(plans, deterministic_reduce_and_reduce_scatter_match, .timeout = 120) {
     plan_all(&w, RS, algo_of(RS, "deterministic"), count, 0, n % 2, rcollFloat32, input_mixed);
     run_sim(&w, 1, 6, "deterministic reduce-scatter");
     for (int r = 0; r < n; r++) {
-      const float *res = (const float *)result_of(&w, RS, r, n % 2, count, sizeof(float));
+      const float *res = (const float *)result_of(&w, r);
       for (size_t i = 0; i < count; i++) {
         float want = rank_order_sum(n, (size_t)r * count + i);
         cr_assert(memcmp(&res[i], &want, sizeof want) == 0, "reduce-scatter n=%d rank %d element %zu",

@@ -1,53 +1,21 @@
-/* An in-memory executor for plans (used by tests/test_plans.c): every rank's
- * plan runs against real buffers, with each connection a FIFO of messages,
- * and the engine's rules reproduced: a step starts when its dependencies are
- * done; sends and receives are posted in the order planned per connection;
- * a receive-reduce holds one of nslots staging slots of its connection from
- * posting to completion; only the first SIM_WINDOW unfinished steps of a plan
- * are looked at (lib/engine.c's ENGINE_WINDOW).
- *
- * With zero buffering a send finishes only when the receiver takes it (a
- * rendezvous), which is the strictest transport a plan must survive: if no
- * rank can move while steps remain, the plans deadlock. Ranks are visited in
- * a shuffled order and steps are skipped at random, so that different runs
- * see different interleavings. Header-only because the Makefile builds every
- * other .c file in tests/ as a program of its own. */
-#ifndef PLAN_SIM_H
-#define PLAN_SIM_H
+/* The in-memory plan executor (plan_sim.h). */
+#include "plan_sim.h"
 
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm.h"
-#include "plan.h"
 #include "reduce.h"
 
-#define SIM_WINDOW 512 /* as ENGINE_WINDOW in lib/engine.c */
-#define SIM_MAX_RANKS 16
-
-typedef struct sim_msg {
+struct rcoll_sim_msg {
   rcoll_step_t *send; /* zero buffering: the sender's step, still posted */
   void *copy;         /* buffered: the data, copied when the send was posted */
   size_t bytes;
-  struct sim_msg *next;
-} sim_msg_t;
+  struct rcoll_sim_msg *next;
+};
+typedef struct rcoll_sim_msg sim_msg_t;
 
-typedef struct sim {
-  int n;
-  int zero_buffer;
-  int nslots;
-  unsigned seed;
-  rcoll_plan_t *plans[SIM_MAX_RANKS];
-  sim_msg_t *head[SIM_MAX_RANKS][SIM_MAX_RANKS], *tail[SIM_MAX_RANKS][SIM_MAX_RANKS]; /* [from][to] */
-  uint64_t send_posted[SIM_MAX_RANKS][SIM_MAX_RANKS];
-  uint64_t recv_posted[SIM_MAX_RANKS][SIM_MAX_RANKS], recv_done[SIM_MAX_RANKS][SIM_MAX_RANKS];
-  int slots_used[SIM_MAX_RANKS][SIM_MAX_RANKS];
-  char error[256];
-} sim_t;
-
-static unsigned sim_rand(sim_t *s) {
+static unsigned sim_rand(rcoll_sim_t *s) {
   s->seed = s->seed * 1103515245u + 12345u;
   return (s->seed >> 16) & 0x7fff;
 }
@@ -59,14 +27,14 @@ static int sim_deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
   return 1;
 }
 
-static void sim_finish(const sim_t *s, rcoll_step_t *st) {
+static void sim_finish(const rcoll_sim_t *s, rcoll_step_t *st) {
   if (st->flags & RCOLL_STEP_FINISH) {
     rcollDataType_t t = (rcollDataType_t)st->dtype;
     rcoll_reduce_finish(st->dst, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op, s->n);
   }
 }
 
-static void sim_push(sim_t *s, int from, int to, sim_msg_t *m) {
+static void sim_push(rcoll_sim_t *s, int from, int to, sim_msg_t *m) {
   if (s->tail[from][to] != NULL)
     s->tail[from][to]->next = m;
   else
@@ -74,7 +42,7 @@ static void sim_push(sim_t *s, int from, int to, sim_msg_t *m) {
   s->tail[from][to] = m;
 }
 
-static int sim_post(sim_t *s, int r, rcoll_step_t *st) {
+static int sim_post(rcoll_sim_t *s, int r, rcoll_step_t *st) {
   if (!sim_deps_done(s->plans[r], st))
     return 0;
   if (st->kind == RCOLL_STEP_COPY) {
@@ -89,12 +57,19 @@ static int sim_post(sim_t *s, int r, rcoll_step_t *st) {
     if (st->seq != s->send_posted[r][q])
       return 0;
     sim_msg_t *m = calloc(1, sizeof *m);
+    if (m != NULL && !s->zero_buffer && (m->copy = malloc(st->bytes + 1)) == NULL) {
+      free(m);
+      m = NULL;
+    }
+    if (m == NULL) {
+      snprintf(s->error, sizeof s->error, "rank %d: out of memory for a message to %d", r, q);
+      return 0;
+    }
     m->bytes = st->bytes;
     if (s->zero_buffer) {
       m->send = st;
       st->state = RCOLL_STEP_POSTED;
     } else {
-      m->copy = malloc(st->bytes + 1);
       memcpy(m->copy, st->src, st->bytes);
       st->state = RCOLL_STEP_DONE;
     }
@@ -115,7 +90,7 @@ static int sim_post(sim_t *s, int r, rcoll_step_t *st) {
 }
 
 /* Completes a posted receive if the next message from its peer is there. */
-static int sim_complete(sim_t *s, int r, rcoll_step_t *st) {
+static int sim_complete(rcoll_sim_t *s, int r, rcoll_step_t *st) {
   int q = st->peer;
   sim_msg_t *m = s->head[q][r];
   if (st->seq != s->recv_done[r][q] || m == NULL)
@@ -125,6 +100,11 @@ static int sim_complete(sim_t *s, int r, rcoll_step_t *st) {
              r, st->bytes, q, (unsigned long long)st->seq, m->bytes);
     return 0;
   }
+  void *staged = NULL; /* like the engine's staging slot */
+  if (st->kind == RCOLL_STEP_RECV_REDUCE && (staged = malloc(st->bytes + 1)) == NULL) {
+    snprintf(s->error, sizeof s->error, "rank %d: out of memory for a staging slot", r);
+    return 0; /* the message stays queued, and is freed with the others */
+  }
   s->head[q][r] = m->next;
   if (m->next == NULL)
     s->tail[q][r] = NULL;
@@ -132,7 +112,6 @@ static int sim_complete(sim_t *s, int r, rcoll_step_t *st) {
   if (st->kind == RCOLL_STEP_RECV) {
     memcpy(st->dst, data, st->bytes);
   } else {
-    void *staged = malloc(st->bytes + 1); /* like the engine's staging slot */
     memcpy(staged, data, st->bytes);
     rcollDataType_t t = (rcollDataType_t)st->dtype;
     rcoll_reduce(st->dst, st->src, staged, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op);
@@ -150,10 +129,10 @@ static int sim_complete(sim_t *s, int r, rcoll_step_t *st) {
 }
 
 /* One engine pass over rank r's window; skip_pct of steps are passed over. */
-static int sim_pass(sim_t *s, int r, unsigned skip_pct) {
+static int sim_pass(rcoll_sim_t *s, int r, unsigned skip_pct) {
   rcoll_plan_t *p = s->plans[r];
   int moved = 0, seen = 0;
-  for (int i = p->head; i < p->nsteps && seen < SIM_WINDOW; i++) {
+  for (int i = p->head; i < p->nsteps && seen < RCOLL_SIM_WINDOW; i++) {
     rcoll_step_t *st = &p->steps[i];
     if (st->state == RCOLL_STEP_DONE)
       continue;
@@ -172,7 +151,7 @@ static int sim_pass(sim_t *s, int r, unsigned skip_pct) {
   return moved;
 }
 
-static void sim_free_msgs(sim_t *s) {
+static void sim_free_msgs(rcoll_sim_t *s) {
   for (int a = 0; a < s->n; a++)
     for (int b = 0; b < s->n; b++)
       while (s->head[a][b] != NULL) {
@@ -183,10 +162,8 @@ static void sim_free_msgs(sim_t *s) {
       }
 }
 
-/* Runs the plans to completion. Returns 0, or -1 with s->error set (a size
- * mismatch, or a deadlock: no rank can move while steps remain). */
-static int sim_run(sim_t *s, unsigned skip_pct) {
-  int order[SIM_MAX_RANKS];
+int rcoll_sim_run(rcoll_sim_t *s, unsigned skip_pct) {
+  int order[RCOLL_SIM_MAX_RANKS];
   for (int r = 0; r < s->n; r++)
     order[r] = r;
   for (;;) {
@@ -219,4 +196,13 @@ static int sim_run(sim_t *s, unsigned skip_pct) {
   return s->error[0] ? -1 : 0;
 }
 
-#endif
+void rcoll_sim_init(rcoll_sim_t *s, rcoll_plan_t *const *plans, int n, int zero_buffer, int nslots,
+                    unsigned seed) {
+  memset(s, 0, sizeof *s);
+  s->n = n;
+  s->zero_buffer = zero_buffer;
+  s->nslots = nslots;
+  s->seed = seed;
+  for (int r = 0; r < n; r++)
+    s->plans[r] = plans[r];
+}
