@@ -27,7 +27,7 @@
 #include "error.h"
 #include "rcoll.h"
 #include "sockutil.h"
-#include "transport_harness.h"
+#include "support/transport_harness.h"
 
 #define SECRET TH_SECRET
 #define SLOT 4096
