@@ -15,8 +15,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "support/multi_harness.h"
 #include "../transports/ucx/ucx_priv.h"
+#include "support/multi_harness.h"
 #include "support/ucx_pair.h"
 
 
