@@ -4,7 +4,8 @@
  * the table it is to drive. Payloads carry a pattern that depends on the
  * message number and offset, so that a lost, reordered or truncated piece
  * shows. The stream functions make no Criterion assertions, because forked
- * children run them; the others assert, so only Criterion binaries link them. */
+ * children run them; the others do, and since the linker takes the whole
+ * file, only Criterion binaries can link any of it. */
 #ifndef RCOLL_TESTS_SUPPORT_TRANSPORT_HARNESS_H
 #define RCOLL_TESTS_SUPPORT_TRANSPORT_HARNESS_H
 
