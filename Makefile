@@ -196,9 +196,14 @@ $(BUILD)/tests/%.o: tests/%.c config.mk
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(DEP_CFLAGS) $(CRITERION_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(TEST_SUPPORT_A): $(TEST_SUPPORT_OBJS)
+$(TEST_SUPPORT_A): $(TEST_SUPPORT_OBJS) $(BUILD)/tests/support-objects.list
 	@mkdir -p $(dir $@)
 	$(call msg,AR,$@)rm -f $@; ar rcs $@ $(TEST_SUPPORT_OBJS)
+
+# As lib-objects.list: a deleted support file leaves no stale member behind.
+$(BUILD)/tests/support-objects.list: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(TEST_SUPPORT_OBJS)' | cmp -s - $@ || echo '$(TEST_SUPPORT_OBJS)' > $@
 
 $(TESTBIN)/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_A) $(LIB_A)
 	@mkdir -p $(dir $@)
