@@ -152,14 +152,19 @@ INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info) \
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
 
 # ------------------------------------------------------------------ tests
-# tests/test_X.c is one Criterion binary, TESTBIN/test_X; tests/support/*.c are
-# helpers linked into each of them. Any other tests/Y.c is a stand-alone
-# program (a driver for a tests/check_*.sh script, a micro-benchmark) built
-# into TESTBIN/Y without Criterion. All link the internal archive so that they
-# reach internal (hidden) functions.
+# tests/test_X.c is one Criterion binary, TESTBIN/test_X. Any other
+# tests/Y.c is a stand-alone program (a driver for a tests/check_*.sh script,
+# a micro-benchmark) built into TESTBIN/Y without Criterion. tests/support/*.c
+# are the harnesses they share, each compiled once into one archive that every
+# test binary and program links: the linker takes only the members a program
+# uses, so a program without Criterion links the same archive as long as it
+# uses no member that asserts, and a harness that needs UCX, verbs or the
+# plugin comes only into the tests that drive it. All link the internal
+# archive so that they reach internal (hidden) functions.
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(TESTBIN)/%)
 TEST_SUPPORT_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard tests/support/*.c))
+TEST_SUPPORT_A := $(BUILD)/tests/libtestsupport.a
 TEST_PROG_SRCS := $(filter-out tests/test_%.c,$(wildcard tests/*.c))
 TEST_PROGS := $(TEST_PROG_SRCS:tests/%.c=$(TESTBIN)/%)
 CHECK_SCRIPTS := $(sort $(wildcard tests/check_*.sh))
@@ -264,14 +269,23 @@ $(BUILD)/tests/%.o: tests/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(DEP_CFLAGS) $(CRITERION_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
-$(TESTBIN)/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_OBJS) $(LIB_INTERNAL)
+$(TEST_SUPPORT_A): $(TEST_SUPPORT_OBJS) $(BUILD)/tests/support-objects.list
 	@mkdir -p $(dir $@)
-	$(call msg,LD,$@)$(CC) -o $@ $(filter %.o,$^) $(LIB_INTERNAL) $(LDFLAGS_BASE) $(LDFLAGS) \
+	$(call msg,AR,$@)rm -f $@; ar rcs $@ $(TEST_SUPPORT_OBJS)
+
+# As lib-objects.list: a deleted support file leaves no stale member behind.
+$(BUILD)/tests/support-objects.list: FORCE
+	@mkdir -p $(dir $@)
+	@echo '$(TEST_SUPPORT_OBJS)' | cmp -s - $@ || echo '$(TEST_SUPPORT_OBJS)' > $@
+
+$(TESTBIN)/test_%: $(BUILD)/tests/test_%.o $(TEST_SUPPORT_A) $(LIB_INTERNAL)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)$(CC) -o $@ $< $(TEST_SUPPORT_A) $(LIB_INTERNAL) $(LDFLAGS_BASE) $(LDFLAGS) \
 	  $(or $(CRITERION_LIBS),-lcriterion) $(LIB_LDLIBS) $(LDLIBS)
 
-$(TESTBIN)/%: $(BUILD)/tests/%.o $(LIB_INTERNAL)
+$(TESTBIN)/%: $(BUILD)/tests/%.o $(TEST_SUPPORT_A) $(LIB_INTERNAL)
 	@mkdir -p $(dir $@)
-	$(call msg,LD,$@)$(CC) -o $@ $< $(LIB_INTERNAL) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+	$(call msg,LD,$@)$(CC) -o $@ $< $(TEST_SUPPORT_A) $(LIB_INTERNAL) $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
 tests: $(TEST_BINS) $(TEST_PROGS)
 

@@ -23,11 +23,21 @@ PROG=$BIN_DIR/conformance
 # Libraries the static library needs (UCX, verbs...), as the Makefile knows them.
 LDLIBS=$(make --no-print-directory -s print-ldlibs 2>/dev/null || echo "-pthread -lm")
 mkdir -p "$BIN_DIR"
-if [[ ! -x $PROG || tests/conformance.c -nt $PROG || tests/conformance_case.h -nt $PROG ||
-      tests/conformance_ref.h -nt $PROG || lib/librcoll.a -nt $PROG ]]; then
+# The program and the support files it uses (the case and its reference).
+SRCS="tests/conformance.c tests/support/conformance_case.c tests/support/conformance_ref.c"
+stale() { # program: missing, or older than a source, a support header or the library ($2)
+  local f
+  [[ -x $1 ]] || return 0
+  for f in $SRCS tests/support/conformance_case.h tests/support/conformance_ref.h "$2"; do
+    [[ $f -nt $1 ]] && return 0
+  done
+  return 1
+}
+if stale "$PROG" lib/librcoll.a; then
   [[ -f lib/librcoll.a ]] || { echo "lib/librcoll.a is missing: run make first" >&2; exit 1; }
+  # shellcheck disable=SC2086 # a word list on purpose
   ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -g -pthread -Iinclude -Ilib \
-    tests/conformance.c lib/librcoll.a $LDLIBS -o "$PROG" || exit 1
+    $SRCS lib/librcoll.a $LDLIBS -o "$PROG" || exit 1
 fi
 
 export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
@@ -66,10 +76,11 @@ run "connection storm, 8 ranks as processes, 20 fresh communicators" 180 \
 ASAN_LIB=build-asan/lib/librcoll.a
 ASAN_PROG=$BIN_DIR/conformance-asan
 if [[ -f $ASAN_LIB ]]; then
-  if [[ ! -x $ASAN_PROG || tests/conformance.c -nt $ASAN_PROG || $ASAN_LIB -nt $ASAN_PROG ]]; then
+  if stale "$ASAN_PROG" "$ASAN_LIB"; then
+    # shellcheck disable=SC2086
     ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O1 -g -pthread -Iinclude -Ilib \
       -fsanitize=address,undefined -fno-omit-frame-pointer \
-      tests/conformance.c "$ASAN_LIB" $LDLIBS -o "$ASAN_PROG" || exit 1
+      $SRCS "$ASAN_LIB" $LDLIBS -o "$ASAN_PROG" || exit 1
   fi
   export ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
   run "ASan+UBSan, threads, ranks 1,2,3,4,5" 240 "$ASAN_PROG" -t 1,2,3,4,5 -c 0,1,7,100003

@@ -22,8 +22,7 @@ export MPIEXEC
 
 # The Makefile knows the libraries that librcoll.a needs (UCX, verbs...).
 PROG=$BIN/conformance
-if [[ ! -x $PROG || tests/conformance.c -nt $PROG || tests/conformance_case.h -nt $PROG ||
-      tests/conformance_ref.h -nt $PROG ]]; then
+if [[ ! -x $PROG || -n $(find tests/conformance.c tests/support/conformance_* -newer "$PROG") ]]; then
   make --no-print-directory TESTBIN="$BIN" "$PROG" >/dev/null || exit 1
 fi
 

@@ -23,8 +23,7 @@ BIN_DIR=${TEST_BIN_DIR:-tests/bin}
 BENCH=${BENCH_DIR:-bench}/allreduce_perf
 PROG=$BIN_DIR/conformance
 # The Makefile links it with the libraries librcoll.a needs (UCX among them).
-if [[ ! -x $PROG || tests/conformance.c -nt $PROG || tests/conformance_case.h -nt $PROG ||
-      tests/conformance_ref.h -nt $PROG || lib/librcoll.a -nt $PROG ]]; then
+if [[ ! -x $PROG || -n $(find tests/conformance.c tests/support/conformance_* lib/librcoll.a -newer "$PROG") ]]; then
   make --no-print-directory TESTBIN="$BIN_DIR" "$PROG" >/dev/null || exit 1
 fi
 [[ -x $BENCH ]] || { echo "check_ucx: $BENCH is missing: run make first" >&2; exit 1; }

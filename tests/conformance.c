@@ -1,6 +1,6 @@
 /* Conformance sweep: real ranks over the real library, every result checked
  * element by element against an expectation computed here with plain
- * arithmetic (conformance_ref.h).
+ * arithmetic (tests/support/conformance_ref.c).
  *
  *   conformance -t 1,2,3,4,5,8      ranks as threads, one communicator each
  *   conformance -p 2,3,4 [-e]       ranks as forked processes; the unique id
@@ -34,7 +34,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "conformance_case.h"
+#include "support/conformance_case.h"
+#include "support/conformance_ref.h"
 
 #define MAX_CASES 16384
 #define MAX_RANKS 64

@@ -1,7 +1,9 @@
 /* A reference float16/bfloat16 codec, written from the format definitions
  * with libm (frexp, ldexp, nearbyint in double), never from the code under
  * test: tests/test_reduce_math.c checks lib/reduce_math.h's conversions
- * against it, tests/test_reduce.c the reductions. */
+ * against it, tests/test_reduce.c the reductions. Unlike the harnesses in
+ * tests/support/ it stays a header: three short inline functions, the two
+ * formats and two aliases of reduce_math.h's inline bit casts. */
 #ifndef RCOLL_TESTS_REDUCE_REF_H
 #define RCOLL_TESTS_REDUCE_REF_H
 

@@ -11,11 +11,11 @@
 #include <stdlib.h>
 
 #include "../transports/socket/socket.h"
-#include "cuda_fake.h"
-#include "cuda_ranks.h"
 #include "error.h"
 #include "net.h"
 #include "rcoll.h"
+#include "support/cuda_fake.h"
+#include "support/cuda_ranks.h"
 
 static rcoll_transport_ops_t gdr_ops;
 static _Atomic int cuda_regs, flushes;
@@ -54,17 +54,17 @@ TestSuite(cuda_gdr, .init = gdr_setup, .timeout = 120);
 /* All-reduce, all-gather and a send/recv ring on device buffers, checked. */
 static void gdr_body(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count, N = n * (size_t)x->nranks;
-  rcoll_cuda_stream_t s = stream_new();
-  float *a = dev_alloc(N * 4), *b = dev_alloc(N * 4);
-  fill_rank(a, n, x->rank);
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(N * 4), *b = cuda_ranks_dev_alloc(N * 4);
+  cuda_ranks_fill(a, n, x->rank);
   x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
   fake_stream_sync(s);
   for (size_t i = 0; i < n; i++)
-    x->wrong += b[i] != sum_of(x->nranks, i);
+    x->wrong += b[i] != cuda_ranks_sum_of(x->nranks, i);
   x->result = x->result ? x->result : rcollAllGather(a, b, n, rcollFloat32, comm, s);
   fake_stream_sync(s);
   for (size_t i = 0; i < N; i++)
-    x->wrong += b[i] != input((int)(i / n), i % n);
+    x->wrong += b[i] != cuda_ranks_input((int)(i / n), i % n);
   int next = (x->rank + 1) % x->nranks, prev = (x->rank + x->nranks - 1) % x->nranks;
   rcollGroupStart();
   rcollSend(a, n, rcollFloat32, next, comm, s);
@@ -73,7 +73,7 @@ static void gdr_body(rank_ctx_t *x, rcollComm_t comm) {
   x->result = x->result ? x->result : r;
   fake_stream_sync(s);
   for (size_t i = 0; i < n; i++)
-    x->wrong += b[i] != input(prev, i);
+    x->wrong += b[i] != cuda_ranks_input(prev, i);
   rcollResult_t async = rcollSuccess;
   rcollCommGetAsyncError(comm, &async);
   x->result = x->result ? x->result : async;
@@ -84,14 +84,14 @@ static void gdr_body(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_gdr, large_messages_use_the_device_buffers_and_are_flushed) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(3, 300007, gdr_body, ctx); /* ~400 KB per ring step: over 64 KiB */
+  cuda_ranks_run(3, 300007, gdr_body, ctx); /* ~400 KB per ring step: over 64 KiB */
   cr_expect_gt(atomic_load(&cuda_regs), 0, "no device buffer was registered with the transport");
   cr_expect_gt(atomic_load(&flushes), 0, "no GPUDirect receive was flushed");
 }
 
 Test(cuda_gdr, small_messages_are_staged) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(3, 1000, gdr_body, ctx); /* 4000-byte sends, 1333-byte ring steps */
+  cuda_ranks_run(3, 1000, gdr_body, ctx); /* 4000-byte sends, 1333-byte ring steps */
   cr_expect_eq(atomic_load(&cuda_regs), 0, "a message of 64 KiB or less went GPUDirect");
   cr_expect_eq(atomic_load(&flushes), 0);
 }

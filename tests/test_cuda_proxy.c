@@ -14,10 +14,10 @@
 
 #include "comm.h"
 #include "cuda/module.h"
-#include "cuda_fake.h"
-#include "cuda_ranks.h"
 #include "memtype.h"
 #include "rcoll.h"
+#include "support/cuda_fake.h"
+#include "support/cuda_ranks.h"
 
 TestSuite(cuda_proxy, .init = cuda_ranks_setup, .timeout = 120);
 
@@ -36,13 +36,13 @@ static long differs(const rank_ctx_t *x, const char *what, size_t i, float got, 
 
 static long check_allreduce(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
   size_t n = x->count;
-  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4);
-  fill_rank(a, n, x->rank);
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
   x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
   fake_stream_sync(s);
   long wrong = 0;
   for (size_t i = 0; i < n; i++)
-    wrong += differs(x, "allreduce", i, b[i], sum_of(x->nranks, i));
+    wrong += differs(x, "allreduce", i, b[i], cuda_ranks_sum_of(x->nranks, i));
   fake_free(a);
   fake_free(b);
   return wrong;
@@ -50,13 +50,13 @@ static long check_allreduce(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t
 
 static long check_allgather(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
   size_t n = x->count, N = n * (size_t)x->nranks;
-  float *a = dev_alloc(n * 4), *b = dev_alloc(N * 4);
-  fill_rank(a, n, x->rank);
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(N * 4);
+  cuda_ranks_fill(a, n, x->rank);
   x->result = rcollAllGather(a, b, n, rcollFloat32, comm, s);
   fake_stream_sync(s);
   long wrong = 0;
   for (size_t i = 0; i < N; i++)
-    wrong += differs(x, "allgather", i, b[i], input((int)(i / (n ? n : 1)), i % (n ? n : 1)));
+    wrong += differs(x, "allgather", i, b[i], cuda_ranks_input((int)(i / (n ? n : 1)), i % (n ? n : 1)));
   fake_free(a);
   fake_free(b);
   return wrong;
@@ -64,13 +64,13 @@ static long check_allgather(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t
 
 static long check_reduce_scatter(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
   size_t n = x->count, N = n * (size_t)x->nranks;
-  float *a = dev_alloc(N * 4), *b = dev_alloc(n * 4);
-  fill_rank(a, N, x->rank);
+  float *a = cuda_ranks_dev_alloc(N * 4), *b = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, N, x->rank);
   x->result = rcollReduceScatter(a, b, n, rcollFloat32, rcollSum, comm, s);
   fake_stream_sync(s);
   long wrong = 0;
   for (size_t i = 0; i < n; i++)
-    wrong += differs(x, "reduce_scatter", i, b[i], sum_of(x->nranks, (size_t)x->rank * n + i));
+    wrong += differs(x, "reduce_scatter", i, b[i], cuda_ranks_sum_of(x->nranks, (size_t)x->rank * n + i));
   fake_free(a);
   fake_free(b);
   return wrong;
@@ -79,18 +79,18 @@ static long check_reduce_scatter(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_str
 static long check_bcast_reduce(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
   size_t n = x->count;
   int root = x->nranks - 1;
-  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4);
-  fill_rank(a, n, x->rank);
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
   x->result = rcollBroadcast(a, b, n, rcollFloat32, root, comm, s);
   fake_stream_sync(s);
   long wrong = 0;
   for (size_t i = 0; i < n; i++)
-    wrong += differs(x, "broadcast", i, b[i], input(root, i));
+    wrong += differs(x, "broadcast", i, b[i], cuda_ranks_input(root, i));
   if (x->result == rcollSuccess)
     x->result = rcollReduce(a, b, n, rcollFloat32, rcollAvg, 0, comm, s);
   fake_stream_sync(s);
   for (size_t i = 0; x->rank == 0 && i < n; i++)
-    wrong += differs(x, "reduce avg", i, b[i], sum_of(x->nranks, i) / (float)x->nranks);
+    wrong += differs(x, "reduce avg", i, b[i], cuda_ranks_sum_of(x->nranks, i) / (float)x->nranks);
   fake_free(a);
   fake_free(b);
   return wrong;
@@ -100,8 +100,8 @@ static long check_bcast_reduce(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_strea
 static long check_sendrecv(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
   size_t n = x->count;
   int next = (x->rank + 1) % x->nranks, prev = (x->rank + x->nranks - 1) % x->nranks;
-  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4);
-  fill_rank(a, n, x->rank);
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
   rcollGroupStart();
   rcollSend(a, n, rcollFloat32, next, comm, s);
   rcollRecv(b, n, rcollFloat32, prev, comm, s);
@@ -109,7 +109,7 @@ static long check_sendrecv(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t 
   fake_stream_sync(s);
   long wrong = 0;
   for (size_t i = 0; i < n; i++)
-    wrong += differs(x, "sendrecv", i, b[i], input(prev, i));
+    wrong += differs(x, "sendrecv", i, b[i], cuda_ranks_input(prev, i));
   fake_free(a);
   fake_free(b);
   return wrong;
@@ -118,7 +118,7 @@ static long check_sendrecv(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t 
 static void all_collectives(rank_ctx_t *x, rcollComm_t comm) {
   long (*const checks[])(rank_ctx_t *, rcollComm_t, rcoll_cuda_stream_t) = {
       check_allreduce, check_allgather, check_reduce_scatter, check_bcast_reduce, check_sendrecv};
-  rcoll_cuda_stream_t s = stream_new();
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   for (size_t k = 0; k < sizeof checks / sizeof checks[0] && x->result == rcollSuccess; k++)
     x->wrong += checks[k](x, comm, s);
   rcollResult_t async = rcollSuccess;
@@ -139,7 +139,7 @@ static void sweep(int nranks, const char *p2p_disable) {
   static const size_t counts[] = {1, 7, 1024, 12289};
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
     rank_ctx_t ctx[MAX_RANKS] = {0};
-    run_ranks(nranks, counts[k], all_collectives, ctx);
+    cuda_ranks_run(nranks, counts[k], all_collectives, ctx);
   }
 }
 
@@ -154,7 +154,7 @@ Test(cuda_proxy, staged_three_ranks_over_sockets) {
 Test(cuda_proxy, wait_kernel_when_memops_are_refused) {
   atomic_store(&fake_stats.refuse_memop, 1);
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(2, 1000, all_collectives, ctx);
+  cuda_ranks_run(2, 1000, all_collectives, ctx);
   cr_expect_eq(atomic_load(&fake_stats.waits), 0);
   cr_expect_gt(atomic_load(&fake_stats.wait_kernels), 0, "streams must be held by the wait kernel");
 }
@@ -162,7 +162,7 @@ Test(cuda_proxy, wait_kernel_when_memops_are_refused) {
 Test(cuda_proxy, wait_kernel_by_setting) {
   setenv("RCOLL_CUDA_WAIT", "kernel", 1);
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(2, 100, all_collectives, ctx);
+  cuda_ranks_run(2, 100, all_collectives, ctx);
   cr_expect_eq(atomic_load(&fake_stats.waits), 0);
   cr_expect_gt(atomic_load(&fake_stats.wait_kernels), 0);
 }
@@ -173,7 +173,7 @@ Test(cuda_proxy, wait_kernel_by_setting) {
  * streams wait for the proxy, so every kernel must be loaded before. */
 Test(cuda_proxy, kernels_are_loaded_before_streams_wait) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(2, 1000, all_collectives, ctx);
+  cuda_ranks_run(2, 1000, all_collectives, ctx);
   cr_expect_gt(atomic_load(&fake_stats.reduce_kernels), 0);
   cr_expect_eq(atomic_load(&fake_stats.lazy_loads), 0, "%d kernel launches loaded their function",
                atomic_load(&fake_stats.lazy_loads));

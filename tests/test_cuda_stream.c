@@ -11,9 +11,9 @@
 
 #include "comm.h"
 #include "cuda/cuda_comm.h"
-#include "cuda_fake.h"
-#include "cuda_ranks.h"
 #include "memtype.h"
+#include "support/cuda_fake.h"
+#include "support/cuda_ranks.h"
 
 TestSuite(cuda_stream, .init = cuda_ranks_setup, .timeout = 120);
 
@@ -32,7 +32,7 @@ static void slow_fill(void *arg) {
   struct timespec ts = {f->delay_ms / 1000, (long)(f->delay_ms % 1000) * 1000000L};
   nanosleep(&ts, NULL);
   for (size_t i = 0; i < f->count; i++)
-    f->buf[i] = input(f->rank, i);
+    f->buf[i] = cuda_ranks_input(f->rank, i);
 }
 
 /* Work queued after a call: a snapshot of the result at the moment the
@@ -51,7 +51,7 @@ static void take_snapshot(void *arg) {
 /* The first device call of a comm makes its device state (allocations, the
  * proxy): done before anything is timed. */
 static void warm_up(rcollComm_t comm, rcoll_cuda_stream_t s) {
-  float *w = dev_alloc(16);
+  float *w = cuda_ranks_dev_alloc(16);
   rcollAllReduce(w, w, 4, rcollFloat32, rcollSum, comm, s);
   fake_stream_sync(s);
   fake_free(w);
@@ -70,7 +70,7 @@ static long blocked(const rank_ctx_t *x, const char *what, double ms) {
 static long count_wrong(const float *got, size_t n, int nranks) {
   long wrong = 0;
   for (size_t i = 0; i < n; i++)
-    wrong += got[i] != sum_of(nranks, i);
+    wrong += got[i] != cuda_ranks_sum_of(nranks, i);
   return wrong;
 }
 
@@ -78,17 +78,17 @@ static long count_wrong(const float *got, size_t n, int nranks) {
 
 static void ordered_body(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
-  rcoll_cuda_stream_t s = stream_new();
-  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *seen = calloc(n, 4);
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4), *seen = calloc(n, 4);
   memset(a, 0, n * 4);
   slow_fill_t fill = {a, n, x->rank, SLOW_MS};
   snapshot_t snap = {b, seen, n};
   warm_up(comm, s);
   fake_stream_host(s, slow_fill, &fill);
-  double t0 = now_ms();
+  double t0 = cuda_ranks_now_ms();
   x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
   /* The call returned long before the slow fill finished... */
-  x->wrong += blocked(x, "rcollAllReduce", now_ms() - t0);
+  x->wrong += blocked(x, "rcollAllReduce", cuda_ranks_now_ms() - t0);
   fake_stream_host(s, take_snapshot, &snap);
   fake_stream_sync(s);
   /* ...yet summed the filled inputs, and the snapshot saw the result. */
@@ -101,15 +101,15 @@ static void ordered_body(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_stream, call_waits_for_earlier_work_and_holds_later_work) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(2, 3000, ordered_body, ctx);
+  cuda_ranks_run(2, 3000, ordered_body, ctx);
 }
 
 /* Calls on one communicator run in the order they were made: the second
  * reduces what the first produced. */
 static void chain_body(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
-  rcoll_cuda_stream_t s = stream_new();
-  int32_t *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *c = dev_alloc(n * 4);
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  int32_t *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4), *c = cuda_ranks_dev_alloc(n * 4);
   for (size_t i = 0; i < n; i++)
     a[i] = (int32_t)(i + (size_t)x->rank);
   rcollAllReduce(a, b, n, rcollInt32, rcollSum, comm, s);
@@ -129,7 +129,7 @@ static void chain_body(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_stream, calls_run_in_order) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(3, 2049, chain_body, ctx);
+  cuda_ranks_run(3, 2049, chain_body, ctx);
 }
 
 /* ---- a group is one unit ---- */
@@ -140,28 +140,28 @@ Test(cuda_stream, calls_run_in_order) {
  * allreduce is done too, so the snapshot taken on s2 sees its result. */
 static void group_body(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
-  rcoll_cuda_stream_t s1 = stream_new(), s2 = stream_new();
-  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *c = dev_alloc(n * 4);
-  float *d = dev_alloc(n * 4 * (size_t)x->nranks), *seen = calloc(n, 4);
+  rcoll_cuda_stream_t s1 = cuda_ranks_stream_new(), s2 = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4), *c = cuda_ranks_dev_alloc(n * 4);
+  float *d = cuda_ranks_dev_alloc(n * 4 * (size_t)x->nranks), *seen = calloc(n, 4);
   memset(b, 0, n * 4);
-  fill_rank(c, n, x->rank);
+  cuda_ranks_fill(c, n, x->rank);
   slow_fill_t fill = {a, n, x->rank, SLOW_MS};
   snapshot_t snap = {b, seen, n};
   warm_up(comm, s1);
   int records = atomic_load(&fake_stats.records);
   fake_stream_host(s1, slow_fill, &fill);
-  double t0 = now_ms();
+  double t0 = cuda_ranks_now_ms();
   rcollGroupStart();
   rcollAllGather(c, d, n, rcollFloat32, comm, s2);
   rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s1);
   x->result = rcollGroupEnd();
-  x->wrong += blocked(x, "the group", now_ms() - t0);
+  x->wrong += blocked(x, "the group", cuda_ranks_now_ms() - t0);
   fake_stream_host(s2, take_snapshot, &snap);
   fake_stream_sync(s2);
   fake_stream_sync(s1);
   x->wrong += count_wrong(seen, n, x->nranks);
   for (size_t i = 0; i < n * (size_t)x->nranks; i++)
-    x->wrong += d[i] != input((int)(i / n), i % n);
+    x->wrong += d[i] != cuda_ranks_input((int)(i / n), i % n);
   /* One event per stream of the unit (other ranks record theirs too). */
   if (atomic_load(&fake_stats.records) - records < 2) {
     cr_log_warn("rank %d: %d events recorded for a group on two streams", x->rank,
@@ -179,7 +179,7 @@ static void group_body(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_stream, group_launches_as_one_unit) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(2, 1500, group_body, ctx);
+  cuda_ranks_run(2, 1500, group_body, ctx);
 }
 
 /* ---- failures ---- */
@@ -188,8 +188,8 @@ Test(cuda_stream, group_launches_as_one_unit) {
  * the call had already returned, so it shows as the async error, and the
  * stream is released all the same (the sync below returns). */
 static void mismatch_body(rank_ctx_t *x, rcollComm_t comm) {
-  rcoll_cuda_stream_t s = stream_new();
-  float *a = dev_alloc(4096);
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(4096);
   x->result = x->rank == 0 ? rcollSend(a, 1000, rcollFloat32, 1, comm, s)
                            : rcollRecv(a, 500, rcollFloat32, 0, comm, s);
   fake_stream_sync(s);
@@ -207,18 +207,18 @@ static void mismatch_body(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_stream, failure_becomes_async_error_and_releases_the_stream) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(2, 0, mismatch_body, ctx);
+  cuda_ranks_run(2, 0, mismatch_body, ctx);
 }
 
 /* ---- host and device calls ---- */
 
 static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
-  rcoll_cuda_stream_t s = stream_new();
-  float *da = dev_alloc(n * 4), *db = dev_alloc(n * 4);
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *da = cuda_ranks_dev_alloc(n * 4), *db = cuda_ranks_dev_alloc(n * 4);
   float *ha = calloc(n, 4), *hb = calloc(n, 4);
-  fill_rank(da, n, x->rank);
-  fill_rank(ha, n, x->rank);
+  cuda_ranks_fill(da, n, x->rank);
+  cuda_ranks_fill(ha, n, x->rank);
   /* One group, both kinds: refused at the call that mixes, and nothing runs. */
   rcollGroupStart();
   rcollResult_t r1 = rcollAllReduce(da, db, n, rcollFloat32, rcollSum, comm, s);
@@ -244,13 +244,13 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_stream, host_and_device_calls_do_not_mix_in_a_group) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(2, 777, mix_body, ctx);
+  cuda_ranks_run(2, 777, mix_body, ctx);
 }
 
 /* ---- memory types through the fake ---- */
 
 Test(cuda_stream, memory_types) {
-  void *dev = dev_alloc(1000), *pinned = NULL;
+  void *dev = cuda_ranks_dev_alloc(1000), *pinned = NULL;
   rcoll_cuda_api()->host_alloc(&pinned, 64, 0);
   int local = 0;
   rcoll_mem_info_t mi;
@@ -271,7 +271,7 @@ Test(cuda_stream, memory_types) {
 }
 
 static void register_body(rank_ctx_t *x, rcollComm_t comm) {
-  float *dev = dev_alloc(4096);
+  float *dev = cuda_ranks_dev_alloc(4096);
   void *h = NULL;
   x->result = rcollCommRegister(comm, dev, 4096, &h);
   const rcoll_reg_t *g = rcoll_reg_find(comm, dev + 100, 400);
@@ -283,7 +283,7 @@ static void register_body(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_stream, register_device_memory) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  run_ranks(1, 0, register_body, ctx);
+  cuda_ranks_run(1, 0, register_body, ctx);
 }
 
 /* ---- a synchronous copy right behind a call ----
@@ -298,10 +298,10 @@ Test(cuda_stream, register_device_memory) {
 static void pageable_body(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
   int legacy = x->user != NULL;
-  rcoll_cuda_stream_t s = legacy ? NULL : stream_new();
-  float *a = dev_alloc(n * 4), *b = dev_alloc(n * 4), *host = calloc(n, 4);
+  rcoll_cuda_stream_t s = legacy ? NULL : cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4), *host = calloc(n, 4);
   for (int round = 0; round < PAGEABLE_ROUNDS; round++) {
-    fill_rank(a, n, x->rank);
+    cuda_ranks_fill(a, n, x->rank);
     memset(b, 0, n * 4);
     x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
     /* On the legacy stream the call returns once done: nothing to wait for. */
@@ -325,7 +325,7 @@ static void pageable_body(rank_ctx_t *x, rcollComm_t comm) {
 Test(cuda_stream, synchronous_copy_behind_a_call_on_a_created_stream) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
   int created = atomic_load(&fake_stats.events_created);
-  run_ranks(2, 5000, pageable_body, ctx);
+  cuda_ranks_run(2, 5000, pageable_body, ctx);
   cr_expect_eq(atomic_load(&fake_stats.deadlocks), 0, "the proxy waited for the driver lock that a "
                "synchronous copy held: a hang on a GPU");
   /* Events are reused: creating them is not free, destroying them is what
@@ -341,7 +341,7 @@ Test(cuda_stream, synchronous_copy_behind_a_call_on_a_created_stream) {
 Test(cuda_stream, call_on_the_legacy_stream_returns_done) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
   ctx[0].user = ctx; /* any non-NULL: use the legacy stream */
-  run_ranks(1, 5000, pageable_body, ctx);
+  cuda_ranks_run(1, 5000, pageable_body, ctx);
   cr_expect_eq(atomic_load(&fake_stats.deadlocks), 0, "the proxy waited for the driver lock that a "
                "synchronous copy on the legacy stream held: a hang on a GPU");
 }

@@ -27,7 +27,7 @@
 #include "../transports/shm/shm_priv.h"
 #include "../transports/socket/socket.h"
 #include "hwtopo.h"
-#include "transport_harness.h"
+#include "support/transport_harness.h"
 
 #define OBJ(type, extra, set, nodes, gp)                                                      \
   "<object type=\"" type "\" " extra " cpuset=\"" set "\" complete_cpuset=\"" set           \

@@ -25,7 +25,7 @@
 
 #include "../transports/ib/ib.h"
 #include "../transports/ib/ib_priv.h"
-#include "ib_pair.h"
+#include "support/ib_pair.h"
 
 #define WAIT_MS 10000
 #define QUIET_MS 300 /* how long a send that must wait for its credit is watched */

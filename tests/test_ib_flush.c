@@ -19,7 +19,7 @@
 
 #include "../transports/ib/ib.h"
 #include "../transports/ib/ib_priv.h"
-#include "ib_pair.h"
+#include "support/ib_pair.h"
 
 #define WAIT_MS 10000
 

@@ -14,6 +14,7 @@
 #if RCOLL_HAVE_IBVERBS
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -21,8 +22,8 @@
 
 #include "../transports/ib/ib.h"
 #include "../transports/ib/ib_priv.h"
-#include "ib_pair.h"
-#include "multi_harness.h"
+#include "support/ib_pair.h"
+#include "support/multi_harness.h"
 
 #define MIB TH_MIB
 #define WAIT_MS 20000

@@ -9,7 +9,7 @@
  * itself). The declarations come from plugin/nccl_net_abi.h, as NCCL's
  * would; the plugin is dlopened from <exe>/../../lib (or $RCOLL_NCCL_PLUGIN).
  *
- * The logger and the per-version dispatch are in tests/nccl_plugin_drv.h.
+ * The logger and the per-version dispatch are in tests/support/nccl_plugin_drv.c.
  */
 #include <criterion/criterion.h>
 #include <dlfcn.h>
@@ -27,8 +27,8 @@
 #include <unistd.h>
 
 #include "../plugin/nccl_net_abi.h"
-#include "nccl_plugin_drv.h"
 #include "net.h"
+#include "support/nccl_plugin_drv.h"
 
 #define MIB (1024 * 1024)
 #define GUARD 0xA5
@@ -130,7 +130,7 @@ static int check_props(side_t *s, const char *net, nccl_props_v11_t *p) {
   nccl_props_v11_t bad;
   if (drv_props(&s->d, ndev, &bad) == NCCL_ABI_SUCCESS)
     return fail(s, "getProperties accepted device %d of %d", ndev, ndev);
-  if (!logged(NCCL_ABI_LOG_INFO, "using transport") || !logged(NCCL_ABI_LOG_INFO, net))
+  if (!drv_logged(NCCL_ABI_LOG_INFO, "using transport") || !drv_logged(NCCL_ABI_LOG_INFO, net))
     return fail(s, "the logger got no INFO line naming transport %s", net);
   s->props = *p; /* for the report after the exchange */
   return 0;
@@ -273,12 +273,12 @@ static int flush_one(side_t *s) {
 static int refuse_cuda(side_t *s, const nccl_props_v11_t *p) {
   char buf[64];
   void *mh = NULL;
-  int from = log_count;
+  int from = drv_log_count;
   if (p->ptr_support & NCCL_ABI_PTR_CUDA)
     return 0;
   if (s->d.reg_mr(s->comm, buf, sizeof buf, NCCL_ABI_PTR_CUDA, &mh) == NCCL_ABI_SUCCESS)
     return fail(s, "regMr accepted CUDA memory although ptrSupport is %#x", p->ptr_support);
-  return logged_since(from, NCCL_ABI_LOG_WARN, "") ? 0 : fail(s, "the refused regMr logged no WARN line");
+  return drv_logged_since(from, NCCL_ABI_LOG_WARN, "") ? 0 : fail(s, "the refused regMr logged no WARN line");
 }
 
 /* Grouped receive (maxRecvs > 1): one irecv of up to 3 tagged buffers; the
@@ -426,7 +426,7 @@ static void exchange(int version, const char *net) {
   child_err[n > 0 ? n : 0] = '\0';
   if (init_failed && strcmp(net, "socket") != 0) {
     snprintf(why, sizeof why, "transport %s cannot start here: %s", net,
-             log_count ? log_lines[(log_count - 1) % 128] : s.err);
+             drv_log_count ? drv_log_lines[(drv_log_count - 1) % 128] : s.err);
     skip_unless_required(net, why);
   }
   int child_ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
@@ -459,8 +459,8 @@ Test(errors, unknown_transport_named) {
   setenv("RCOLL_NET", "nosuch", 1);
   drv_open(&d, 11);
   cr_assert_neq(drv_init(&d, &ctx), NCCL_ABI_SUCCESS);
-  cr_assert(logged(NCCL_ABI_LOG_WARN, "RCOLL_NET=nosuch"), "no WARN line through the logger");
-  cr_assert(logged(NCCL_ABI_LOG_WARN, "socket"), "the WARN line does not list the transports");
+  cr_assert(drv_logged(NCCL_ABI_LOG_WARN, "RCOLL_NET=nosuch"), "no WARN line through the logger");
+  cr_assert(drv_logged(NCCL_ABI_LOG_WARN, "socket"), "the WARN line does not list the transports");
 }
 
 Test(errors, bad_handle_device_and_comm) {
@@ -473,7 +473,7 @@ Test(errors, bad_handle_device_and_comm) {
   cr_assert_eq(drv_init(&d, &ctx), NCCL_ABI_SUCCESS);
   cr_assert_neq(drv_connect(&d, ctx, handle, &comm), NCCL_ABI_SUCCESS, "connect took a zeroed handle");
   cr_assert_null(comm);
-  cr_assert(logged(NCCL_ABI_LOG_WARN, "connect"), "the failed connect logged no WARN line");
+  cr_assert(drv_logged(NCCL_ABI_LOG_WARN, "connect"), "the failed connect logged no WARN line");
   cr_assert_neq(drv_props(&d, -1, &p), NCCL_ABI_SUCCESS);
   cr_assert_eq(drv_isend(&d, NULL, handle, 1, 0, NULL, &req), NCCL_ABI_INVALID_ARGUMENT);
   cr_assert_eq(T11(&d)->finalize(ctx), NCCL_ABI_SUCCESS);

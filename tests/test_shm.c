@@ -27,7 +27,7 @@
 #include "comm.h"
 #include "error.h"
 #include "rcoll.h"
-#include "transport_harness.h"
+#include "support/transport_harness.h"
 
 #define SECRET TH_SECRET
 #define SLOT 4096

@@ -19,7 +19,7 @@
 #include "comm.h"
 #include "error.h"
 #include "rcoll.h"
-#include "transport_harness.h"
+#include "support/transport_harness.h"
 
 #define SLOT 4096
 

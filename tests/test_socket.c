@@ -13,7 +13,7 @@
 #include "../transports/socket/socket.h"
 #include "../transports/socket/socket_priv.h"
 #include "error.h"
-#include "transport_harness.h"
+#include "support/transport_harness.h"
 
 #define SECRET TH_SECRET
 #define INLINE 4096

@@ -12,7 +12,7 @@
 #include "../transports/socket/socket.h"
 #include "../transports/socket/socket_priv.h"
 #include "error.h"
-#include "multi_harness.h"
+#include "support/multi_harness.h"
 
 #define INLINE 4096
 #define MIB TH_MIB

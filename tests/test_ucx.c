@@ -6,7 +6,7 @@
  * number and offset, so a lost, reordered or truncated message shows.
  *
  * Set-up shared with the peer-death tests (tests/test_ucx_death.c) is in
- * tests/ucx_pair.h.
+ * tests/support/ucx_pair.h.
  */
 #if RCOLL_HAVE_UCX
 
@@ -21,7 +21,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ucx_pair.h"
+#include "../transports/ucx/ucx_priv.h"
+#include "support/ucx_pair.h"
 
 static const char *const tls_list[] = {"tcp,self", "posix,cma,self"};
 
@@ -30,9 +31,9 @@ Test(ucx, sizes_under_both_transport_sets, .timeout = 180) {
   const size_t sizes[] = {0, 1, 4095, 8192 + 1, 65536, MIB + 13, 64 * MIB};
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 0);
-    exchange(&p, 7, sizes, 0);
-    exchange(&p, 7, sizes, 3 * 65536 + 7); /* receives posted larger than the send */
+    ucx_pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_exchange(&p, 7, sizes, 0);
+    ucx_pair_exchange(&p, 7, sizes, 3 * 65536 + 7); /* receives posted larger than the send */
     th_pair_close(&p);
   }
 }
@@ -47,7 +48,7 @@ Test(ucx, endpoint_uses_the_transports_ucx_tls_allows) {
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
     char lanes[256];
-    pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
     ucx_conn_t *c = p.send;
     ucx_lanes_summary(c->ep, lanes, sizeof lanes);
     cr_assert(strstr(lanes, want[t]) && !strstr(lanes, never[t]), "UCX_TLS=%s gave lanes '%s'", tls_list[t],
@@ -65,9 +66,9 @@ Test(ucx, peer_failure_mode_and_its_fallback, .timeout = 60) {
   const size_t sizes[] = {3, 100000, 5 * MIB};
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 1);
+    ucx_pair_open(&p, tls_list[t], 30, 1);
     cr_assert_eq(((ucx_conn_t *)p.send)->peer_mode, want_mode[t], "UCX_TLS=%s", tls_list[t]);
-    exchange(&p, 3, sizes, 0);
+    ucx_pair_exchange(&p, 3, sizes, 0);
     th_pair_close(&p);
   }
 }
@@ -81,8 +82,8 @@ Test(ucx, many_in_flight_keep_order, .timeout = 120) {
     sizes[i] = (i % 7 == 0) ? (size_t)(200000 + i * 977) : (size_t)((i * 37) % 9000);
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 0);
-    int nulls = exchange(&p, N, sizes, 11);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
+    int nulls = ucx_pair_exchange(&p, N, sizes, 11);
     cr_assert_gt(nulls, 0, "300 messages never ran out of %d slots", UCX_NREQS);
     th_pair_close(&p);
   }
@@ -90,8 +91,8 @@ Test(ucx, many_in_flight_keep_order, .timeout = 120) {
 
 Test(ucx, out_of_slots_gives_null_request) {
   pair_t p;
-  pair_open(&p, tls_list[0], 30, 0);
-  th_expect_slot_pool(&p, UCX_NREQS, wait_both);
+  ucx_pair_open(&p, tls_list[0], 30, 0);
+  th_expect_slot_pool(&p, UCX_NREQS, ucx_pair_wait_both);
   th_pair_close(&p);
 }
 
@@ -100,10 +101,10 @@ static void expect_larger_error(const char *tls, size_t sent, size_t posted) {
   char *sb = calloc(1, sent), *rb = calloc(1, posted);
   void *sreq, *rreq, *rbp = rb;
   int tag = 0;
-  pair_open(&p, tls, 30, 0);
+  ucx_pair_open(&p, tls, 30, 0);
   cr_assert_eq(ops->isend(p.send, sb, sent, 0, NULL, &sreq), rcollSuccess);
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
-  rcollResult_t r = wait_both(&p, rreq, NULL, 5000);
+  rcollResult_t r = ucx_pair_wait_both(&p, rreq, NULL, 5000);
   cr_assert_eq(r, rcollInvalidUsage, "got %d: %s", r, rcoll_error_text());
   cr_assert(strstr(rcoll_error_text(), "larger than posted receive"), "text: %s", rcoll_error_text());
   /* The connection is dead now: later operations fail at once. */
@@ -137,7 +138,7 @@ Test(ucx, wrong_secret_is_dropped, .timeout = 60) {
   for (int t = 0; t < NTLS; t++) {
     pair_t p = {.ops = ops};
     setenv("UCX_TLS", tls_list[t], 1);
-    settings(&p.set, 30);
+    ucx_pair_settings(&p.set, 30);
     p.rctx = th_ctx_new(ops, &p.set, SECRET);
     p.sctx = th_ctx_new(ops, &p.set, SECRET);
     void *bad_ctx = th_ctx_new(ops, &p.set, SECRET + 1), *bad = NULL, *dummy = NULL;
@@ -159,10 +160,10 @@ Test(ucx, wrong_secret_is_dropped, .timeout = 60) {
     /* The stray was closed by the listener. */
     char c;
     cr_assert_eq(recv(stray, &c, 1, 0), 0);
-    pair_connect(&p);
+    ucx_pair_connect(&p);
     cr_assert_null(th_accept_for(ops, p.listen, 300), "a second connection was accepted");
     const size_t sizes[] = {5, 300000};
-    exchange(&p, 2, sizes, 0);
+    ucx_pair_exchange(&p, 2, sizes, 0);
     close(stray);
     ops->finalize(bad_ctx);
     th_pair_close(&p);
@@ -173,7 +174,7 @@ Test(ucx, properties_registration_and_flush) {
   pair_t p;
   rcoll_net_props_t props;
   int ndev = 0;
-  pair_open(&p, tls_list[0], 30, 0);
+  ucx_pair_open(&p, tls_list[0], 30, 0);
   cr_assert_eq(ops->size, sizeof(rcoll_transport_ops_t));
   cr_assert_str_eq(ops->name, "ucx");
   cr_assert_eq(ops->devices(p.sctx, &ndev), rcollSuccess);
@@ -198,8 +199,8 @@ Test(ucx, properties_registration_and_flush) {
   cr_assert_eq(ops->reg_mr(p.recv, rbuf, 0, RCOLL_MEM_HOST, &empty), rcollSuccess);
   cr_assert_eq(ops->isend(p.send, sbuf, n, 0, smh, &sreq), rcollSuccess);
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &rsz, &tag, &rmh, &rreq), rcollSuccess);
-  cr_assert_eq(wait_both(&p, rreq, &got, 10000), rcollSuccess, "%s", rcoll_error_text());
-  cr_assert_eq(wait_both(&p, sreq, NULL, 10000), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert_eq(ucx_pair_wait_both(&p, rreq, &got, 10000), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert_eq(ucx_pair_wait_both(&p, sreq, NULL, 10000), rcollSuccess, "%s", rcoll_error_text());
   cr_assert_eq(got, n);
   cr_assert_eq(th_check(rbuf + 64, n, 9), -1);
   cr_assert_eq(ops->dereg_mr(p.send, smh), rcollSuccess);
@@ -238,7 +239,7 @@ Test(ucx, properties_registration_and_flush) {
 Test(ucx, wait_sleeps_and_wakes, .timeout = 60) {
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
     char buf[16];
     void *bp = buf, *rreq;
     size_t sz = sizeof buf;
@@ -280,7 +281,7 @@ Test(ucx, close_never_hangs, .timeout = 60) {
     char *sb = calloc(1, n), *rb = malloc(n);
     void *sreq, *rreq, *rbp = rb;
     int tag = 0, done = 0;
-    pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
     cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
     cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
     ops->test(rreq, &done, NULL);
@@ -300,17 +301,17 @@ Test(ucx, bad_settings_are_rejected) {
   rcoll_settings_t s;
   rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
   void *ctx = NULL;
-  settings(&s, 0);
+  ucx_pair_settings(&s, 0);
   cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
   cr_assert(strstr(rcoll_error_text(), "RCOLL_TIMEOUT"));
-  settings(&s, 30);
+  ucx_pair_settings(&s, 30);
   snprintf(s.socket_ifname, sizeof s.socket_ifname, "=no-such-interface0");
   cr_assert_neq(ops->init(&cfg, &ctx), rcollSuccess);
   cr_assert_null(ctx);
   /* A handle of another transport is refused, not misread. */
   char handle[RCOLL_NET_HANDLE_BYTES] = {0};
   void *send = NULL;
-  settings(&s, 30);
+  ucx_pair_settings(&s, 30);
   ctx = th_ctx_new(ops, &s, 1);
   cr_assert_eq(ops->connect(ctx, 0, handle, &send), rcollInvalidArgument);
   cr_assert_null(send);

@@ -1,7 +1,7 @@
 /* The UCX transport when a peer dies: the survivor's calls fail, naming
  * the peer, within the timeout, under UCX_TLS=tcp,self and posix,cma,self,
  * and with UCX's own peer-failure handling forced on. Set-up is in
- * tests/ucx_pair.h; the other UCX tests are in tests/test_ucx.c. */
+ * tests/support/ucx_pair.h; the other UCX tests are in tests/test_ucx.c. */
 #if RCOLL_HAVE_UCX
 
 #include <criterion/criterion.h>
@@ -12,7 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ucx_pair.h"
+#include "../transports/ucx/ucx_priv.h"
+#include "support/ucx_pair.h"
 
 /* ---- a peer that dies ----
  * The dying peer is a forked child that never touched UCX before the fork;
@@ -47,7 +48,7 @@ static void *child_ctx(const char *tls) {
   void *ctx = NULL;
   alarm(30);
   setenv("UCX_TLS", tls, 1);
-  settings(&s, 30);
+  ucx_pair_settings(&s, 30);
   rcoll_net_config_t cfg = {.settings = &s, .secret = SECRET};
   if (ops->init(&cfg, &ctx) != rcollSuccess)
     _exit(5);
@@ -110,7 +111,7 @@ static void sender_dies(const char *tls) {
   char handle[RCOLL_NET_HANDLE_BYTES];
   void *listen, *recv, *rreq;
   setenv("UCX_TLS", tls, 1);
-  settings(&s, 1);
+  ucx_pair_settings(&s, 1);
   void *ctx = th_ctx_new(ops, &s, SECRET);
   cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
   cr_assert_eq(write(k.to_child[1], handle, sizeof handle), (ssize_t)sizeof handle);
@@ -189,7 +190,7 @@ static void receiver_dies(const char *tls, int force_peer, int blind_line) {
   char handle[RCOLL_NET_HANDLE_BYTES];
   void *send = NULL, *sreq[2];
   setenv("UCX_TLS", tls, 1);
-  settings(&s, 30);
+  ucx_pair_settings(&s, 30);
   void *ctx = th_ctx_new(ops, &s, SECRET);
   ((ucx_ctx_t *)ctx)->force_peer_mode = force_peer;
   cr_assert_eq(read(k.from_child[0], handle, sizeof handle), (ssize_t)sizeof handle);

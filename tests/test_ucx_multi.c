@@ -15,8 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "multi_harness.h"
-#include "ucx_pair.h"
+#include "../transports/ucx/ucx_priv.h"
+#include "support/multi_harness.h"
+#include "support/ucx_pair.h"
 
 
 static const char *const tls_list[NTLS] = {"tcp,self", "posix,cma,self"};
@@ -25,10 +26,10 @@ static const char *const tls_list[NTLS] = {"tcp,self", "posix,cma,self"};
 Test(ucx_multi, reverse_tag_order_mixed_sizes, .timeout = 120) {
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
     th_multi_reverse_order(&p, tls_list[t]);
     const size_t after[] = {7, 9000, 300000};
-    exchange(&p, 3, after, 5);
+    ucx_pair_exchange(&p, 3, after, 5);
     th_pair_close(&p);
   }
 }
@@ -37,7 +38,7 @@ Test(ucx_multi, eight_buffers_with_empty_and_duplicate_tags, .timeout = 60) {
   const size_t ssizes[RCOLL_NET_MAX_RECVS] = {0, 70000, 1, 4096, 8193, 2 * MIB + 3, 0, 200000};
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
     th_multi_eight(&p, ssizes, tls_list[t]);
     th_pair_close(&p);
   }
@@ -45,7 +46,7 @@ Test(ucx_multi, eight_buffers_with_empty_and_duplicate_tags, .timeout = 60) {
 
 static void expect_tag_error(const char *tls, int bad, size_t size, const char *why) {
   pair_t p;
-  pair_open(&p, tls, 30, 0);
+  ucx_pair_open(&p, tls, 30, 0);
   th_multi_tag_error(&p, bad, size, why);
   th_pair_close(&p);
 }
@@ -65,7 +66,7 @@ Test(ucx_multi, tag_of_an_already_filled_buffer_fails, .timeout = 60) {
 Test(ucx_multi, message_larger_than_its_buffer_fails, .timeout = 60) {
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
     th_multi_too_large(&p);
     th_pair_close(&p);
   }
@@ -75,7 +76,7 @@ Test(ucx_multi, message_larger_than_its_buffer_fails, .timeout = 60) {
  * distinct tags that UCX's 16 tag bits cannot tell apart. */
 Test(ucx_multi, bad_groups_are_refused) {
   pair_t p;
-  pair_open(&p, tls_list[0], 30, 0);
+  ucx_pair_open(&p, tls_list[0], 30, 0);
   char buf[64];
   void *bufs[RCOLL_NET_MAX_RECVS + 1], *req = NULL;
   size_t sizes[RCOLL_NET_MAX_RECVS + 1];
@@ -94,7 +95,7 @@ Test(ucx_multi, bad_groups_are_refused) {
   /* Nothing was taken: every slot is still there for single receives. */
   cr_assert_eq(((ucx_conn_t *)p.recv)->nfree, UCX_NREQS);
   const size_t after[] = {1, 70000};
-  exchange(&p, 2, after, 0);
+  ucx_pair_exchange(&p, 2, after, 0);
   th_pair_close(&p);
 }
 
@@ -105,8 +106,8 @@ static int free_slots(void *recv) { return ((ucx_conn_t *)recv)->nfree; }
 
 Test(ucx_multi, needs_one_slot_per_buffer, .timeout = 60) {
   pair_t p;
-  pair_open(&p, tls_list[0], 30, 0);
-  th_multi_slots(&p, UCX_NREQS, wait_both, free_slots);
+  ucx_pair_open(&p, tls_list[0], 30, 0);
+  th_multi_slots(&p, UCX_NREQS, ucx_pair_wait_both, free_slots);
   th_pair_close(&p);
 }
 
@@ -123,12 +124,12 @@ Test(ucx_multi, stream_of_groups_against_a_sender_thread, .timeout = 180) {
   }
   for (int t = 0; t < NTLS; t++) {
     pair_t p;
-    pair_open(&p, tls_list[t], 30, 0);
+    ucx_pair_open(&p, tls_list[t], 30, 0);
     int groups = th_group_stream(&p, N, sizes, rb, EXTRA, W, tls_list[t]);
     cr_assert_gt(groups, N / 8, "only %d grouped receives ran", groups);
     cr_assert_eq(((ucx_conn_t *)p.recv)->nfree, UCX_NREQS);
     const size_t after[] = {0, 3, 65536, MIB + 1};
-    exchange(&p, 4, after, 17);
+    ucx_pair_exchange(&p, 4, after, 17);
     th_pair_close(&p);
   }
   for (int i = 0; i < N; i++)
@@ -148,7 +149,7 @@ static void child_send_two(int hfd, int sfd, const char *tls) {
   if (read(hfd, handle, sizeof handle) != (ssize_t)sizeof handle)
     _exit(4);
   setenv("UCX_TLS", tls, 1);
-  settings(&s, 30);
+  ucx_pair_settings(&s, 30);
   rcoll_net_config_t cfg = {.settings = &s, .secret = SECRET};
   if (ops->init(&cfg, &ctx) != rcollSuccess)
     _exit(5);
@@ -185,7 +186,7 @@ static void sender_dies_mid_group(const char *tls) {
   char handle[RCOLL_NET_HANDLE_BYTES], c;
   void *listen, *recv, *req = NULL;
   setenv("UCX_TLS", tls, 1);
-  settings(&set, 1);
+  ucx_pair_settings(&set, 1);
   void *ctx = th_ctx_new(ops, &set, SECRET);
   cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
   cr_assert_eq(write(hp[1], handle, sizeof handle), (ssize_t)sizeof handle);

@@ -1,13 +1,7 @@
-/* A host fake of the CUDA function table (lib/cuda/cuda_api.h), for testing
- * the device path's bookkeeping on machines without a GPU: stream order,
- * events, the flag waits that hold a stream, groups, staging and the IPC ring
- * protocol. It is not a GPU and proves nothing about one: "device memory" is
- * host memory the fake remembers, kernels run the host reductions, and each
- * stream is a thread that executes its operations in order.
- *
- * Include it in one test file; call fake_cuda_install() first. */
-#ifndef RCOLL_TESTS_CUDA_FAKE_H
-#define RCOLL_TESTS_CUDA_FAKE_H
+/* The host fake of the CUDA function table (cuda_fake.h): allocations the
+ * fake remembers, one thread per stream running its operations in order, and
+ * the driver's context lock as a real driver showed it. */
+#include "cuda_fake.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -16,7 +10,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "cuda/cuda_api.h"
 #include "cuda/module.h"
 #include "reduce.h"
 
@@ -64,20 +57,7 @@ typedef struct fake_alloc {
   int type; /* RCOLL_CUDA_MEMTYPE_DEVICE or _HOST (pinned) */
 } fake_alloc_t;
 
-/* What the tests look at. */
-static struct fake_stats {
-  _Atomic int attr_queries;   /* cudaPointerGetAttributes */
-  _Atomic int waits;          /* cuStreamWaitValue32 */
-  _Atomic int wait_kernels;   /* rcoll_k_wait_flag launches */
-  _Atomic int reduce_kernels;
-  _Atomic int records;
-  _Atomic uint32_t last_wait_value;
-  _Atomic int refuse_memop;   /* set: cuStreamWaitValue32 fails */
-  _Atomic int lazy_loads;     /* launches of a function not loaded yet: on a GPU such a
-                                 load may synchronize the context (module.c) */
-  _Atomic int deadlocks;      /* waits for the driver lock that gave up (see below) */
-  _Atomic int events_created;
-} fake_stats;
+struct fake_stats fake_stats;
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_alloc_t fake_allocs[FAKE_MAX_ALLOCS];
@@ -85,7 +65,7 @@ static int fake_nallocs;
 static fake_stream_t *fake_legacy;
 static fake_fn_t fake_fns[RCOLL_CUDA_K_WAIT + 1][rcollNumTypes][rcollNumOps];
 
-static inline const fake_alloc_t *fake_find(const void *p) {
+static const fake_alloc_t *fake_find(const void *p) {
   const char *c = p;
   const fake_alloc_t *hit = NULL;
   pthread_mutex_lock(&fake_mu);
@@ -97,7 +77,7 @@ static inline const fake_alloc_t *fake_find(const void *p) {
   return hit;
 }
 
-static inline int fake_alloc(void **p, size_t bytes, int type) {
+static int fake_alloc(void **p, size_t bytes, int type) {
   char *m = aligned_alloc(64, (bytes + 63) / 64 * 64);
   if (m == NULL)
     return 2; /* cudaErrorMemoryAllocation */
@@ -115,7 +95,7 @@ static inline int fake_alloc(void **p, size_t bytes, int type) {
   return 0;
 }
 
-static inline int fake_free(void *p) {
+int fake_free(void *p) {
   if (p == NULL)
     return 0;
   pthread_mutex_lock(&fake_mu);
@@ -129,7 +109,7 @@ static inline int fake_free(void *p) {
 
 /* ---- streams: one thread each, running operations in order ---- */
 
-static inline void fake_run(fake_op_t *op) {
+static void fake_run(fake_op_t *op) {
   switch (op->kind) {
   case FAKE_OP_COPY: memmove(op->dst, op->src, op->bytes); break;
   case FAKE_OP_EVENT: atomic_store(&op->event->pending, 0); break;
@@ -151,7 +131,7 @@ static inline void fake_run(fake_op_t *op) {
   }
 }
 
-static inline void *fake_stream_main(void *arg) {
+static void *fake_stream_main(void *arg) {
   fake_stream_t *s = arg;
   pthread_mutex_lock(&s->mu);
   for (;;) {
@@ -175,7 +155,7 @@ static inline void *fake_stream_main(void *arg) {
   return NULL;
 }
 
-static inline fake_stream_t *fake_stream_new(void) {
+static fake_stream_t *fake_stream_new(void) {
   fake_stream_t *s = calloc(1, sizeof *s);
   pthread_mutex_init(&s->mu, NULL);
   pthread_cond_init(&s->cv, NULL);
@@ -183,11 +163,11 @@ static inline fake_stream_t *fake_stream_new(void) {
   return s;
 }
 
-static inline fake_stream_t *fake_stream_of(rcoll_cuda_stream_t h) {
+static fake_stream_t *fake_stream_of(rcoll_cuda_stream_t h) {
   return h == NULL ? fake_legacy : h;
 }
 
-static inline void fake_push(rcoll_cuda_stream_t h, fake_op_t op) {
+static void fake_push(rcoll_cuda_stream_t h, fake_op_t op) {
   fake_stream_t *s = fake_stream_of(h);
   fake_op_t *o = malloc(sizeof *o);
   *o = op;
@@ -202,12 +182,11 @@ static inline void fake_push(rcoll_cuda_stream_t h, fake_op_t op) {
   pthread_mutex_unlock(&s->mu);
 }
 
-/* Test hook: runs fn(arg) on the stream, in order with everything else. */
-static inline void fake_stream_host(rcoll_cuda_stream_t h, void (*fn)(void *), void *arg) {
+void fake_stream_host(rcoll_cuda_stream_t h, void (*fn)(void *), void *arg) {
   fake_push(h, (fake_op_t){.kind = FAKE_OP_HOST, .host = fn, .host_arg = arg});
 }
 
-static inline int fake_stream_sync(rcoll_cuda_stream_t h) {
+int fake_stream_sync(rcoll_cuda_stream_t h) {
   fake_stream_t *s = fake_stream_of(h);
   pthread_mutex_lock(&s->mu);
   while (s->head != NULL || s->busy)
@@ -227,7 +206,7 @@ static inline int fake_stream_sync(rcoll_cuda_stream_t h) {
 #define FAKE_LOCK_MS 1500
 static pthread_rwlock_t fake_driver_lock = PTHREAD_RWLOCK_INITIALIZER;
 
-static inline int fake_lock(int exclusive) {
+static int fake_lock(int exclusive) {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
   ts.tv_sec += FAKE_LOCK_MS / 1000;
@@ -243,14 +222,14 @@ static inline int fake_lock(int exclusive) {
   return e == 0;
 }
 
-static inline void fake_unlock(int held) {
+static void fake_unlock(int held) {
   if (held)
     pthread_rwlock_unlock(&fake_driver_lock);
 }
 
 /* Test hook: cudaMemcpyAsync from device memory into pageable host memory,
  * which returns only once the copy is done, with the lock held meanwhile. */
-static inline void fake_copy_to_pageable(void *dst, const void *src, size_t n, rcoll_cuda_stream_t h) {
+void fake_copy_to_pageable(void *dst, const void *src, size_t n, rcoll_cuda_stream_t h) {
   int held = fake_lock(h == NULL);
   fake_push(h, (fake_op_t){.kind = FAKE_OP_COPY, .dst = dst, .src = src, .bytes = n});
   fake_stream_sync(h);
@@ -259,17 +238,17 @@ static inline void fake_copy_to_pageable(void *dst, const void *src, size_t n, r
 
 /* ---- the table ---- */
 
-static inline int f_get_device_count(int *n) { *n = 1; return 0; }
-static inline int f_get_device(int *d) { *d = 0; return 0; }
-static inline int f_set_device(int d) { return d == 0 ? 0 : 101; }
-static inline int f_malloc(void **p, size_t b) { return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_DEVICE); }
-static inline int f_host_alloc(void **p, size_t b, unsigned f) { (void)f; return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_HOST); }
-static inline int f_host_dev_ptr(void **d, void *h, unsigned f) { (void)f; *d = h; return 0; }
-static inline int f_get_last_error(void) { return 0; }
+static int f_get_device_count(int *n) { *n = 1; return 0; }
+static int f_get_device(int *d) { *d = 0; return 0; }
+static int f_set_device(int d) { return d == 0 ? 0 : 101; }
+static int f_malloc(void **p, size_t b) { return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_DEVICE); }
+static int f_host_alloc(void **p, size_t b, unsigned f) { (void)f; return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_HOST); }
+static int f_host_dev_ptr(void **d, void *h, unsigned f) { (void)f; *d = h; return 0; }
+static int f_get_last_error(void) { return 0; }
 static const char *f_error_string(int e) { (void)e; return "fake CUDA error"; }
-static inline int f_cu_init(unsigned f) { (void)f; return 0; }
+static int f_cu_init(unsigned f) { (void)f; return 0; }
 
-static inline int f_pointer_attrs(rcoll_cuda_ptr_attr_t *a, const void *p) {
+static int f_pointer_attrs(rcoll_cuda_ptr_attr_t *a, const void *p) {
   atomic_fetch_add(&fake_stats.attr_queries, 1);
   const fake_alloc_t *m = fake_find(p);
   memset(a, 0, sizeof *a);
@@ -278,7 +257,7 @@ static inline int f_pointer_attrs(rcoll_cuda_ptr_attr_t *a, const void *p) {
   return 0;
 }
 
-static inline int f_cu_pointer_attr(void *data, int attr, rcoll_cu_deviceptr_t p) {
+static int f_cu_pointer_attr(void *data, int attr, rcoll_cu_deviceptr_t p) {
   const fake_alloc_t *m = fake_find((const void *)(uintptr_t)p);
   if (attr != RCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE || m == NULL)
     return 1; /* CUDA_ERROR_INVALID_VALUE */
@@ -287,7 +266,7 @@ static inline int f_cu_pointer_attr(void *data, int attr, rcoll_cu_deviceptr_t p
   return 0;
 }
 
-static inline int f_cu_range(rcoll_cu_deviceptr_t *base, size_t *bytes, rcoll_cu_deviceptr_t p) {
+static int f_cu_range(rcoll_cu_deviceptr_t *base, size_t *bytes, rcoll_cu_deviceptr_t p) {
   const fake_alloc_t *m = fake_find((const void *)(uintptr_t)p);
   if (m == NULL)
     return 1;
@@ -296,7 +275,7 @@ static inline int f_cu_range(rcoll_cu_deviceptr_t *base, size_t *bytes, rcoll_cu
   return 0;
 }
 
-static inline int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda_stream_t st) {
+static int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda_stream_t st) {
   (void)kind;
   int held = fake_lock(0);
   fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n});
@@ -304,16 +283,16 @@ static inline int f_memcpy_async(void *d, const void *s, size_t n, int kind, rco
   return 0;
 }
 
-static inline int f_stream_sync(rcoll_cuda_stream_t h) {
+static int f_stream_sync(rcoll_cuda_stream_t h) {
   int held = fake_lock(0);
   fake_stream_sync(h);
   fake_unlock(held);
   return 0;
 }
 
-static inline int f_stream_create(rcoll_cuda_stream_t *s, unsigned f) { (void)f; *s = fake_stream_new(); return 0; }
+static int f_stream_create(rcoll_cuda_stream_t *s, unsigned f) { (void)f; *s = fake_stream_new(); return 0; }
 
-static inline int f_stream_destroy(rcoll_cuda_stream_t h) {
+static int f_stream_destroy(rcoll_cuda_stream_t h) {
   fake_stream_t *s = h;
   fake_stream_sync(h);
   pthread_mutex_lock(&s->mu);
@@ -325,7 +304,7 @@ static inline int f_stream_destroy(rcoll_cuda_stream_t h) {
   return 0;
 }
 
-static inline int f_event_create(rcoll_cuda_event_t *e, unsigned f) {
+static int f_event_create(rcoll_cuda_event_t *e, unsigned f) {
   (void)f;
   int held = fake_lock(0);
   atomic_fetch_add(&fake_stats.events_created, 1);
@@ -333,19 +312,19 @@ static inline int f_event_create(rcoll_cuda_event_t *e, unsigned f) {
   fake_unlock(held);
   return 0;
 }
-static inline int f_event_destroy(rcoll_cuda_event_t e) {
+static int f_event_destroy(rcoll_cuda_event_t e) {
   int held = fake_lock(1);
   free(e);
   fake_unlock(held);
   return 0;
 }
-static inline int f_event_query(rcoll_cuda_event_t e) {
+static int f_event_query(rcoll_cuda_event_t e) {
   int held = fake_lock(0);
   int r = atomic_load(&((fake_event_t *)e)->pending) ? RCOLL_CUDA_ERROR_NOT_READY : 0;
   fake_unlock(held);
   return r;
 }
-static inline int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
+static int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
   int held = fake_lock(0);
   atomic_fetch_add(&fake_stats.records, 1);
   atomic_store(&((fake_event_t *)e)->pending, 1);
@@ -354,18 +333,18 @@ static inline int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
   return 0;
 }
 
-static inline int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
+static int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
   memset(h, 0, sizeof *h);
   memcpy(h->reserved, &p, sizeof p);
   return 0;
 }
-static inline int f_ipc_open(void **p, rcoll_cuda_ipc_handle_t h, unsigned f) { (void)f; memcpy(p, h.reserved, sizeof *p); return 0; }
-static inline int f_ipc_close(void *p) { (void)p; return 0; }
+static int f_ipc_open(void **p, rcoll_cuda_ipc_handle_t h, unsigned f) { (void)f; memcpy(p, h.reserved, sizeof *p); return 0; }
+static int f_ipc_close(void *p) { (void)p; return 0; }
 
-static inline int f_module_load(rcoll_cu_module_t *m, const void *image) { (void)image; *m = fake_fns; return 0; }
-static inline int f_module_unload(rcoll_cu_module_t m) { (void)m; return 0; }
+static int f_module_load(rcoll_cu_module_t *m, const void *image) { (void)image; *m = fake_fns; return 0; }
+static int f_module_unload(rcoll_cu_module_t m) { (void)m; return 0; }
 
-static inline int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_t m, const char *name) {
+static int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_t m, const char *name) {
   (void)m;
   char buf[64];
   for (int kind = RCOLL_CUDA_K_REDUCE; kind <= RCOLL_CUDA_K_WAIT; kind++)
@@ -384,12 +363,12 @@ static inline int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_
   return 500; /* CUDA_ERROR_NOT_FOUND */
 }
 
-static inline int f_func_load(rcoll_cu_function_t f) {
+static int f_func_load(rcoll_cu_function_t f) {
   atomic_store(&((fake_fn_t *)f)->loaded, 1);
   return 0;
 }
 
-static inline int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+static int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                     unsigned by, unsigned bz, unsigned shm, rcoll_cuda_stream_t s, void **params,
                     void **extra) {
   (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shm; (void)extra;
@@ -419,7 +398,7 @@ static inline int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsi
   return 0;
 }
 
-static inline int f_wait_value(rcoll_cuda_stream_t s, rcoll_cu_deviceptr_t addr, uint32_t value, unsigned fl) {
+static int f_wait_value(rcoll_cuda_stream_t s, rcoll_cu_deviceptr_t addr, uint32_t value, unsigned fl) {
   (void)fl;
   if (atomic_load(&fake_stats.refuse_memop))
     return 801; /* CUDA_ERROR_NOT_SUPPORTED */
@@ -451,9 +430,7 @@ static const rcoll_cuda_api_t fake_api = {
     .device_get_pci_bus_id = NULL, /* no PCI device: the proxy keeps its inherited CPUs */
 };
 
-static inline void fake_cuda_install(void) {
+void fake_cuda_install(void) {
   fake_legacy = fake_stream_new();
   rcoll_cuda_api_override(&fake_api);
 }
-
-#endif

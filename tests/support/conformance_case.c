@@ -1,54 +1,26 @@
-/* One conformance case seen from one rank: lay out the buffers (with guard
- * bytes on both sides), fill the inputs, make the call, and check every
- * received element against conformance_ref.h. Split into prepare / call /
- * check so that one thread can drive all ranks of rcollCommInitAll in a group.
- *
- * In-place follows NCCL: all-gather sendbuff = recvbuff + rank*count,
- * reduce-scatter recvbuff = sendbuff + rank*recvcount, the others
- * sendbuff == recvbuff. */
-#ifndef CONFORMANCE_CASE_H
-#define CONFORMANCE_CASE_H
+/* One conformance case seen from one rank (conformance_case.h). */
+#include "conformance_case.h"
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "conformance_ref.h"
 
-enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, SENDRECV, ALLTOALL, NCOLLS };
-static const char *const coll_names[NCOLLS] = {"allreduce", "allgather", "reduce_scatter",
-                                               "broadcast", "reduce", "sendrecv", "alltoall"};
+const char *const coll_names[NCOLLS] = {"allreduce", "allgather", "reduce_scatter",
+                                        "broadcast", "reduce", "sendrecv", "alltoall"};
 
-typedef struct ccase {
-  int coll;
-  size_t count; /* NCCL's count argument (per-rank count for gather/scatter) */
-  rcollDataType_t type;
-  rcollRedOp_t op;
-  int root;
-  int inplace;
-  uint64_t seed;
-} ccase_t;
-
-static int coll_has_root(int coll) { return coll == BROADCAST || coll == REDUCE; }
-static int coll_has_op(int coll) {
+int coll_has_root(int coll) { return coll == BROADCAST || coll == REDUCE; }
+int coll_has_op(int coll) {
   return coll == ALLREDUCE || coll == REDUCE_SCATTER || coll == REDUCE;
 }
-static int coll_has_inplace(int coll) { return coll != SENDRECV && coll != ALLTOALL; }
+int coll_has_inplace(int coll) { return coll != SENDRECV && coll != ALLTOALL; }
 
 #define GUARD_BYTES 64
 #define GUARD_BYTE 0xa5
 #define JUNK_BYTE 0xee
 
-/* A buffer with GUARD_BYTES of GUARD_BYTE before and after its data. */
-typedef struct region {
-  unsigned char *mem;
-  size_t bytes;
-} region_t;
-
-typedef struct rank_bufs {
-  region_t a, b;     /* out-of-place: a = send, b = recv; in-place: a only */
-  void *send, *recv; /* what the call gets (NULL where the rank does not use it) */
-} rank_bufs_t;
-
+/* GUARD_BYTES of GUARD_BYTE before and after `bytes` of JUNK_BYTE. */
 static void *region_alloc(region_t *g, size_t bytes) {
   g->bytes = bytes;
   g->mem = malloc(bytes + 2 * GUARD_BYTES);
@@ -73,7 +45,7 @@ static long region_guard_damage(const region_t *g) {
   return 0;
 }
 
-static void rank_bufs_free(rank_bufs_t *b) {
+void rank_bufs_free(rank_bufs_t *b) {
   free(b->a.mem);
   free(b->b.mem);
   memset(b, 0, sizeof *b);
@@ -94,8 +66,7 @@ static void fill_inputs(void *buf, const ccase_t *c, int rank, size_t elems) {
     ref_store(buf, c->type, j, ref_input(c->type, c->op, c->seed, rank, j));
 }
 
-/* Allocates and fills this rank's buffers; returns 0, or -1 when out of memory. */
-static int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b) {
+int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b) {
   size_t tsz = ref_type_size(c->type), s = case_send_elems(c, n), r = case_recv_elems(c, n);
   int is_root = rank == c->root;
   memset(b, 0, sizeof *b);
@@ -143,7 +114,7 @@ static rcollResult_t case_p2p(const ccase_t *c, int rank, int n, rank_bufs_t *b,
   return r != rcollSuccess ? r : e;
 }
 
-static rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm) {
+rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm) {
   switch (c->coll) {
   case ALLREDUCE: return rcollAllReduce(b->send, b->recv, c->count, c->type, c->op, comm, NULL);
   case ALLGATHER: return rcollAllGather(b->send, b->recv, c->count, c->type, comm, NULL);
@@ -168,11 +139,6 @@ static uint64_t case_expect(const ccase_t *c, int rank, int n, size_t i) {
   }
 }
 
-/* What went wrong, for the report line. */
-typedef struct case_fault {
-  char what[160];
-} case_fault_t;
-
 /* Compares buf[0..elems) with want(i); returns the number of bad elements and
  * describes the first. */
 static size_t check_window(const ccase_t *c, int rank, int n, const void *buf, size_t elems,
@@ -195,8 +161,7 @@ static size_t check_window(const ccase_t *c, int rank, int n, const void *buf, s
   return bad;
 }
 
-/* Returns 0 when this rank's results are right; otherwise fills *f. */
-static int case_check(const ccase_t *c, int rank, int n, const rank_bufs_t *b, case_fault_t *f) {
+int case_check(const ccase_t *c, int rank, int n, const rank_bufs_t *b, case_fault_t *f) {
   int check_recv = c->coll != REDUCE || rank == c->root;
   if (check_recv && check_window(c, rank, n, b->recv, case_recv_elems(c, n), 0, f))
     return -1;
@@ -216,5 +181,3 @@ static int case_check(const ccase_t *c, int rank, int n, const rank_bufs_t *b, c
   }
   return 0;
 }
-
-#endif /* CONFORMANCE_CASE_H */

@@ -1,11 +1,7 @@
-/* Harness shared by the transport tests (test_socket.c, test_ucx.c,
- * test_shm.c): they drive different transports through the same ops table
- * (lib/net.h), so the plumbing lives here once and takes the table it is to
- * drive. Payloads carry a pattern that depends on the message number and
- * offset, so that a lost, reordered or truncated piece shows. The stream
- * functions make no Criterion assertions, because forked children run them. */
-#ifndef RCOLL_TESTS_TRANSPORT_HARNESS_H
-#define RCOLL_TESTS_TRANSPORT_HARNESS_H
+/* The transport tests' harness (transport_harness.h): pairs, request waits,
+ * streams of patterned messages and the request-slot check, written once for
+ * every transport's ops table. */
+#include "transport_harness.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -16,33 +12,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "error.h"
-#include "net.h"
-#include "sockutil.h"
+#include "clock.h"
 
-#define TH_SECRET 0x5eC2e7ull
-#define TH_MIB (1024 * 1024)
-#define TH_MAX_INFLIGHT 256
-
-/* Two ends of one connection and the contexts they came from. */
-typedef struct th_pair {
-  const rcoll_transport_ops_t *ops;
-  rcoll_settings_t set;
-  void *sctx, *rctx, *listen, *send, *recv;
-  char handle[RCOLL_NET_HANDLE_BYTES];
-} th_pair_t;
-
-static inline unsigned char th_pattern(int msg, size_t i) {
+static unsigned char th_pattern(int msg, size_t i) {
   return (unsigned char)(i * 131 + (i >> 12) + msg * 29 + 1);
 }
 
-static inline void th_fill(char *b, size_t n, int msg) {
+void th_fill(char *b, size_t n, int msg) {
   for (size_t i = 0; i < n; i++)
     b[i] = (char)th_pattern(msg, i);
 }
 
 /* Index of the first wrong byte, or -1. */
-static inline long th_check(const char *b, size_t n, int msg) {
+long th_check(const char *b, size_t n, int msg) {
   for (size_t i = 0; i < n; i++)
     if ((unsigned char)b[i] != th_pattern(msg, i))
       return (long)i;
@@ -50,7 +32,7 @@ static inline long th_check(const char *b, size_t n, int msg) {
 }
 
 /* A context, or NULL with the reason printed (usable in forked children). */
-static inline void *th_ctx_try(const rcoll_transport_ops_t *ops, const rcoll_settings_t *s, uint64_t secret) {
+void *th_ctx_try(const rcoll_transport_ops_t *ops, const rcoll_settings_t *s, uint64_t secret) {
   rcoll_net_config_t cfg = {.settings = s, .secret = secret, .rank = 0};
   void *ctx = NULL;
   if (ops->init(&cfg, &ctx) != rcollSuccess) {
@@ -61,7 +43,7 @@ static inline void *th_ctx_try(const rcoll_transport_ops_t *ops, const rcoll_set
 }
 
 /* A context, asserting that init succeeds. */
-static inline void *th_ctx_new(const rcoll_transport_ops_t *ops, const rcoll_settings_t *s, uint64_t secret) {
+void *th_ctx_new(const rcoll_transport_ops_t *ops, const rcoll_settings_t *s, uint64_t secret) {
   rcoll_net_config_t cfg = {.settings = s, .secret = secret, .rank = 0};
   void *ctx = NULL;
   cr_assert_eq(ops->init(&cfg, &ctx), rcollSuccess, "init: %s", rcoll_error_text());
@@ -69,7 +51,7 @@ static inline void *th_ctx_new(const rcoll_transport_ops_t *ops, const rcoll_set
 }
 
 /* The receiving side of a pair: p->set is filled by the caller first. */
-static inline void th_pair_listen(th_pair_t *p, const rcoll_transport_ops_t *ops) {
+void th_pair_listen(th_pair_t *p, const rcoll_transport_ops_t *ops) {
   p->ops = ops;
   p->rctx = th_ctx_new(ops, &p->set, TH_SECRET);
   cr_assert_eq(ops->listen(p->rctx, 0, p->handle, &p->listen), rcollSuccess);
@@ -79,7 +61,7 @@ static inline void th_pair_listen(th_pair_t *p, const rcoll_transport_ops_t *ops
  * With keep_accepting, accept is called until the connect is done too (a
  * transport may finish the sender's wire-up through the receiver's
  * progress), and must not produce a second comm. */
-static inline void th_pair_connect(th_pair_t *p, int64_t ms, int keep_accepting, const char *what) {
+void th_pair_connect(th_pair_t *p, int64_t ms, int keep_accepting, const char *what) {
   const rcoll_transport_ops_t *ops = p->ops;
   int64_t end = rcoll_now_ms() + ms;
   while ((p->send == NULL || p->recv == NULL) && rcoll_now_ms() < end) {
@@ -95,7 +77,7 @@ static inline void th_pair_connect(th_pair_t *p, int64_t ms, int keep_accepting,
   cr_assert(p->send && p->recv, "connection not made within %lld ms (%s)", (long long)ms, what);
 }
 
-static inline void th_pair_close(th_pair_t *p) {
+void th_pair_close(th_pair_t *p) {
   const rcoll_transport_ops_t *ops = p->ops;
   if (p->send)
     ops->close_send(p->send);
@@ -108,7 +90,7 @@ static inline void th_pair_close(th_pair_t *p) {
 }
 
 /* Accepts for up to ms; NULL when nothing came. */
-static inline void *th_accept_for(const rcoll_transport_ops_t *ops, void *listen, int ms) {
+void *th_accept_for(const rcoll_transport_ops_t *ops, void *listen, int ms) {
   void *comm = NULL;
   for (int64_t end = rcoll_now_ms() + ms; comm == NULL && rcoll_now_ms() < end; usleep(1000))
     cr_assert_eq(ops->accept(listen, &comm), rcollSuccess);
@@ -117,7 +99,7 @@ static inline void *th_accept_for(const rcoll_transport_ops_t *ops, void *listen
 
 /* Tests until done, an error, or the deadline (then rcollInProgress). Spins
  * briefly, then yields: the tests run on two cores. */
-static inline rcollResult_t th_wait_req(const rcoll_transport_ops_t *ops, void *req, size_t *size, int64_t ms) {
+rcollResult_t th_wait_req(const rcoll_transport_ops_t *ops, void *req, size_t *size, int64_t ms) {
   int64_t end = rcoll_now_ms() + ms;
   int done = 0;
   for (unsigned spin = 0; rcoll_now_ms() < end; spin++) {
@@ -130,28 +112,14 @@ static inline rcollResult_t th_wait_req(const rcoll_transport_ops_t *ops, void *
   return rcollInProgress;
 }
 
-/* One side of a stream of messages: posts as many as the transport takes,
- * and when it answers with a NULL request completes the oldest first. */
-typedef struct th_stream {
-  const rcoll_transport_ops_t *ops;
-  void *comm;
-  int is_send, n, shift;
-  char **bufs;
-  size_t *sizes; /* send sizes, or posted receive sizes */
-  size_t *got;   /* sizes test reported */
-  rcollResult_t result;
-  char err[RCOLL_ERROR_TEXT_MAX];
-  int nulls; /* times the transport was out of requests */
-} th_stream_t;
-
-static inline rcollResult_t th_stream_post(th_stream_t *s, int i, void **req) {
+static rcollResult_t th_stream_post(th_stream_t *s, int i, void **req) {
   if (s->is_send)
     return s->ops->isend(s->comm, s->bufs[i], s->sizes[i], i, NULL, req);
   int tag = i;
   return s->ops->irecv(s->comm, 1, (void **)&s->bufs[i], &s->sizes[i], &tag, NULL, req);
 }
 
-static inline void *th_stream_run(void *arg) {
+void *th_stream_run(void *arg) {
   th_stream_t *s = arg;
   void *reqs[TH_MAX_INFLIGHT];
   int posted = 0, completed = 0;
@@ -181,7 +149,7 @@ static inline void *th_stream_run(void *arg) {
  * `extra` bytes larger and poisoned (0xEE), with a canary byte after the
  * size. With shift > 1 receive i starts i % shift bytes into its allocation,
  * so that receives land at every alignment. One allocation holds the arrays. */
-static inline th_stream_t *th_stream_new(const rcoll_transport_ops_t *ops, void *comm, int is_send, int n,
+th_stream_t *th_stream_new(const rcoll_transport_ops_t *ops, void *comm, int is_send, int n,
                                          const size_t *sizes, size_t extra, int shift) {
   th_stream_t *s = calloc(1, sizeof *s + (size_t)n * (sizeof(char *) + 2 * sizeof(size_t)));
   *s = (th_stream_t){.ops = ops, .comm = comm, .is_send = is_send, .n = n, .shift = shift, .bufs = (char **)(s + 1)};
@@ -198,7 +166,7 @@ static inline th_stream_t *th_stream_new(const rcoll_transport_ops_t *ops, void 
   return s;
 }
 
-static inline void th_stream_free(th_stream_t *s) {
+void th_stream_free(th_stream_t *s) {
   for (int i = 0; i < s->n; i++)
     free(s->bufs[i] - (s->is_send ? 0 : i % s->shift));
   free(s);
@@ -206,7 +174,7 @@ static inline void th_stream_free(th_stream_t *s) {
 
 /* Checks a finished receive stream (reported size, contents, canary): 0, or
  * the first bad message + 1 with the reason in why. */
-static inline int th_stream_verify(const th_stream_t *rx, const size_t *sizes, char *why, size_t len) {
+int th_stream_verify(const th_stream_t *rx, const size_t *sizes, char *why, size_t len) {
   for (int i = 0; i < rx->n; i++) {
     long bad = th_check(rx->bufs[i], sizes[i], i);
     if (rx->got[i] != sizes[i] || bad >= 0 || (unsigned char)rx->bufs[i][sizes[i]] != 0xEE) {
@@ -223,7 +191,7 @@ static inline int th_stream_verify(const th_stream_t *rx, const size_t *sizes, c
  * succeeded and reported the sent sizes and that the receives hold the
  * pattern and stopped at their size. Returns how often the two sides found
  * the transport out of request slots. */
-static inline int th_exchange(th_pair_t *p, int n, const size_t *sizes, size_t extra, int shift) {
+int th_exchange(th_pair_t *p, int n, const size_t *sizes, size_t extra, int shift) {
   th_stream_t *tx = th_stream_new(p->ops, p->send, 1, n, sizes, 0, shift);
   th_stream_t *rx = th_stream_new(p->ops, p->recv, 0, n, sizes, extra, shift);
   pthread_t t;
@@ -242,17 +210,7 @@ static inline int th_exchange(th_pair_t *p, int n, const size_t *sizes, size_t e
   return nulls;
 }
 
-/* A send posted from another thread after a delay, to wake a waiting
- * receiver: size bytes of buf (at most 64). */
-typedef struct th_late_send {
-  const rcoll_transport_ops_t *ops;
-  void *comm;
-  int delay_ms;
-  size_t size;
-  char buf[64];
-} th_late_send_t;
-
-static inline void *th_late_send_run(void *arg) {
+void *th_late_send_run(void *arg) {
   th_late_send_t *l = arg;
   void *req = NULL;
   usleep((useconds_t)l->delay_ms * 1000);
@@ -262,18 +220,15 @@ static inline void *th_late_send_run(void *arg) {
 }
 
 /* CPU time of the calling thread, to show that a wait sleeps in the kernel. */
-static inline double th_thread_cpu_ms(void) {
+double th_thread_cpu_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* Waits for a request of pair p; a transport may need both ends driven. */
-typedef rcollResult_t (*th_wait_fn)(th_pair_t *p, void *req, size_t *size, int64_t ms);
-
 /* The receive side has exactly nreqs request slots: the next irecv gives a
  * NULL request, and completing the oldest frees a slot. */
-static inline void th_expect_slot_pool(th_pair_t *p, int nreqs, th_wait_fn wait) {
+void th_expect_slot_pool(th_pair_t *p, int nreqs, th_wait_fn wait) {
   const rcoll_transport_ops_t *ops = p->ops;
   char buf[8];
   size_t sz = sizeof buf;
@@ -298,5 +253,3 @@ static inline void th_expect_slot_pool(th_pair_t *p, int nreqs, th_wait_fn wait)
   cr_assert_eq(ops->irecv(p->recv, 1, &bp, &sz, &tag, NULL, &req), rcollSuccess);
   cr_assert_not_null(req);
 }
-
-#endif

@@ -1,4 +1,4 @@
-/* Reference arithmetic for the conformance sweep (tests/conformance.c).
+/* Reference arithmetic for the conformance sweep (conformance_ref.h).
  *
  * Everything here is computed independently of the library: inputs are
  * generated from a hash of (case seed, rank, index), every element is handled
@@ -7,23 +7,17 @@
  * (prod: 1, 2 or -1), so sums and products are exact in every floating type and
  * results compare bit for bit; only avg rounds, and for float16/bfloat16 that
  * rounding uses the converters below, written with frexp/rint rather than the
- * library's bit tricks. Header-only because the Makefile builds every other
- * .c file under tests/ as a program of its own. */
-#ifndef CONFORMANCE_REF_H
-#define CONFORMANCE_REF_H
+ * library's bit tricks. */
+#include "conformance_ref.h"
 
 #include <math.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <string.h>
 
-#include "rcoll.h"
-
-static const char *const ref_type_names[rcollNumTypes] = {
+const char *const ref_type_names[rcollNumTypes] = {
     "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "float32", "float64", "bfloat16"};
-static const char *const ref_op_names[rcollNumOps] = {"sum", "prod", "max", "min", "avg"};
+const char *const ref_op_names[rcollNumOps] = {"sum", "prod", "max", "min", "avg"};
 
-static size_t ref_type_size(rcollDataType_t t) {
+size_t ref_type_size(rcollDataType_t t) {
   static const size_t sizes[rcollNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
   return sizes[t];
 }
@@ -103,7 +97,7 @@ static uint64_t ref_float_raw(rcollDataType_t t, double k) {
 
 /* ---- inputs ---- */
 
-static uint64_t ref_hash(uint64_t x) { /* splitmix64 finalizer */
+uint64_t ref_hash(uint64_t x) { /* splitmix64 finalizer */
   x += 0x9e3779b97f4a7c15ull;
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
@@ -125,7 +119,7 @@ static uint64_t ref_mix(uint64_t seed, int rank, size_t i) {
 
 /* Raw input element i of `rank` for a case. Integers use every bit, so that
  * sums and products wrap and min/max see both signs. */
-static uint64_t ref_input(rcollDataType_t t, rcollRedOp_t op, uint64_t seed, int rank, size_t i) {
+uint64_t ref_input(rcollDataType_t t, rcollRedOp_t op, uint64_t seed, int rank, size_t i) {
   uint64_t h = ref_mix(seed, rank, i);
   if (!ref_is_float(t))
     return h & ref_mask(t);
@@ -177,22 +171,20 @@ static uint64_t ref_reduce_float(rcollDataType_t t, rcollRedOp_t op, int n, uint
   return t == rcollFloat32 ? ref_f32_bits(q) : t == rcollFloat16 ? ref_f16_bits(q) : ref_bf16_bits(q);
 }
 
-static uint64_t ref_reduce(rcollDataType_t t, rcollRedOp_t op, int n, uint64_t seed, size_t pos) {
+uint64_t ref_reduce(rcollDataType_t t, rcollRedOp_t op, int n, uint64_t seed, size_t pos) {
   return ref_is_float(t) ? ref_reduce_float(t, op, n, seed, pos) : ref_reduce_int(t, op, n, seed, pos);
 }
 
 /* ---- raw element access ---- */
 
-static uint64_t ref_load(const void *buf, rcollDataType_t t, size_t i) {
+uint64_t ref_load(const void *buf, rcollDataType_t t, size_t i) {
   uint64_t v = 0;
   size_t sz = ref_type_size(t);
   memcpy(&v, (const char *)buf + i * sz, sz); /* little-endian hosts only */
   return v;
 }
 
-static void ref_store(void *buf, rcollDataType_t t, size_t i, uint64_t raw) {
+void ref_store(void *buf, rcollDataType_t t, size_t i, uint64_t raw) {
   size_t sz = ref_type_size(t);
   memcpy((char *)buf + i * sz, &raw, sz);
 }
-
-#endif /* CONFORMANCE_REF_H */

@@ -1,11 +1,8 @@
-/* The driver tests/test_nccl_plugin.c runs the plugin through: the logger
- * NCCL would pass to init, and one set of calls over the four ABI versions
- * (v8 sizes are int, v9+ size_t; v11 has a context per init). Static
- * helpers for that one test file, kept apart so that the file holds the
- * scenarios. */
-#ifndef RCOLL_TESTS_NCCL_PLUGIN_DRV_H
-#define RCOLL_TESTS_NCCL_PLUGIN_DRV_H
+/* The plugin driver of tests/test_nccl_plugin.c (nccl_plugin_drv.h): the
+ * logger, and each call dispatched to the shape of its ABI version. */
+#include "nccl_plugin_drv.h"
 
+#include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -14,53 +11,34 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../plugin/nccl_net_abi.h"
 #include "net.h"
 
 /* ---- the logger NCCL would pass: keeps the lines for the checks ---- */
 
-static char log_lines[128][320];
-static int log_count;
+char drv_log_lines[128][320];
+int drv_log_count;
 
-static void test_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
+static void drv_logger(int level, unsigned long flags, const char *file, int line, const char *fmt, ...) {
   char msg[256];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
   (void)file, (void)line;
-  snprintf(log_lines[log_count % 128], sizeof log_lines[0], "%d %lx %s", level, flags, msg);
-  log_count++;
+  snprintf(drv_log_lines[drv_log_count % 128], sizeof drv_log_lines[0], "%d %lx %s", level, flags, msg);
+  drv_log_count++;
 }
 
-/* A line of this level containing needle, among lines since number `from`. */
-static int logged_since(int from, int level, const char *needle) {
-  for (int i = from; i < log_count && i - from < 128; i++)
-    if (atoi(log_lines[i % 128]) == level && strstr(log_lines[i % 128], needle))
+int drv_logged_since(int from, int level, const char *needle) {
+  for (int i = from; i < drv_log_count && i - from < 128; i++)
+    if (atoi(drv_log_lines[i % 128]) == level && strstr(drv_log_lines[i % 128], needle))
       return 1;
   return 0;
 }
-#define logged(level, needle) logged_since(0, level, needle)
 
 /* ---- one driver over the four versions ---- */
 
-typedef struct drv {
-  int version;
-  void *lib, *table;
-  const char *name;
-  nccl_devices_fn devices;
-  nccl_accept_fn accept;
-  nccl_reg_mr_fn reg_mr;
-  nccl_dereg_mr_fn dereg_mr;
-  nccl_iflush_fn iflush;
-  nccl_test_fn test;
-  nccl_close_fn close_send, close_recv, close_listen;
-} drv_t;
-
-#define T8(d) ((nccl_net_v8_t *)(d)->table)
-#define T9(d) ((nccl_net_v9_t *)(d)->table)
-#define T10(d) ((nccl_net_v10_t *)(d)->table)
-#define T11(d) ((nccl_net_v11_t *)(d)->table)
+/* The slots every version has in the same shape. */
 #define COPY_COMMON(d, t)                                                                              \
   ((d)->name = (t)->name, (d)->devices = (t)->devices, (d)->accept = (t)->accept,                      \
    (d)->reg_mr = (t)->reg_mr, (d)->dereg_mr = (t)->dereg_mr, (d)->iflush = (t)->iflush,                \
@@ -90,7 +68,7 @@ static void *plugin_open(void) {
   return lib;
 }
 
-static void drv_open(drv_t *d, int version) {
+void drv_open(drv_t *d, int version) {
   char sym[32];
   memset(d, 0, sizeof *d);
   d->version = version;
@@ -106,22 +84,18 @@ static void drv_open(drv_t *d, int version) {
   }
 }
 
-static nccl_result_t drv_init(drv_t *d, void **ctx) {
+nccl_result_t drv_init(drv_t *d, void **ctx) {
   nccl_comm_config_t cfg = {.traffic_class = NCCL_ABI_TRAFFIC_CLASS_UNDEF};
   *ctx = NULL;
   switch (d->version) {
-  case 8: return T8(d)->init(test_logger);
-  case 9: return T9(d)->init(test_logger);
-  case 10: return T10(d)->init(test_logger, NULL);
-  default: return T11(d)->init(ctx, 0x1234, &cfg, test_logger, NULL);
+  case 8: return T8(d)->init(drv_logger);
+  case 9: return T9(d)->init(drv_logger);
+  case 10: return T10(d)->init(drv_logger, NULL);
+  default: return T11(d)->init(ctx, 0x1234, &cfg, drv_logger, NULL);
   }
 }
 
-/* v8-v10 have no finalize: NCCL's compatibility layer does nothing there. */
-#define drv_finalize(d, ctx) ((d)->version == 11 ? T11(d)->finalize(ctx) : NCCL_ABI_SUCCESS)
-
-/* Properties in v11's form; v8 lacks the later fields (left 0). */
-static nccl_result_t drv_props(drv_t *d, int dev, nccl_props_v11_t *p) {
+nccl_result_t drv_props(drv_t *d, int dev, nccl_props_v11_t *p) {
   memset(p, 0, sizeof *p);
   if (d->version == 8) {
     nccl_props_v8_t p8;
@@ -138,13 +112,13 @@ static nccl_result_t drv_props(drv_t *d, int dev, nccl_props_v11_t *p) {
 }
 
 /* v8-v10 listen alike, and v8-v9 connect alike. */
-static nccl_result_t drv_listen(drv_t *d, void *ctx, void *handle, void **l) {
+nccl_result_t drv_listen(drv_t *d, void *ctx, void *handle, void **l) {
   if (d->version == 11)
     return T11(d)->listen(ctx, 0, handle, l);
   return (d->version == 8 ? T8(d)->listen : d->version == 9 ? T9(d)->listen : T10(d)->listen)(0, handle, l);
 }
 
-static nccl_result_t drv_connect(drv_t *d, void *ctx, void *handle, void **s) {
+nccl_result_t drv_connect(drv_t *d, void *ctx, void *handle, void **s) {
   nccl_comm_config_t cfg = {.traffic_class = NCCL_ABI_TRAFFIC_CLASS_UNDEF};
   nccl_net_device_handle_t *dev_comm = NULL;
   if (d->version >= 10)
@@ -153,7 +127,7 @@ static nccl_result_t drv_connect(drv_t *d, void *ctx, void *handle, void **s) {
   return (d->version == 8 ? T8(d)->connect : T9(d)->connect)(0, handle, s, &dev_comm);
 }
 
-static nccl_result_t drv_isend(drv_t *d, void *s, void *data, size_t size, int tag, void *mh, void **req) {
+nccl_result_t drv_isend(drv_t *d, void *s, void *data, size_t size, int tag, void *mh, void **req) {
   switch (d->version) {
   case 8: return T8(d)->isend(s, data, (int)size, tag, mh, req);
   case 9: return T9(d)->isend(s, data, size, tag, mh, req);
@@ -162,9 +136,7 @@ static nccl_result_t drv_isend(drv_t *d, void *s, void *data, size_t size, int t
   }
 }
 
-/* NCCL may leave its optional-completion hint in *req; the plugin must
- * overwrite it, so the driver passes it every time. */
-static nccl_result_t drv_irecv(drv_t *d, void *r, int n, void **data, size_t *sizes, int *tags, void **mh,
+nccl_result_t drv_irecv(drv_t *d, void *r, int n, void **data, size_t *sizes, int *tags, void **mh,
                                void **req) {
   int isz[RCOLL_NET_MAX_RECVS];
   *req = NCCL_ABI_OPTIONAL_RECV_COMPLETION;
@@ -178,5 +150,3 @@ static nccl_result_t drv_irecv(drv_t *d, void *r, int n, void **data, size_t *si
   default: return T11(d)->irecv(r, n, data, sizes, tags, mh, NULL, req);
   }
 }
-
-#endif

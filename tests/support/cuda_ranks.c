@@ -1,7 +1,5 @@
-/* Ranks as threads of this process for the fake-CUDA tests, and the inputs
- * they use (test_cuda_proxy.c, test_cuda_stream.c). */
-#ifndef RCOLL_TESTS_CUDA_RANKS_H
-#define RCOLL_TESTS_CUDA_RANKS_H
+/* Ranks as threads for the fake-CUDA tests (cuda_ranks.h). */
+#include "cuda_ranks.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -10,11 +8,8 @@
 
 #include "cuda/module.h"
 #include "cuda_fake.h"
-#include "rcoll.h"
 
-#define MAX_RANKS 4
-
-static inline void cuda_ranks_setup(void) {
+void cuda_ranks_setup(void) {
   if (rcoll_cuda_fatbin_size == 0)
     cr_skip_test("this build has no device code (configure found no CUDA), so device calls are "
                  "refused before they reach the proxy");
@@ -22,54 +17,43 @@ static inline void cuda_ranks_setup(void) {
   fake_cuda_install();
 }
 
-static inline double now_ms(void) {
+double cuda_ranks_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
 }
 
-static inline void *dev_alloc(size_t bytes) {
+void *cuda_ranks_dev_alloc(size_t bytes) {
   void *p = NULL;
   cr_assert_eq(rcoll_cuda_api()->malloc(&p, bytes ? bytes : 1), 0);
   return p;
 }
 
-static inline rcoll_cuda_stream_t stream_new(void) {
+rcoll_cuda_stream_t cuda_ranks_stream_new(void) {
   rcoll_cuda_stream_t s;
   rcoll_cuda_api()->stream_create_with_flags(&s, 0);
   return s;
 }
 
-/* The input element i of `rank`: small integers, exact in float. */
-static inline float input(int rank, size_t i) {
+float cuda_ranks_input(int rank, size_t i) {
   return (float)(rank * 100 + (int)(i % 61));
 }
 
-static inline void fill_rank(float *buf, size_t count, int rank) {
+void cuda_ranks_fill(float *buf, size_t count, int rank) {
   for (size_t i = 0; i < count; i++)
-    buf[i] = input(rank, i);
+    buf[i] = cuda_ranks_input(rank, i);
 }
 
-static inline float sum_of(int n, size_t i) {
+float cuda_ranks_sum_of(int n, size_t i) {
   float s = 0;
   for (int r = 0; r < n; r++)
-    s += input(r, i);
+    s += cuda_ranks_input(r, i);
   return s;
 }
 
 /* ---- ranks as threads ---- */
 
-typedef struct rank_ctx {
-  int rank, nranks;
-  rcollUniqueId id;
-  size_t count;
-  long wrong;
-  rcollResult_t result;
-  void (*body)(struct rank_ctx *, rcollComm_t);
-  void *user;
-} rank_ctx_t;
-
-static inline void *rank_main(void *arg) {
+static void *rank_main(void *arg) {
   rank_ctx_t *x = arg;
   rcollComm_t comm;
   x->result = rcollCommInitRank(&comm, x->nranks, x->id, x->rank);
@@ -80,7 +64,7 @@ static inline void *rank_main(void *arg) {
   return NULL;
 }
 
-static inline void run_ranks(int n, size_t count, void (*body)(rank_ctx_t *, rcollComm_t), rank_ctx_t *ctx) {
+void cuda_ranks_run(int n, size_t count, void (*body)(rank_ctx_t *, rcollComm_t), rank_ctx_t *ctx) {
   rcollUniqueId id;
   cr_assert_eq(rcollGetUniqueId(&id), rcollSuccess);
   pthread_t t[MAX_RANKS];
@@ -96,5 +80,3 @@ static inline void run_ranks(int n, size_t count, void (*body)(rank_ctx_t *, rco
     cr_expect_eq(ctx[r].wrong, 0, "rank %d: %ld wrong elements", r, ctx[r].wrong);
   }
 }
-
-#endif

@@ -1,0 +1,62 @@
+/* One conformance case seen from one rank: lay out the buffers (with guard
+ * bytes on both sides), fill the inputs, make the call, and check every
+ * received element against conformance_ref.h. Split into prepare / call /
+ * check so that one thread can drive all ranks of rcollCommInitAll in a group
+ * (tests/conformance.c). No Criterion: stand-alone programs link it.
+ *
+ * In-place follows NCCL: all-gather sendbuff = recvbuff + rank*count,
+ * reduce-scatter recvbuff = sendbuff + rank*recvcount, the others
+ * sendbuff == recvbuff. */
+#ifndef RCOLL_TESTS_SUPPORT_CONFORMANCE_CASE_H
+#define RCOLL_TESTS_SUPPORT_CONFORMANCE_CASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "rcoll.h"
+
+enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, SENDRECV, ALLTOALL, NCOLLS };
+extern const char *const coll_names[NCOLLS];
+
+int coll_has_root(int coll);
+int coll_has_op(int coll);
+int coll_has_inplace(int coll);
+
+typedef struct ccase {
+  int coll;
+  size_t count; /* NCCL's count argument (per-rank count for gather/scatter) */
+  rcollDataType_t type;
+  rcollRedOp_t op;
+  int root;
+  int inplace;
+  uint64_t seed;
+} ccase_t;
+
+/* A buffer with guard bytes before and after its data. */
+typedef struct region {
+  unsigned char *mem;
+  size_t bytes;
+} region_t;
+
+typedef struct rank_bufs {
+  region_t a, b;     /* out-of-place: a = send, b = recv; in-place: a only */
+  void *send, *recv; /* what the call gets (NULL where the rank does not use it) */
+} rank_bufs_t;
+
+/* Allocates and fills this rank's buffers; returns 0, or -1 when out of memory. */
+int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b);
+void rank_bufs_free(rank_bufs_t *b);
+
+/* Makes this rank's call (send/recv and all-to-all as one group). */
+rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm);
+
+/* What went wrong, for the report line. */
+typedef struct case_fault {
+  char what[160];
+} case_fault_t;
+
+/* Returns 0 when this rank's results are right (received elements, an
+ * unchanged send buffer out of place, intact guards); otherwise fills *f. */
+int case_check(const ccase_t *c, int rank, int n, const rank_bufs_t *b, case_fault_t *f);
+
+#endif

@@ -1,0 +1,51 @@
+/* A host fake of the CUDA function table (lib/cuda/cuda_api.h), for testing
+ * the device path's bookkeeping on machines without a GPU: stream order,
+ * events, the flag waits that hold a stream, groups, staging and the IPC ring
+ * protocol. It is not a GPU and proves nothing about one: "device memory" is
+ * host memory the fake remembers, kernels run the host reductions, and each
+ * stream is a thread that executes its operations in order (cuda_fake.c).
+ *
+ * Call fake_cuda_install() first. No Criterion here: any program may link it. */
+#ifndef RCOLL_TESTS_SUPPORT_CUDA_FAKE_H
+#define RCOLL_TESTS_SUPPORT_CUDA_FAKE_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda/cuda_api.h"
+
+/* What the tests look at. */
+struct fake_stats {
+  _Atomic int attr_queries;   /* cudaPointerGetAttributes */
+  _Atomic int waits;          /* cuStreamWaitValue32 */
+  _Atomic int wait_kernels;   /* rcoll_k_wait_flag launches */
+  _Atomic int reduce_kernels;
+  _Atomic int records;
+  _Atomic uint32_t last_wait_value;
+  _Atomic int refuse_memop;   /* set: cuStreamWaitValue32 fails */
+  _Atomic int lazy_loads;     /* launches of a function not loaded yet: on a GPU such a
+                                 load may synchronize the context (module.c) */
+  _Atomic int deadlocks;      /* waits for the driver lock that gave up (cuda_fake.c) */
+  _Atomic int events_created;
+};
+extern struct fake_stats fake_stats;
+
+/* Makes the fake the library's CUDA table, with a legacy default stream. */
+void fake_cuda_install(void);
+
+/* Frees "device" or pinned memory the fake handed out (cudaFree). */
+int fake_free(void *p);
+
+/* Waits until the stream (NULL: the legacy one) has run everything queued. */
+int fake_stream_sync(rcoll_cuda_stream_t h);
+
+/* Test hook: runs fn(arg) on the stream, in order with everything else. */
+void fake_stream_host(rcoll_cuda_stream_t h, void (*fn)(void *), void *arg);
+
+/* Test hook: cudaMemcpyAsync from device memory into pageable host memory,
+ * which returns only once the copy is done, with the driver lock held
+ * meanwhile. */
+void fake_copy_to_pageable(void *dst, const void *src, size_t n, rcoll_cuda_stream_t h);
+
+#endif

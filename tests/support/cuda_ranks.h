@@ -1,0 +1,48 @@
+/* Ranks as threads of this process for the fake-CUDA tests, and the inputs
+ * they use (test_cuda_gdr.c, test_cuda_proxy.c, test_cuda_stream.c). The
+ * functions assert with Criterion, so only Criterion binaries link them. */
+#ifndef RCOLL_TESTS_SUPPORT_CUDA_RANKS_H
+#define RCOLL_TESTS_SUPPORT_CUDA_RANKS_H
+
+#include <stddef.h>
+
+#include "cuda/cuda_api.h"
+#include "rcoll.h"
+
+#define MAX_RANKS 4
+
+/* One rank: body runs between rcollCommInitRank and rcollCommDestroy, and
+ * counts what it found wrong in `wrong`; user is the test's own. */
+typedef struct rank_ctx {
+  int rank, nranks;
+  rcollUniqueId id;
+  size_t count;
+  long wrong;
+  rcollResult_t result;
+  void (*body)(struct rank_ctx *, rcollComm_t);
+  void *user;
+} rank_ctx_t;
+
+/* Installs the fake CUDA table, or skips the test where the build has no
+ * device code (configure found no CUDA). */
+void cuda_ranks_setup(void);
+
+/* CLOCK_MONOTONIC in milliseconds. */
+double cuda_ranks_now_ms(void);
+
+/* Fake device memory (at least one byte), asserting that it was had. */
+void *cuda_ranks_dev_alloc(size_t bytes);
+
+rcoll_cuda_stream_t cuda_ranks_stream_new(void);
+
+/* The input element i of `rank`: small integers, exact in float. */
+float cuda_ranks_input(int rank, size_t i);
+void cuda_ranks_fill(float *buf, size_t count, int rank);
+/* The sum over ranks 0..n-1 of their element i. */
+float cuda_ranks_sum_of(int n, size_t i);
+
+/* Runs body on n ranks, one thread each (ctx[r].user is kept), and expects
+ * every rank to succeed with nothing wrong. */
+void cuda_ranks_run(int n, size_t count, void (*body)(rank_ctx_t *, rcollComm_t), rank_ctx_t *ctx);
+
+#endif
