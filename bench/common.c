@@ -19,10 +19,15 @@ typedef struct bench_thread {
   const bench_opts_t *opts;
   bench_world_t *world;
   bench_report_t *report; /* set on global rank 0 only, once the rank is known */
-  int thread, rank, nranks;
-  rcollComm_t comm;
+  int thread, rank, nranks;   /* rank and nranks within the group (NCCL_TESTS_SPLIT) */
+  int world_rank, color;
+  rcollComm_t comm;           /* the group's communicator: the benchmark runs on it */
+  rcollComm_t world_comm;     /* every rank's; == comm without a split */
+  void *reg_send, *reg_recv;  /* -R 1 handles */
+  double *iter_sec;           /* -I: this rank's time of each iteration */
+  double *iter_rows;          /* -I, global rank 0: per-process rows, then their max */
   unsigned char *send_alloc, *recv_alloc;
-  unsigned char *send, *recv; /* data areas of max_bytes, inside the guards */
+  unsigned char *send, *recv; /* data areas of max_bytes, inside the guards, shifted by -u */
   /* Device runs (-G): send/recv above are device memory; these host mirrors
    * (same layout) are where inputs are written and results checked. */
   int device;                 /* CUDA device, -1 for host buffers */
@@ -34,6 +39,7 @@ typedef struct bench_thread {
   int any_wrong;              /* some row had wrong elements (global) */
   int argc;
   char **argv;
+  int64_t mem_start;          /* -M: resident bytes before any communicator */
   pthread_t tid;
 } bench_thread_t;
 
@@ -60,8 +66,13 @@ static unsigned char *alloc_buffer(size_t data_bytes, unsigned char **data) {
   return p;
 }
 
+/* -u shifts the buffers by up to unalign elements of 8 bytes. */
+static size_t data_bytes(const bench_thread_t *t) {
+  return t->opts->max_bytes + 8 * (size_t)t->opts->unalign;
+}
+
 static size_t alloc_bytes(const bench_thread_t *t) {
-  return BENCH_GUARD_BYTES + t->opts->max_bytes + BENCH_GUARD_BYTES;
+  return BENCH_GUARD_BYTES + data_bytes(t) + BENCH_GUARD_BYTES;
 }
 
 /* Device runs: device buffers beside host mirrors of the same layout, which
@@ -70,8 +81,8 @@ static size_t alloc_bytes(const bench_thread_t *t) {
 static void alloc_device_buffers(bench_thread_t *t) {
   t->device = bench_cuda_select(t->thread, t->rank);
   t->stream = bench_cuda_stream_create(t->rank);
-  t->hsend_alloc = alloc_buffer(t->opts->max_bytes, &t->hsend);
-  t->hrecv_alloc = alloc_buffer(t->opts->max_bytes, &t->hrecv);
+  t->hsend_alloc = alloc_buffer(data_bytes(t), &t->hsend);
+  t->hrecv_alloc = alloc_buffer(data_bytes(t), &t->hrecv);
   if (!t->hsend_alloc || !t->hrecv_alloc)
     return;
   t->send_alloc = bench_cuda_alloc(alloc_bytes(t), t->rank);
@@ -82,13 +93,27 @@ static void alloc_device_buffers(bench_thread_t *t) {
   bench_cuda_upload(t->recv_alloc, t->hrecv_alloc, alloc_bytes(t), t->rank);
 }
 
+/* -R 1: the whole allocations, guards included, registered once, as
+ * nccl-tests registers its buffers before the sweep. */
+static void register_buffers(bench_thread_t *t) {
+  if (!t->opts->reg)
+    return;
+  rcollResult_t r = rcollCommRegister(t->comm, t->send_alloc, alloc_bytes(t), &t->reg_send);
+  if (r == rcollSuccess)
+    r = rcollCommRegister(t->comm, t->recv_alloc, alloc_bytes(t), &t->reg_recv);
+  if (r != rcollSuccess)
+    bench_fail(t->world, t->rank, t->comm, "rcollCommRegister", r);
+}
+
+static void upload_all(bench_thread_t *t);
+
 static void alloc_buffers(bench_thread_t *t) {
   t->device = -1;
   if (t->opts->device_buffers == 1) {
     alloc_device_buffers(t);
   } else {
-    t->send_alloc = alloc_buffer(t->opts->max_bytes, &t->send);
-    t->recv_alloc = alloc_buffer(t->opts->max_bytes, &t->recv);
+    t->send_alloc = alloc_buffer(data_bytes(t), &t->send);
+    t->recv_alloc = alloc_buffer(data_bytes(t), &t->recv);
     t->hsend_alloc = t->send_alloc, t->hsend = t->send;
     t->hrecv_alloc = t->recv_alloc, t->hrecv = t->recv;
   }
@@ -98,6 +123,20 @@ static void alloc_buffers(bench_thread_t *t) {
     rcollCommAbort(t->comm);
     bench_world_abort(t->world, BENCH_EXIT_ERROR);
   }
+  register_buffers(t);
+}
+
+/* -u: as nccl-tests, the buffers start `unalign` elements of the swept type
+ * past their aligned base, for every size; the guards move with them. */
+static void set_unalign(bench_thread_t *t, rcollDataType_t type) {
+  size_t shift = (size_t)t->opts->unalign * bench_type_size(type);
+  t->send = t->send_alloc + BENCH_GUARD_BYTES + shift;
+  t->recv = t->recv_alloc + BENCH_GUARD_BYTES + shift;
+  t->hsend = t->hsend_alloc + BENCH_GUARD_BYTES + shift;
+  t->hrecv = t->hrecv_alloc + BENCH_GUARD_BYTES + shift;
+  bench_guard_set(t->hsend - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
+  bench_guard_set(t->hrecv - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
+  upload_all(t);
 }
 
 /* ---- one call ---- */
@@ -143,7 +182,7 @@ static bench_call_t host_view(const bench_thread_t *t, const bench_call_t *call)
   bench_call_t h = *call;
   h.send = t->hrecv + ((const unsigned char *)call->send - t->recv);
   if ((const unsigned char *)call->send >= t->send && (const unsigned char *)call->send <= t->send +
-      t->opts->max_bytes)
+      data_bytes(t))
     h.send = t->hsend + ((const unsigned char *)call->send - t->send);
   h.recv = t->hrecv + ((unsigned char *)call->recv - t->recv);
   return h;
@@ -221,6 +260,7 @@ static int64_t check_half(bench_thread_t *t, const bench_counts_t *c, rcollDataT
   for (int i = 0; i < t->opts->check; i++) {
     t->seed++;
     bench_call_t call = make_call(t, c, type, op, root, in_place, 0);
+    bench_watchdog_beat();
     prepare_check(t, &call, in_place);
     run_call(t, &call);
     device_wait(t);
@@ -238,6 +278,95 @@ static int64_t check_half(bench_thread_t *t, const bench_counts_t *c, rcollDataT
 
 /* ---- timing ---- */
 
+/* -z 1 and 2: each call (each group of -m calls) is waited for; 1 adds a
+ * barrier of every rank. */
+static void after_calls(bench_thread_t *t) {
+  if (t->opts->blocking != 1 && t->opts->blocking != 2)
+    return;
+  device_wait(t);
+  if (t->opts->blocking == 1)
+    bench_world_barrier(t->world, t->thread);
+}
+
+/* One timed iteration: -m calls, each at its own offset of the big buffers
+ * (so that small sizes are not served from a warm cache), in one group when
+ * there are several, as nccl-tests aggregates them. */
+static void run_iteration(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
+                          rcollRedOp_t op, int root, int in_place, int iter, size_t row_bytes) {
+  const int m = t->opts->agg_iters;
+  size_t steps = row_bytes ? t->opts->max_bytes / row_bytes : 1;
+  if (steps == 0)
+    steps = 1;
+  if (m > 1 && rcollGroupStart() != rcollSuccess)
+    bench_fail(t->world, t->rank, t->comm, "rcollGroupStart", rcollInternalError);
+  for (int a = 0; a < m; a++) {
+    size_t k = ((size_t)iter * (size_t)m + (size_t)a) % steps;
+    bench_call_t call = make_call(t, c, type, op, root, in_place, row_bytes * k);
+    run_call(t, &call);
+    if (m == 1)
+      after_calls(t);
+  }
+  if (m > 1) {
+    rcollResult_t r = rcollGroupEnd();
+    if (r != rcollSuccess)
+      bench_fail(t->world, t->rank, t->comm, "rcollGroupEnd", r);
+    after_calls(t); /* the grouped calls complete together */
+  }
+}
+
+/* The timed loop: returns the seconds per call until the last call finished
+ * (*cpu: until the last call returned, -C), barriers of -z 3 excluded. With
+ * -I each iteration is waited for and its time per call kept. */
+static double timed_loop(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
+                         rcollRedOp_t op, int root, int in_place, size_t row_bytes, double *cpu) {
+  const bench_opts_t *o = t->opts;
+  const double calls = (double)o->iters * o->agg_iters;
+  double coll_only = 0, start = now_sec();
+  for (int iter = 0; iter < o->iters; iter++) {
+    double t0 = now_sec();
+    run_iteration(t, c, type, op, root, in_place, iter, row_bytes);
+    if (o->blocking == 3 || o->per_iter)
+      device_wait(t);
+    double d = now_sec() - t0;
+    if (o->per_iter)
+      t->iter_sec[iter] = d / o->agg_iters;
+    if (o->blocking == 3) {
+      coll_only += d;
+      bench_world_barrier(t->world, t->thread);
+    }
+    bench_watchdog_beat();
+  }
+  double issued = now_sec() - start;
+  device_wait(t); /* the time is until the last call finished, not returned */
+  double done = now_sec() - start;
+  *cpu = (o->blocking == 3 ? coll_only : issued) / calls;
+  return (o->blocking == 3 ? coll_only : done) / calls;
+}
+
+/* -I: every process's row of per-iteration times (max over its threads) to
+ * global rank 0, which keeps the rows and their max per iteration, in us. */
+static void gather_iterations(bench_thread_t *t, bench_half_t *out, int in_place) {
+  const bench_opts_t *o = t->opts;
+  const int nprocs = t->world->nprocs;
+  double *rows = t->world_rank == 0 ? t->iter_rows + (size_t)in_place * (nprocs + 1) * o->iters
+                                    : NULL;
+  bench_world_gather_iters(t->world, t->thread, t->iter_sec, o->iters, rows);
+  if (!rows)
+    return;
+  double *max = rows + (size_t)nprocs * o->iters;
+  for (int i = 0; i < o->iters; i++) {
+    max[i] = 0;
+    for (int p = 0; p < nprocs; p++) {
+      rows[(size_t)p * o->iters + i] *= 1e6;
+      if (rows[(size_t)p * o->iters + i] > max[i])
+        max[i] = rows[(size_t)p * o->iters + i];
+    }
+  }
+  out->iter_us = max;
+  out->proc_iter_us = rows;
+  out->nprocs = nprocs;
+}
+
 static void time_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
                       rcollRedOp_t op, int root, int in_place, size_t row_bytes,
                       bench_half_t *out) {
@@ -252,18 +381,14 @@ static void time_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_
   device_wait(t);
   bench_world_barrier(t->world, t->thread);
 
-  size_t steps = row_bytes ? o->max_bytes / row_bytes : 1;
-  double start = now_sec();
-  for (int iter = 0; iter < o->iters; iter++) {
-    call = make_call(t, c, type, op, root, in_place, row_bytes * ((size_t)iter % steps));
-    run_call(t, &call);
-  }
-  device_wait(t); /* the time is until the last call finished, not returned */
-  double sec = (now_sec() - start) / o->iters;
+  double cpu, sec = timed_loop(t, c, type, op, root, in_place, row_bytes, &cpu);
   sec = bench_world_reduce(t->world, t->thread, sec, o->average);
+  cpu = bench_world_reduce(t->world, t->thread, cpu, o->average);
+  *out = (bench_half_t){.time_us = (o->cputime ? cpu : sec) * 1e6};
+  if (o->per_iter)
+    gather_iterations(t, out, in_place);
   bench_world_barrier(t->world, t->thread);
 
-  out->time_us = sec * 1e6;
   out->algbw = sec > 0 ? (double)row_bytes / 1e9 / sec : 0.0;
   out->busbw = out->algbw * t->coll->busbw_factor(t->nranks);
   int checked = o->check && !(in_place && t->coll->in_place_unchecked);
@@ -282,13 +407,10 @@ static void warmup(bench_thread_t *t, size_t bytes, rcollDataType_t type, rcollR
   device_wait(t);
 }
 
-static void sweep(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op) {
+/* One pass over the sizes: a row per size. */
+static void sweep_sizes(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op, int root) {
   const bench_opts_t *o = t->opts;
   const size_t ws = bench_type_size(type);
-  const int root = t->coll->uses_root ? o->root : -1;
-  bench_world_barrier(t->world, t->thread);
-  warmup(t, o->max_bytes, type, op, root);
-  warmup(t, o->min_bytes, type, op, root);
   for (size_t size = o->min_bytes; size <= o->max_bytes;) {
     bench_counts_t c;
     t->coll->counts(size / ws, t->nranks, &c);
@@ -306,16 +428,40 @@ static void sweep(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op) {
   }
 }
 
+/* Per (type, op, root): warm up at the largest and the smallest size, then
+ * -N passes over the sizes (0: until killed). */
+static void sweep(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op, int root) {
+  const bench_opts_t *o = t->opts;
+  set_unalign(t, type);
+  bench_world_barrier(t->world, t->thread);
+  warmup(t, o->max_bytes, type, op, root);
+  warmup(t, o->min_bytes, type, op, root);
+  for (long cycle = 0; o->run_cycles == 0 || cycle < o->run_cycles; cycle++)
+    sweep_sizes(t, type, op, root);
+}
+
+/* -r all (nccl-tests' -1): every rank of the group is the root in turn. */
+static void sweep_roots(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op) {
+  if (!t->coll->uses_root) {
+    sweep(t, type, op, -1);
+    return;
+  }
+  int first = t->opts->root < 0 ? 0 : t->opts->root;
+  int last = t->opts->root < 0 ? t->nranks - 1 : t->opts->root;
+  for (int root = first; root <= last; root++)
+    sweep(t, type, op, root);
+}
+
 /* ---- per-rank thread ---- */
 
 static void print_header(bench_thread_t *t) {
   char line[BENCH_LINE_MAX], host[64] = "unknown";
   gethostname(host, sizeof(host) - 1);
-  snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s", t->rank,
-           0, (int)getpid(), host, t->device < 0 ? 0 : t->device, t->device < 0 ? "cpu" : "gpu",
-           t->device < 0 ? "host buffers" : "device buffers");
+  snprintf(line, sizeof(line), "#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s",
+           t->world_rank, t->color, (int)getpid(), host, t->device < 0 ? 0 : t->device,
+           t->device < 0 ? "cpu" : "gpu", t->device < 0 ? "host buffers" : "device buffers");
   char *lines = NULL;
-  if (t->thread == 0 && !(lines = calloc((size_t)t->nranks, BENCH_LINE_MAX))) {
+  if (t->thread == 0 && !(lines = calloc((size_t)t->world->nranks, BENCH_LINE_MAX))) {
     fprintf(stderr, "rank %d: out of memory\n", t->rank);
     bench_world_abort(t->world, BENCH_EXIT_ERROR);
   }
@@ -334,28 +480,66 @@ static void check_root(bench_thread_t *t) {
   bench_world_abort(t->world, BENCH_EXIT_ERROR);
 }
 
-static void *thread_main(void *arg) {
-  bench_thread_t *t = arg;
-  const bench_opts_t *o = t->opts;
-  t->rank = bench_world_comm_init(t->world, t->thread, &t->comm);
-  t->nranks = t->world->nranks;
-  if (t->rank != 0)
-    t->report = NULL;
-  check_root(t);
-  alloc_buffers(t);
-  print_header(t);
-  for (int i = 0; i < o->ntypes; i++)
-    for (int j = 0; j < (t->coll->uses_op ? o->nops : 1); j++)
-      sweep(t, o->types[i], t->coll->uses_op ? o->ops[j] : rcollSum);
-  int64_t oob = (int64_t)bench_world_reduce(t->world, t->thread, (double)t->oob, BENCH_RED_SUM);
-  if (t->report)
-    bench_report_footer(t->report, oob);
-  if (oob)
-    t->any_wrong = 1;
-  bench_world_barrier(t->world, t->thread);
-  rcollResult_t r = rcollCommDestroy(t->comm);
+/* NCCL_TESTS_SPLIT: the benchmark runs on the rank's group, a communicator
+ * split from everyone's; the driver's own barriers stay world-wide. */
+static void join_group(bench_thread_t *t) {
+  t->world_comm = t->comm;
+  if (bench_split_color(t->world_rank, &t->color) != 0) {
+    rcollCommAbort(t->comm);
+    bench_world_abort(t->world, BENCH_EXIT_ERROR);
+  }
+  if (!getenv("NCCL_TESTS_SPLIT") && !getenv("NCCL_TESTS_SPLIT_MASK"))
+    return;
+  rcollResult_t r = rcollCommSplit(t->world_comm, t->color, t->world_rank, &t->comm, NULL);
+  if (r == rcollSuccess)
+    r = rcollCommUserRank(t->comm, &t->rank);
+  if (r == rcollSuccess)
+    r = rcollCommCount(t->comm, &t->nranks);
   if (r != rcollSuccess)
-    bench_fail(t->world, t->rank, NULL, "rcollCommDestroy", r);
+    bench_fail(t->world, t->world_rank, t->world_comm, "rcollCommSplit", r);
+}
+
+static void alloc_iterations(bench_thread_t *t) {
+  const bench_opts_t *o = t->opts;
+  if (!o->per_iter)
+    return;
+  t->iter_sec = calloc((size_t)o->iters, sizeof(double));
+  if (t->world_rank == 0) /* two halves of (nprocs rows + their max) */
+    t->iter_rows = calloc(2 * (size_t)(t->world->nprocs + 1) * (size_t)o->iters, sizeof(double));
+  if (!t->iter_sec || (t->world_rank == 0 && !t->iter_rows)) {
+    fprintf(stderr, "rank %d: out of memory for -I's %d iterations\n", t->rank, o->iters);
+    bench_world_abort(t->world, BENCH_EXIT_ERROR);
+  }
+}
+
+/* -M: the process's resident memory, read by local thread 0 between phases
+ * once every local rank has finished the phase. */
+static int64_t resident_bytes(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, resident = 0;
+  if (f) {
+    if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+      resident = 0;
+    fclose(f);
+  }
+  return (int64_t)resident * sysconf(_SC_PAGESIZE);
+}
+
+static int64_t memory_phase(bench_thread_t *t, int64_t *mark) {
+  if (!t->opts->memory)
+    return 0;
+  bench_world_barrier(t->world, t->thread);
+  int64_t now = resident_bytes(), used = now - *mark;
+  *mark = now;
+  return (int64_t)bench_world_reduce(t->world, t->thread, t->thread == 0 ? (double)used : 0,
+                                     BENCH_RED_MAX);
+}
+
+static void free_buffers(bench_thread_t *t) {
+  if (t->reg_send)
+    rcollCommDeregister(t->comm, t->reg_send);
+  if (t->reg_recv)
+    rcollCommDeregister(t->comm, t->reg_recv);
   if (t->device >= 0) {
     bench_cuda_free(t->send_alloc);
     bench_cuda_free(t->recv_alloc);
@@ -366,6 +550,47 @@ static void *thread_main(void *arg) {
     free(t->send_alloc);
     free(t->recv_alloc);
   }
+  free(t->iter_sec);
+  free(t->iter_rows);
+}
+
+static void destroy_comms(bench_thread_t *t) {
+  rcollResult_t r = rcollCommDestroy(t->comm);
+  if (r == rcollSuccess && t->world_comm != t->comm)
+    r = rcollCommDestroy(t->world_comm);
+  if (r != rcollSuccess)
+    bench_fail(t->world, t->rank, NULL, "rcollCommDestroy", r);
+}
+
+static void *thread_main(void *arg) {
+  bench_thread_t *t = arg;
+  const bench_opts_t *o = t->opts;
+  bench_mem_t mem = {0};
+  int64_t mark = t->mem_start;
+  t->world_rank = t->rank = bench_world_comm_init(t->world, t->thread, &t->comm);
+  t->nranks = t->world->nranks;
+  bench_watchdog_beat();
+  if (t->rank != 0)
+    t->report = NULL;
+  join_group(t);
+  mem.init = memory_phase(t, &mark);
+  check_root(t);
+  alloc_buffers(t);
+  alloc_iterations(t);
+  mem.buffers = memory_phase(t, &mark);
+  print_header(t);
+  for (int i = 0; i < o->ntypes; i++)
+    for (int j = 0; j < (t->coll->uses_op ? o->nops : 1); j++)
+      sweep_roots(t, o->types[i], t->coll->uses_op ? o->ops[j] : rcollSum);
+  mem.collective = memory_phase(t, &mark);
+  int64_t oob = (int64_t)bench_world_reduce(t->world, t->thread, (double)t->oob, BENCH_RED_SUM);
+  if (t->report && bench_report_footer(t->report, oob, o->memory ? &mem : NULL))
+    t->any_wrong = 1;
+  if (oob)
+    t->any_wrong = 1;
+  bench_world_barrier(t->world, t->thread);
+  free_buffers(t);
+  destroy_comms(t);
   return NULL;
 }
 
@@ -378,12 +603,13 @@ static int resolve_buffers(bench_opts_t *o) {
   if (o->device_buffers < 0)
     o->device_buffers = gpus > 0 && o->nthreads == 1;
   if (o->device_buffers == 1 && gpus == 0) {
-    fprintf(stderr, "-G: no CUDA device here (no driver, runtime or GPU)\n");
+    fprintf(stderr, "--device-buffers: no CUDA device here (no driver, runtime or GPU)\n");
     return -1;
   }
   if (o->device_buffers == 1 && o->nthreads > 1) {
-    fprintf(stderr, "-G: device buffers take one rank per process (launch with mpiexec or "
-                    "RANK/WORLD_SIZE); -t %d ranks would share one default stream\n", o->nthreads);
+    fprintf(stderr, "--device-buffers: device buffers take one rank per process (launch with "
+                    "mpiexec or RANK/WORLD_SIZE); -t %d ranks would share one default stream\n",
+            o->nthreads);
     return -1;
   }
   return 0;
@@ -397,16 +623,23 @@ int bench_main(int argc, char **argv, const bench_coll_t *coll) {
     return parsed > 0 ? 0 : BENCH_EXIT_ERROR;
   if (resolve_buffers(&opts) != 0)
     return BENCH_EXIT_ERROR;
+  int color;
+  if (bench_split_color(0, &color) != 0) /* a bad value is refused before any rank starts */
+    return BENCH_EXIT_ERROR;
+  int64_t mem_start = opts.memory ? resident_bytes() : 0;
   bench_world_t world;
   if (bench_world_init(&world, &argc, &argv, opts.nthreads) != 0)
     return BENCH_EXIT_ERROR;
+  if (opts.timeout)
+    bench_watchdog_start(&world, opts.timeout);
   bench_report_t report = {0};
   bench_thread_t *threads = calloc((size_t)opts.nthreads, sizeof(*threads));
   if (!threads)
     return BENCH_EXIT_ERROR;
   for (int i = 0; i < opts.nthreads; i++)
     threads[i] = (bench_thread_t){.coll = coll, .opts = &opts, .world = &world, .thread = i,
-                                  .report = &report, .argc = argc, .argv = argv};
+                                  .report = &report, .argc = argc, .argv = argv,
+                                  .mem_start = mem_start};
   for (int i = 1; i < opts.nthreads; i++)
     if (pthread_create(&threads[i].tid, NULL, thread_main, &threads[i]) != 0) {
       fprintf(stderr, "cannot start thread %d\n", i);
