@@ -232,7 +232,15 @@ static int parse_root(const char *arg, int *root) {
     *root = -1;
     return 0;
   }
-  return parse_int("-r", arg, -1, 1 << 30, root);
+  char *end;
+  errno = 0;
+  long v = strtol(arg, &end, 0);
+  if (end == arg || *end != '\0' || errno != 0 || v < -1 || v > (1 << 30)) {
+    fprintf(stderr, "invalid value '%s' for -r (expected a rank, or all)\n", arg);
+    return -1;
+  }
+  *root = (int)v;
+  return 0;
 }
 
 /* Applies one flag; returns 0, or -1 after printing why it is wrong. */
