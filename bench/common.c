@@ -26,6 +26,7 @@ typedef struct bench_thread {
   void *reg_send, *reg_recv;  /* -R 1 handles */
   double *iter_sec;           /* -I: this rank's time of each iteration */
   double *iter_rows;          /* -I, global rank 0: per-process rows, then their max */
+  bench_plan_t plan;          /* global rank 0: the transports to its peers */
   unsigned char *send_alloc, *recv_alloc;
   unsigned char *send, *recv; /* data areas of max_bytes, inside the guards, shifted by -u */
   /* Device runs (-G): send/recv above are device memory; these host mirrors
@@ -419,6 +420,9 @@ static void sweep_sizes(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op
                        .redop = t->coll->uses_op ? bench_op_name(op) : "none", .root = root};
     for (int in_place = 0; in_place < 2; in_place++)
       time_half(t, &c, type, op, root, in_place, row.size, &row.half[in_place]);
+    if (t->report) /* asked after the timing, which it must not disturb */
+      bench_plan_algorithm(t->comm, t->coll->name, row.size, row.algo, sizeof(row.algo),
+                           &row.chunk);
     if (t->report)
       bench_report_row(t->report, t->coll, &row);
     size_t next = bench_next_size(o, size);
@@ -466,6 +470,11 @@ static void print_header(bench_thread_t *t) {
     bench_world_abort(t->world, BENCH_EXIT_ERROR);
   }
   bench_world_gather_lines(t->world, t->thread, line, lines);
+  if (t->report) {
+    bench_plan_transports(&t->plan, t->world_comm, t->world_rank, t->world->nranks, lines);
+    t->report->plan = &t->plan;
+    t->report->comm = t->comm;
+  }
   if (t->report)
     bench_report_header(t->report, t->opts, t->world, t->coll, lines, t->argc, t->argv);
   free(lines);

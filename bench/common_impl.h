@@ -163,6 +163,34 @@ void bench_cuda_sync(int rank);
 void *bench_cuda_stream_create(int rank);
 void bench_cuda_stream_destroy(void *stream);
 
+/* ------------------------------------------------- what the library uses */
+
+#define BENCH_MAX_CLASSES 8
+
+/* Rank 0's peers of one class ("node-local", "remote") on one transport. */
+typedef struct bench_peer_class {
+  char cls[16];
+  char transport[128];
+  int peers;
+} bench_peer_class_t;
+
+typedef struct bench_plan {
+  int nclasses;
+  bench_peer_class_t classes[BENCH_MAX_CLASSES];
+} bench_plan_t;
+
+/* Rank `rank` (global rank 0) asks the library for the transport to each
+ * peer; rank_lines (as gathered) tell which peers share its host. */
+void bench_plan_transports(bench_plan_t *p, rcollComm_t world_comm, int rank, int nranks,
+                           const char *rank_lines);
+/* The algorithm and chunk of a call moving `bytes`; -1 (and "") when the
+ * library plans none for this collective. */
+int bench_plan_algorithm(rcollComm_t comm, const char *coll, size_t bytes, char *algo,
+                         size_t len, size_t *chunk);
+void bench_plan_print(const bench_plan_t *p);
+void bench_plan_print_algorithms(rcollComm_t comm, const bench_coll_t *coll,
+                                 const bench_opts_t *o);
+
 /* ---------------------------------------------------------------- report */
 
 /* -I summary of one half, over the iterations after -K's skip. */
@@ -185,6 +213,8 @@ typedef struct bench_row {
   const char *type, *redop;
   int root;
   bench_half_t half[2]; /* out-of-place, in-place */
+  char algo[64];        /* the library's algorithm for this size ("" unknown) */
+  size_t chunk;
 } bench_row_t;
 
 /* Host memory of one process (-M), in bytes, as the max over processes. */
@@ -194,6 +224,8 @@ typedef struct bench_mem {
 
 typedef struct bench_report {
   const bench_opts_t *opts;
+  const bench_plan_t *plan;
+  rcollComm_t comm; /* global rank 0's: where the algorithms are asked */
   FILE *json;
   int json_rows;
   double bw_sum;
@@ -219,7 +251,8 @@ void bench_format_now(char *buf, size_t len);
  * reads it), with rcoll's own fields beside nccl-tests'. */
 FILE *bench_json_open(const char *path);
 void bench_json_header(FILE *f, const bench_opts_t *o, const bench_world_t *w,
-                       const bench_coll_t *coll, const char *rank_lines, int argc, char **argv);
+                       const bench_coll_t *coll, const char *rank_lines, int argc, char **argv,
+                       const bench_plan_t *plan);
 void bench_json_row(FILE *f, int index, const bench_opts_t *o, const bench_coll_t *coll,
                     const bench_row_t *row);
 void bench_json_footer(FILE *f, int64_t out_of_bounds, double avg_busbw, double min_bw);

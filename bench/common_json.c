@@ -87,8 +87,19 @@ static void json_device(FILE *f, const char *line) {
   fputc('}', f);
 }
 
+static void json_transports(FILE *f, const bench_plan_t *plan) {
+  fputs(",\"transports\":[", f);
+  for (int i = 0; plan && i < plan->nclasses; i++) {
+    fprintf(f, "%s{\"class\":\"%s\",\"transport\":", i ? "," : "", plan->classes[i].cls);
+    json_str(f, plan->classes[i].transport);
+    fprintf(f, ",\"peers\":%d}", plan->classes[i].peers);
+  }
+  fputc(']', f);
+}
+
 static void json_config(FILE *f, const bench_opts_t *o, const bench_world_t *w,
-                        const bench_coll_t *coll, const char *rank_lines) {
+                        const bench_coll_t *coll, const char *rank_lines,
+                        const bench_plan_t *plan) {
   fprintf(f, ",\"config\":{\"nthreads\":%d,\"ngpus\":1,\"minimum_bytes\":%zu,"
              "\"maximum_bytes\":%zu,\"%s\":%zu,\"warmup_iters\":%d,\"iterations\":%d,"
              "\"aggregated_iterations\":%d,\"validation\":%d,\"graph\":0,"
@@ -106,11 +117,13 @@ static void json_config(FILE *f, const bench_opts_t *o, const bench_world_t *w,
   json_str(f, coll->name);
   fprintf(f, ",\"nranks\":%d,\"nprocs\":%d,\"launch\":\"%s\",\"buffers\":\"%s\","
              "\"blocking\":%d,\"run_cycles\":%d,\"average\":%d,\"report_cputime\":%d,"
-             "\"local_register\":%d,\"unalign\":%d,\"timeout\":%d,\"ranks\":[",
+             "\"local_register\":%d,\"unalign\":%d,\"timeout\":%d",
           w->nranks, w->nprocs,
           w->launch == BENCH_LAUNCH_MPI ? "mpi" : w->launch == BENCH_LAUNCH_ENV ? "env" : "threads",
           o->device_buffers == 1 ? "device" : "host", o->blocking, o->run_cycles, o->average,
           o->cputime, o->reg, o->unalign, o->timeout);
+  json_transports(f, plan);
+  fputs(",\"ranks\":[", f);
   for (int i = 0; i < w->nranks; i++) {
     const char *line = rank_lines + (size_t)i * BENCH_LINE_MAX;
     fputs(i ? "," : "", f);
@@ -120,7 +133,8 @@ static void json_config(FILE *f, const bench_opts_t *o, const bench_world_t *w,
 }
 
 void bench_json_header(FILE *f, const bench_opts_t *o, const bench_world_t *w,
-                       const bench_coll_t *coll, const char *rank_lines, int argc, char **argv) {
+                       const bench_coll_t *coll, const char *rank_lines, int argc, char **argv,
+                       const bench_plan_t *plan) {
   int version = 0;
   rcollGetVersion(&version);
   char when[64];
@@ -141,7 +155,7 @@ void bench_json_header(FILE *f, const bench_opts_t *o, const bench_world_t *w,
     }
   /* nccl_version holds the library's version code, rcollGetVersion's. */
   fprintf(f, "],\"nccl_version\":%d,\"library\":\"rcoll\"", version);
-  json_config(f, o, w, coll, rank_lines);
+  json_config(f, o, w, coll, rank_lines, plan);
   fputs(",\"results\":[", f);
 }
 
@@ -209,6 +223,11 @@ void bench_json_row(FILE *f, int index, const bench_opts_t *o, const bench_coll_
   fprintf(f, ",\"actual_iterations\":%d,\"experiment_name\":\"\",\"rcoll\":{\"collective\":",
           o->iters);
   json_str(f, coll->name);
+  if (row->algo[0]) {
+    fputs(",\"algorithm\":", f);
+    json_str(f, row->algo);
+    fprintf(f, ",\"chunk\":%zu", row->chunk);
+  }
   fputs("}}", f);
 }
 

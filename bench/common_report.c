@@ -73,9 +73,14 @@ void bench_report_header(bench_report_t *r, const bench_opts_t *o, const bench_w
   for (int i = 0; i < w->nranks; i++)
     printf("%s\n", rank_lines + (size_t)i * BENCH_LINE_MAX);
   printf("#\n");
+  if (r->plan) {
+    bench_plan_print(r->plan);
+    bench_plan_print_algorithms(r->comm, coll, o);
+    printf("#\n");
+  }
   print_column_titles(o);
   if (r->json)
-    bench_json_header(r->json, o, w, coll, rank_lines, argc, argv);
+    bench_json_header(r->json, o, w, coll, rank_lines, argc, argv, r->plan);
 }
 
 /* Appends " i_min i_max i_p99 i_cv%" of one half (-I). */

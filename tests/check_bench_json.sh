@@ -10,7 +10,10 @@
 #      -I 1 gives per_process_max_times_us, one row per process, whose max
 #      is times_us, and one config.devices entry per process;
 #   3. an existing file is not overwritten: the output goes to FILE.0;
-#   4. NCCL_TESTS_ANALYZER=/path/to/analyze_perf_json.py (a copy of nccl-tests'
+#   4. rcoll's fields: the header's transport line and each result's
+#      algorithm and chunk are what the library's own calls log (RCOLL_DEBUG
+#      COLL: "via ALGO/TRANSPORT, chunk N"), with shm and with RCOLL_NET=socket;
+#   5. NCCL_TESTS_ANALYZER=/path/to/analyze_perf_json.py (a copy of nccl-tests'
 #      tool, kept outside this repository) also runs it with --straggler and
 #      --all on the three-process file.
 set -uo pipefail
@@ -74,6 +77,31 @@ echo keep >"$TMP/exists.json"
 run exists "$BIN/allreduce_perf" -t 2 -b 8 -e 8 -n 1 -w 0 -J "$TMP/exists.json"
 [[ $(cat "$TMP/exists.json") == keep ]] || fail "-J overwrote an existing file"
 schema "$TMP/exists.json.0" --rows 1
+
+echo "-- transports and algorithms: as the library's calls log them"
+for net in shm socket; do
+  out=$(RCOLL_NET=$net RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=COLL "$BIN/allreduce_perf" -t 4 -b 8 \
+        -e 8M -f 16 -n 1 -w 0 -c 0 -J "$TMP/plan-$net.json" 2>&1) || fail "$net: exit status $?"
+  grep -q "^# Transport to node-local peers : $net.* (3 peers of rank 0)" <<<"$out" ||
+    fail "$net: no header line naming the transport: $(grep '^# Transport' <<<"$out")"
+  [[ $(grep -c '^# Algorithm ' <<<"$out") -ge 1 ]] || fail "$net: no algorithm line"
+  printf '%s\n' "$out" >"$TMP/plan-$net.log"
+  python3 - "$TMP/plan-$net.json" "$net" "$TMP/plan-$net.log" <<'PY' || fail "$net: JSON algorithms differ from the log"
+import json, re, sys
+d = json.load(open(sys.argv[1]))
+logged = {}
+for line in open(sys.argv[3]):
+    m = re.search(r"\[0\] rcoll INFO rcollAllReduce: (\d+) x float32 sum root 0 via (\w+)/(\w+), chunk (\d+)", line)
+    if m:
+        logged[int(m.group(1)) * 4] = (m.group(2), m.group(3), int(m.group(4)))
+t = d["config"]["rcoll"]["transports"]
+assert [c["class"] for c in t] == ["node-local"] and t[0]["transport"].split()[0] == sys.argv[2], t
+assert len(d["results"]) == 6, len(d["results"])
+for r in d["results"]:
+    algo, net, chunk = logged[r["size"]]
+    assert (r["rcoll"]["algorithm"], r["rcoll"]["chunk"], net) == (algo, chunk, sys.argv[2]), (r, logged[r["size"]])
+PY
+done
 
 if [[ -n "${NCCL_TESTS_ANALYZER:-}" ]]; then
   echo "-- nccl-tests' analyzer: $NCCL_TESTS_ANALYZER"
