@@ -1,50 +1,19 @@
 /* The benchmark driver: one thread per local rank, each with its own
  * communicator and buffers, sweeping sizes as nccl-tests does.
  *
- * Per (type, op): warm up at the largest and the smallest size, then for each
- * size and for out-of-place then in-place: one untimed call, a barrier, `-n`
- * timed calls (each at a different offset of the big buffers, as nccl-tests,
- * so that small sizes are not served from a warm cache), and `-c` checked
- * calls whose every element is compared with an independently computed
+ * Per (type, op, root): warm up at the largest and the smallest size, then
+ * -N times, for each size and for out-of-place then in-place: one untimed
+ * call, a barrier, the timed loop (common_time.c), and `-c` checked calls
+ * whose every element is compared with an independently computed
  * expectation, with guard bytes around the buffers. */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "common_impl.h"
+#include "common_thread.h"
 
-typedef struct bench_thread {
-  const bench_coll_t *coll;
-  const bench_opts_t *opts;
-  bench_world_t *world;
-  bench_report_t *report; /* set on global rank 0 only, once the rank is known */
-  int thread, rank, nranks;   /* rank and nranks within the group (NCCL_TESTS_SPLIT) */
-  int world_rank, color;
-  rcollComm_t comm;           /* the group's communicator: the benchmark runs on it */
-  rcollComm_t world_comm;     /* every rank's; == comm without a split */
-  void *reg_send, *reg_recv;  /* -R 1 handles */
-  double *iter_sec;           /* -I: this rank's time of each iteration */
-  double *iter_rows;          /* -I, global rank 0: per-process rows, then their max */
-  bench_plan_t plan;          /* global rank 0: the transports to its peers */
-  unsigned char *send_alloc, *recv_alloc;
-  unsigned char *send, *recv; /* data areas of max_bytes, inside the guards, shifted by -u */
-  /* Device runs (-G): send/recv above are device memory; these host mirrors
-   * (same layout) are where inputs are written and results checked. */
-  int device;                 /* CUDA device, -1 for host buffers */
-  void *stream;               /* the rank's stream on device runs, else NULL */
-  unsigned char *hsend_alloc, *hrecv_alloc;
-  unsigned char *hsend, *hrecv;
-  uint64_t seed;              /* advanced per checked run */
-  int64_t oob;                /* local out-of-bounds events */
-  int any_wrong;              /* some row had wrong elements (global) */
-  int argc;
-  char **argv;
-  int64_t mem_start;          /* -M: resident bytes before any communicator */
-  pthread_t tid;
-} bench_thread_t;
-
-static double now_sec(void) {
+double bench_now_sec(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
@@ -106,8 +75,6 @@ static void register_buffers(bench_thread_t *t) {
     bench_fail(t->world, t->rank, t->comm, "rcollCommRegister", r);
 }
 
-static void upload_all(bench_thread_t *t);
-
 static void alloc_buffers(bench_thread_t *t) {
   t->device = -1;
   if (t->opts->device_buffers == 1) {
@@ -137,12 +104,12 @@ static void set_unalign(bench_thread_t *t, rcollDataType_t type) {
   t->hrecv = t->hrecv_alloc + BENCH_GUARD_BYTES + shift;
   bench_guard_set(t->hsend - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
   bench_guard_set(t->hrecv - BENCH_GUARD_BYTES, BENCH_GUARD_BYTES);
-  upload_all(t);
+  bench_upload_all(t);
 }
 
 /* ---- one call ---- */
 
-static bench_call_t make_call(const bench_thread_t *t, const bench_counts_t *c,
+bench_call_t bench_make_call(const bench_thread_t *t, const bench_counts_t *c,
                               rcollDataType_t type, rcollRedOp_t op, int root, int in_place,
                               size_t shift) {
   size_t ws = bench_type_size(type);
@@ -159,7 +126,7 @@ static bench_call_t make_call(const bench_thread_t *t, const bench_counts_t *c,
   return call;
 }
 
-static void run_call(bench_thread_t *t, bench_call_t *call) {
+void bench_run_call(bench_thread_t *t, bench_call_t *call) {
   call->failed = NULL;
   rcollResult_t r = t->coll->run(call);
   if (r != rcollSuccess)
@@ -168,7 +135,7 @@ static void run_call(bench_thread_t *t, bench_call_t *call) {
 
 /* A device call returns before it runs: wait for it, and report a failure
  * it met after returning (the communicator's async error). */
-static void device_wait(bench_thread_t *t) {
+void bench_device_wait(bench_thread_t *t) {
   if (t->device < 0)
     return;
   bench_cuda_sync(t->rank);
@@ -179,7 +146,7 @@ static void device_wait(bench_thread_t *t) {
 }
 
 /* The host mirror of a call: the same offsets in the host buffers. */
-static bench_call_t host_view(const bench_thread_t *t, const bench_call_t *call) {
+bench_call_t bench_host_view(const bench_thread_t *t, const bench_call_t *call) {
   bench_call_t h = *call;
   h.send = t->hrecv + ((const unsigned char *)call->send - t->recv);
   if ((const unsigned char *)call->send >= t->send && (const unsigned char *)call->send <= t->send +
@@ -189,7 +156,7 @@ static bench_call_t host_view(const bench_thread_t *t, const bench_call_t *call)
   return h;
 }
 
-static void upload_all(bench_thread_t *t) {
+void bench_upload_all(bench_thread_t *t) {
   if (t->device < 0)
     return;
   bench_cuda_upload(t->send_alloc, t->hsend_alloc, alloc_bytes(t), t->rank);
@@ -219,7 +186,7 @@ static size_t used_bytes(const bench_call_t *call, int in_place) {
 /* Poisons the result area (all-ones bytes: NaN in every floating type),
  * writes the inputs and arms the guards. */
 static void prepare_check(bench_thread_t *t, const bench_call_t *dcall, int in_place) {
-  bench_call_t h = host_view(t, dcall);
+  bench_call_t h = bench_host_view(t, dcall);
   const bench_call_t *call = &h;
   size_t ws = bench_type_size(call->type);
   size_t used = used_bytes(call, in_place);
@@ -229,7 +196,7 @@ static void prepare_check(bench_thread_t *t, const bench_call_t *dcall, int in_p
   bench_guard_set(t->hrecv + used, BENCH_GUARD_BYTES);
   if (!in_place)
     bench_guard_set(t->hsend + call->counts.send_count * ws, BENCH_GUARD_BYTES);
-  upload_all(t);
+  bench_upload_all(t);
 }
 
 /* Counts bytes written outside the buffers, and send elements modified. */
@@ -255,18 +222,18 @@ static int64_t count_out_of_bounds(bench_thread_t *t, const bench_call_t *call, 
 }
 
 /* Runs `-c` checked calls; returns the wrong elements summed over all ranks. */
-static int64_t check_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
+int64_t bench_check_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
                           rcollRedOp_t op, int root, int in_place) {
   int64_t wrong = 0;
   for (int i = 0; i < t->opts->check; i++) {
     t->seed++;
-    bench_call_t call = make_call(t, c, type, op, root, in_place, 0);
+    bench_call_t call = bench_make_call(t, c, type, op, root, in_place, 0);
     bench_watchdog_beat();
     prepare_check(t, &call, in_place);
-    run_call(t, &call);
-    device_wait(t);
+    bench_run_call(t, &call);
+    bench_device_wait(t);
     download_all(t);
-    bench_call_t h = host_view(t, &call);
+    bench_call_t h = bench_host_view(t, &call);
     int64_t local = bench_count_wrong(t->coll, &h, t->seed);
     /* As nccl-tests: each rank's failing check is one out-of-bounds event. */
     t->oob += (local > 0) + count_out_of_bounds(t, &h, in_place);
@@ -277,135 +244,14 @@ static int64_t check_half(bench_thread_t *t, const bench_counts_t *c, rcollDataT
   return wrong;
 }
 
-/* ---- timing ---- */
-
-/* -z 1 and 2: each call (each group of -m calls) is waited for; 1 adds a
- * barrier of every rank. */
-static void after_calls(bench_thread_t *t) {
-  if (t->opts->blocking != 1 && t->opts->blocking != 2)
-    return;
-  device_wait(t);
-  if (t->opts->blocking == 1)
-    bench_world_barrier(t->world, t->thread);
-}
-
-/* One timed iteration: -m calls, each at its own offset of the big buffers
- * (so that small sizes are not served from a warm cache), in one group when
- * there are several, as nccl-tests aggregates them. */
-static void run_iteration(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
-                          rcollRedOp_t op, int root, int in_place, int iter, size_t row_bytes) {
-  const int m = t->opts->agg_iters;
-  size_t steps = row_bytes ? t->opts->max_bytes / row_bytes : 1;
-  if (steps == 0)
-    steps = 1;
-  if (m > 1 && rcollGroupStart() != rcollSuccess)
-    bench_fail(t->world, t->rank, t->comm, "rcollGroupStart", rcollInternalError);
-  for (int a = 0; a < m; a++) {
-    size_t k = ((size_t)iter * (size_t)m + (size_t)a) % steps;
-    bench_call_t call = make_call(t, c, type, op, root, in_place, row_bytes * k);
-    run_call(t, &call);
-    if (m == 1)
-      after_calls(t);
-  }
-  if (m > 1) {
-    rcollResult_t r = rcollGroupEnd();
-    if (r != rcollSuccess)
-      bench_fail(t->world, t->rank, t->comm, "rcollGroupEnd", r);
-    after_calls(t); /* the grouped calls complete together */
-  }
-}
-
-/* The timed loop: returns the seconds per call until the last call finished
- * (*cpu: until the last call returned, -C), barriers of -z 3 excluded. With
- * -I each iteration is waited for and its time per call kept. */
-static double timed_loop(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
-                         rcollRedOp_t op, int root, int in_place, size_t row_bytes, double *cpu) {
-  const bench_opts_t *o = t->opts;
-  const double calls = (double)o->iters * o->agg_iters;
-  double coll_only = 0, start = now_sec();
-  for (int iter = 0; iter < o->iters; iter++) {
-    double t0 = now_sec();
-    run_iteration(t, c, type, op, root, in_place, iter, row_bytes);
-    if (o->blocking == 3 || o->per_iter)
-      device_wait(t);
-    double d = now_sec() - t0;
-    if (o->per_iter)
-      t->iter_sec[iter] = d / o->agg_iters;
-    if (o->blocking == 3) {
-      coll_only += d;
-      bench_world_barrier(t->world, t->thread);
-    }
-    bench_watchdog_beat();
-  }
-  double issued = now_sec() - start;
-  device_wait(t); /* the time is until the last call finished, not returned */
-  double done = now_sec() - start;
-  *cpu = (o->blocking == 3 ? coll_only : issued) / calls;
-  return (o->blocking == 3 ? coll_only : done) / calls;
-}
-
-/* -I: every process's row of per-iteration times (max over its threads) to
- * global rank 0, which keeps the rows and their max per iteration, in us. */
-static void gather_iterations(bench_thread_t *t, bench_half_t *out, int in_place) {
-  const bench_opts_t *o = t->opts;
-  const int nprocs = t->world->nprocs;
-  double *rows = t->world_rank == 0 ? t->iter_rows + (size_t)in_place * (nprocs + 1) * o->iters
-                                    : NULL;
-  bench_world_gather_iters(t->world, t->thread, t->iter_sec, o->iters, rows);
-  if (!rows)
-    return;
-  double *max = rows + (size_t)nprocs * o->iters;
-  for (int i = 0; i < o->iters; i++) {
-    max[i] = 0;
-    for (int p = 0; p < nprocs; p++) {
-      rows[(size_t)p * o->iters + i] *= 1e6;
-      if (rows[(size_t)p * o->iters + i] > max[i])
-        max[i] = rows[(size_t)p * o->iters + i];
-    }
-  }
-  out->iter_us = max;
-  out->proc_iter_us = rows;
-  out->nprocs = nprocs;
-}
-
-static void time_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t type,
-                      rcollRedOp_t op, int root, int in_place, size_t row_bytes,
-                      bench_half_t *out) {
-  const bench_opts_t *o = t->opts;
-  bench_call_t call = make_call(t, c, type, op, root, in_place, 0);
-  if (o->check) {
-    bench_call_t h = host_view(t, &call);
-    bench_fill_input((void *)h.send, c->send_count, type, op, t->nranks, t->rank, 99);
-    upload_all(t);
-  }
-  run_call(t, &call);
-  device_wait(t);
-  bench_world_barrier(t->world, t->thread);
-
-  double cpu, sec = timed_loop(t, c, type, op, root, in_place, row_bytes, &cpu);
-  sec = bench_world_reduce(t->world, t->thread, sec, o->average);
-  cpu = bench_world_reduce(t->world, t->thread, cpu, o->average);
-  *out = (bench_half_t){.time_us = (o->cputime ? cpu : sec) * 1e6};
-  if (o->per_iter)
-    gather_iterations(t, out, in_place);
-  bench_world_barrier(t->world, t->thread);
-
-  out->algbw = sec > 0 ? (double)row_bytes / 1e9 / sec : 0.0;
-  out->busbw = out->algbw * t->coll->busbw_factor(t->nranks);
-  int checked = o->check && !(in_place && t->coll->in_place_unchecked);
-  out->wrong = checked ? check_half(t, c, type, op, root, in_place) : -1;
-  if (out->wrong > 0)
-    t->any_wrong = 1;
-}
-
 static void warmup(bench_thread_t *t, size_t bytes, rcollDataType_t type, rcollRedOp_t op,
                    int root) {
   bench_counts_t c;
   t->coll->counts(bytes / bench_type_size(type), t->nranks, &c);
-  bench_call_t call = make_call(t, &c, type, op, root, 0, 0);
+  bench_call_t call = bench_make_call(t, &c, type, op, root, 0, 0);
   for (int i = 0; i < t->opts->warmup; i++)
-    run_call(t, &call);
-  device_wait(t);
+    bench_run_call(t, &call);
+  bench_device_wait(t);
 }
 
 /* One pass over the sizes: a row per size. */
@@ -419,7 +265,7 @@ static void sweep_sizes(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op
                        .count = c.param_count, .type = bench_type_name(type),
                        .redop = t->coll->uses_op ? bench_op_name(op) : "none", .root = root};
     for (int in_place = 0; in_place < 2; in_place++)
-      time_half(t, &c, type, op, root, in_place, row.size, &row.half[in_place]);
+      bench_time_half(t, &c, type, op, root, in_place, row.size, &row.half[in_place]);
     if (t->report) /* asked after the timing, which it must not disturb */
       bench_plan_algorithm(t->comm, t->coll->name, row.size, row.algo, sizeof(row.algo),
                            &row.chunk);
