@@ -4,9 +4,12 @@
 #   -m   the library logs 4x the calls per timed iteration (RCOLL_DEBUG COLL lines)
 #   -N   each size's row comes N times
 #   -w   the warm-up calls are counted the same way
-#   -a   0..3 taken and recorded; 4 refused
+#   -a   with two processes from the environment, the times are combined by a
+#        broadcast from rank 0 (0) or an all-reduce sum/min/max (1/2/3), as the
+#        library logs those calls; 4 refused
 #   -I/-K  the i_min/i_max/i_p99/i_cv% columns; -K needs -I and fewer than -n
-#   -z   the blocking mode's header line; 4 refused
+#   -z   the blocking mode's header line; with two processes, 1 and 3 add one
+#        barrier (a logged 1-element all-reduce) per timed iteration, 2 none; 4 refused
 #   -C   the time columns are "cputime"
 #   -R 1 both buffers of every rank registered (RCOLL_DEBUG ALLOC lines); -R 2 refused
 #   -S   a timestamp ends each row
@@ -59,8 +62,34 @@ echo "-- -N: cycles"
 [[ $(rows "$($AR -N 3)") -eq 3 ]] || fail "-N 3: not 3 rows"
 [[ $(rows "$($AR -N 1 -e 256 -f 2)") -eq 3 ]] || fail "-N 1 over 3 sizes: not 3 rows"
 
-echo "-- -a"
-for a in 0 1 2 3; do taken -a $a; done
+# Two processes from the environment, whose driver barriers and reductions go
+# through the library (so they are logged): rank 0's output and log.
+envrun() {
+  local port=$((20000 + RANDOM % 20000)) d
+  d=$(mktemp -d)
+  for r in 1 0; do
+    RANK=$r WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RCOLL_COMM_SECRET=flags \
+      RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=COLL timeout -k 5 60 "$BIN/allreduce_perf" \
+      -b 64 -e 64 -n 3 -w 0 -c 0 "$@" >"$d/$r" 2>&1 &
+  done
+  wait
+  cat "$d/0"
+  rm -rf "$d"
+}
+# The driver's own 1-element float64 calls: "OP:REDOP" counts.
+driver_calls() { grep -oE 'rcoll(AllReduce|Broadcast): 1 x float64( [a-z]+)?' | sed 's/rcoll//; s/: 1 x float64 */:/' | sort | uniq -c | awk '{printf "%s=%s ", $2, $1}'; }
+
+echo "-- -a: how the times are combined (4 = time and cputime x 2 halves)"
+for a in 0 1 2 3; do
+  got=$(envrun -a $a | driver_calls)
+  case $a in
+    0) want="AllReduce:sum=7 Broadcast:root=4 " ;;
+    1) want="AllReduce:sum=11 " ;;
+    2) want="AllReduce:min=4 AllReduce:sum=7 " ;;
+    3) want="AllReduce:max=4 AllReduce:sum=7 " ;;
+  esac
+  [[ $got == "$want" ]] || fail "-a $a: driver calls '$got', expected '$want'"
+done
 refused -a 4
 
 echo "-- -I and -K"
@@ -77,6 +106,11 @@ grep -q '^# Blocking Enabled: wait and barrier after each inner' <<<"$($AR -z 1)
 grep -q '^# Blocking Enabled: wait after each inner' <<<"$($AR -z 2 -m 2)" || fail "-z 2: no header line"
 grep -q '^# Blocking Enabled: .*outer iteration' <<<"$($AR -z 3 -I 1)" || fail "-z 3: no header line"
 grep -q '^# Blocking' <<<"$($AR -z 0)" && fail "-z 0 prints a blocking line"
+for z in 0 1 2 3; do
+  n=$(envrun -z $z | grep -c 'rcollAllReduce: 1 x float64 sum')
+  want=$((z == 1 || z == 3 ? 11 + 6 : 11))
+  [[ $n -eq $want ]] || fail "-z $z: $n barriers and sums, expected $want (3 iterations x 2 halves more for -z 1 and 3)"
+done
 refused -z 4
 
 echo "-- -C"
