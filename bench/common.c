@@ -317,7 +317,7 @@ static void print_header(bench_thread_t *t) {
   }
   bench_world_gather_lines(t->world, t->thread, line, lines);
   if (t->report) {
-    bench_plan_transports(&t->plan, t->world_comm, t->world_rank, t->world->nranks, lines);
+    bench_plan_transports(&t->plan, t->world_comm, t->world_rank, t->world->nranks);
     t->report->plan = &t->plan;
     t->report->comm = t->comm;
   }

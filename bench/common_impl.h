@@ -180,9 +180,8 @@ typedef struct bench_plan {
 } bench_plan_t;
 
 /* Rank `rank` (global rank 0) asks the library for the transport to each
- * peer; rank_lines (as gathered) tell which peers share its host. */
-void bench_plan_transports(bench_plan_t *p, rcollComm_t world_comm, int rank, int nranks,
-                           const char *rank_lines);
+ * peer, and whether it is on the same node. */
+void bench_plan_transports(bench_plan_t *p, rcollComm_t world_comm, int rank, int nranks);
 /* The algorithm and chunk of a call moving `bytes`; -1 (and "") when the
  * library plans none for this collective. */
 int bench_plan_algorithm(rcollComm_t comm, const char *coll, size_t bytes, char *algo,

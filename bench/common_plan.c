@@ -1,5 +1,5 @@
 /* What the library runs the benchmark on, for the header and the JSON: the
- * transport to each class of peer (same node as rank 0, other nodes) and the
+ * transport to each class of peer (on rank 0's node, on other nodes) and the
  * algorithm and chunk of each size, from rcoll's own answers
  * (rcollCommPeerTransport, rcollCommAlgorithm), so that a result names what
  * produced it. Only global rank 0 asks, about its own peers. */
@@ -7,14 +7,6 @@
 #include <string.h>
 
 #include "common_impl.h"
-
-/* The host of a rank, from its "#  Rank R Group G Pid P on HOST ..." line. */
-static void line_host(const char *line, char *host, size_t len) {
-  char h[256] = "";
-  int rank, group, pid;
-  sscanf(line, "#  Rank %d Group %d Pid %d on %255s", &rank, &group, &pid, h);
-  snprintf(host, len, "%s", h);
-}
 
 static void add_peer(bench_plan_t *p, const char *cls, const char *transport) {
   for (int i = 0; i < p->nclasses; i++)
@@ -30,18 +22,18 @@ static void add_peer(bench_plan_t *p, const char *cls, const char *transport) {
   c->peers = 1;
 }
 
-void bench_plan_transports(bench_plan_t *p, rcollComm_t world_comm, int rank, int nranks,
-                           const char *rank_lines) {
-  char me[256], host[256], transport[128];
-  line_host(rank_lines + (size_t)rank * BENCH_LINE_MAX, me, sizeof(me));
+/* The node is the library's (its host id, which RCOLL_HOSTID can set), not
+ * the host name: the class says which transport rcoll chose for whom. */
+void bench_plan_transports(bench_plan_t *p, rcollComm_t world_comm, int rank, int nranks) {
+  char transport[128];
+  int same = 1;
   p->nclasses = 0;
   for (int peer = 0; peer < nranks; peer++) {
     if (peer == rank)
       continue;
-    if (rcollCommPeerTransport(world_comm, peer, transport, sizeof(transport)) != rcollSuccess)
+    if (rcollCommPeerTransport(world_comm, peer, &same, transport, sizeof(transport)) != rcollSuccess)
       snprintf(transport, sizeof(transport), "unknown");
-    line_host(rank_lines + (size_t)peer * BENCH_LINE_MAX, host, sizeof(host));
-    add_peer(p, strcmp(host, me) == 0 ? "node-local" : "remote", transport);
+    add_peer(p, same ? "node-local" : "remote", transport);
   }
 }
 

@@ -12,10 +12,12 @@
 #include "net.h"
 #include "tuner.h"
 
-RCOLL_API rcollResult_t rcollCommPeerTransport(rcollComm_t comm, int peer, char *buf, size_t len) {
+RCOLL_API rcollResult_t rcollCommPeerTransport(rcollComm_t comm, int peer, int *sameNode, char *buf,
+                                               size_t len) {
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommPeerTransport"));
-  if (buf == NULL || len == 0)
-    return rcoll_error(rcollInvalidArgument, "rcollCommPeerTransport: buf is NULL or len is 0");
+  if (buf == NULL || len == 0 || sameNode == NULL)
+    return rcoll_error(rcollInvalidArgument, "rcollCommPeerTransport: buf or sameNode is NULL, or "
+                       "len is 0");
   if (peer < 0 || peer >= comm->nranks)
     return rcoll_error(rcollInvalidArgument, "rcollCommPeerTransport: peer %d is not in 0..%d", peer,
                        comm->nranks - 1);
@@ -23,6 +25,7 @@ RCOLL_API rcollResult_t rcollCommPeerTransport(rcollComm_t comm, int peer, char 
   if (n->ops == NULL)
     return rcoll_error(rcollInternalError, "rcollCommPeerTransport: rank %d has no transport to %d",
                        comm->rank, peer);
+  *sameNode = comm->topo.node_of[peer] == comm->topo.node;
   rcoll_net_props_t props;
   memset(&props, 0, sizeof props);
   /* The device only where it says more than the transport's name (a NIC,

@@ -13,6 +13,7 @@
 #   4. rcoll's fields: the header's transport line and each result's
 #      algorithm and chunk are what the library's own calls log (RCOLL_DEBUG
 #      COLL: "via ALGO/TRANSPORT, chunk N"), with shm and with RCOLL_NET=socket;
+#      four processes on two "nodes" (RCOLL_HOSTID) name a line per class of peer;
 #   5. NCCL_TESTS_ANALYZER=/path/to/analyze_perf_json.py (a copy of nccl-tests'
 #      tool, kept outside this repository) also runs it with --straggler and
 #      --all on the three-process file.
@@ -102,6 +103,29 @@ for r in d["results"]:
     assert (r["rcoll"]["algorithm"], r["rcoll"]["chunk"], net) == (algo, chunk, sys.argv[2]), (r, logged[r["size"]])
 PY
 done
+
+echo "-- two classes of peers: four processes, RCOLL_HOSTID node0 node0 node1 node1"
+port=$((20000 + RANDOM % 20000))
+pids=()
+for r in 0 1 2 3; do
+  RANK=$r WORLD_SIZE=4 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port RCOLL_COMM_SECRET=check-bench-json \
+    RCOLL_HOSTID=node$((r / 2)) timeout -k 5 120 "$BIN/allreduce_perf" -b 8 -e 8 -n 2 -w 0 \
+    -J "$TMP/nodes.json" >"$TMP/nodes.$r.out" 2>&1 &
+  pids+=($!)
+done
+for i in 0 1 2 3; do
+  wait "${pids[$i]}" || { fail "process $i: exit status $?"; tail -n 5 "$TMP/nodes.$i.out"; }
+done
+grep -q '^# Transport to node-local peers : [a-z]* .*(1 peer of rank 0)$' "$TMP/nodes.0.out" ||
+  fail "no node-local line for 1 peer: $(grep '^# Transport' "$TMP/nodes.0.out")"
+grep -q '^# Transport to remote     peers : [a-z]* .*(2 peers of rank 0)$' "$TMP/nodes.0.out" ||
+  fail "no remote line for 2 peers: $(grep '^# Transport' "$TMP/nodes.0.out")"
+schema "$TMP/nodes.json" --procs 4 --rows 1
+python3 - "$TMP/nodes.json" <<'PY' || fail "JSON transports of two nodes"
+import json, sys
+t = json.load(open(sys.argv[1]))["config"]["rcoll"]["transports"]
+assert sorted((c["class"], c["peers"]) for c in t) == [("node-local", 1), ("remote", 2)], t
+PY
 
 if [[ -n "${NCCL_TESTS_ANALYZER:-}" ]]; then
   echo "-- nccl-tests' analyzer: $NCCL_TESTS_ANALYZER"
