@@ -249,8 +249,10 @@ static void warmup(bench_thread_t *t, size_t bytes, rcollDataType_t type, rcollR
   bench_counts_t c;
   t->coll->counts(bytes / bench_type_size(type), t->nranks, &c);
   bench_call_t call = bench_make_call(t, &c, type, op, root, 0, 0);
-  for (int i = 0; i < t->opts->warmup; i++)
+  for (int i = 0; i < t->opts->warmup; i++) {
     bench_run_call(t, &call);
+    bench_watchdog_beat(); /* -T: a long warm-up is progress too */
+  }
   bench_device_wait(t);
 }
 
