@@ -1,7 +1,8 @@
 /* The benchmark driver: one thread per local rank, each with its own
  * communicator and buffers, sweeping sizes as nccl-tests does.
  *
- * Per (type, op, root): warm up at the largest and the smallest size, then
+ * Per (type, op, root): warm up at every size from the smallest, doubling,
+ * then
  * -N times, for each size and for out-of-place then in-place: one untimed
  * call, a barrier, the timed loop (common_time.c), and `-c` checked calls
  * whose every element is compared with an independently computed
@@ -286,8 +287,13 @@ static void sweep(bench_thread_t *t, rcollDataType_t type, rcollRedOp_t op, int 
   const bench_opts_t *o = t->opts;
   set_unalign(t, type);
   bench_world_barrier(t->world, t->thread);
-  warmup(t, o->max_bytes, type, op, root);
-  warmup(t, o->min_bytes, type, op, root);
+  /* As nccl-tests: -w calls at every size from the smallest, doubling; and
+   * at the largest, which doubling may step over. */
+  size_t size = o->min_bytes;
+  for (; size <= o->max_bytes && size != 0; size *= 2)
+    warmup(t, size, type, op, root);
+  if (size == 0 || size / 2 != o->max_bytes)
+    warmup(t, o->max_bytes, type, op, root);
   for (long cycle = 0; o->run_cycles == 0 || cycle < o->run_cycles; cycle++)
     sweep_sizes(t, type, op, root);
 }

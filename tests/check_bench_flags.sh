@@ -3,7 +3,7 @@
 # effect on what the bench does or prints (never by how fast it ran):
 #   -m   the library logs 4x the calls per timed iteration (RCOLL_DEBUG COLL lines)
 #   -N   each size's row comes N times
-#   -w   the warm-up calls are counted the same way
+#   -w   the warm-up calls are counted the same way (every doubling size, and the largest)
 #   -a   with two processes from the environment, the times are combined by a
 #        broadcast from rank 0 (0) or an all-reduce sum/min/max (1/2/3), as the
 #        library logs those calls; 4 refused
@@ -54,9 +54,13 @@ c4=$(calls "$(run $AR -m 4)")
 [[ $c4 -eq 26 ]] || fail "-m 4: $c4 calls, expected 2 x (1 + 3 x 4)"
 refused -m 0
 
-echo "-- -w: warm-up calls at the largest and smallest size"
+echo "-- -w: warm-up calls at every size from the smallest, doubling, and the largest"
 c=$(calls "$(run $AR -w 5)")
-[[ $c -eq $((8 + 10)) ]] || fail "-w 5: $c calls, expected 8 + 2 x 5"
+[[ $c -eq $((8 + 5)) ]] || fail "-w 5: $c calls, expected 8 + 5"
+c=$(calls "$(run $AR -w 2 -e 256 -f 2)")
+[[ $c -eq $((3 * 8 + 3 * 2)) ]] || fail "-w 2 over 64..256: $c calls, expected 3 sizes x 8 + 3 x 2"
+c=$(calls "$(run $AR -w 2 -e 200 -f 3)")
+[[ $c -eq $((2 * 8 + 3 * 2)) ]] || fail "-w 2 over 64, 192 (max 200): $c calls, expected 2 x 8 + (64, 128, 200) x 2"
 
 echo "-- -N: cycles"
 [[ $(rows "$($AR -N 3)") -eq 3 ]] || fail "-N 3: not 3 rows"
