@@ -26,15 +26,27 @@ typedef struct bench_opts {
   size_t step_bytes;
   size_t step_factor; /* > 1: multiplicative sweep; otherwise additive */
   int iters, warmup;
+  int agg_iters;      /* -m: calls per timed iteration, in one group */
+  int run_cycles;     /* -N: sweeps of the sizes; 0 repeats until killed */
   int check;          /* number of checked runs per size and half */
   int average;        /* enum bench_average */
-  int root;
+  int root;           /* -1: every root in turn (-r all) */
   int ntypes;
   rcollDataType_t types[BENCH_MAX_TYPES];
   int nops;
   rcollRedOp_t ops[BENCH_MAX_OPS];
   const char *json_path;
-  int device_buffers; /* -1: device when a GPU is present; 0 host; 1 device (-G) */
+  int device_buffers; /* -1: device when a GPU is present; 0 host; 1 device (--device-buffers) */
+  int blocking;       /* -z 0..3, as nccl-tests */
+  int per_iter;       /* -I: per-iteration times and their summary columns */
+  int per_iter_skip;  /* -K: leading iterations left out of the summary */
+  int cputime;        /* -C: report the time to issue the calls */
+  int reg;            /* -R 1: rcollCommRegister the buffers */
+  int timestamps;     /* -S */
+  int timeout;        /* -T seconds; 0: none */
+  int memory;         /* -M */
+  int unalign;        /* -u: elements the buffers are shifted by */
+  int parallel_init;  /* -p */
 } bench_opts_t;
 
 /* Returns 0 to run, 1 when -h printed the usage, -1 on a bad flag (printed). */
@@ -105,6 +117,8 @@ typedef struct bench_world {
   unsigned generation;
   double acc, result;
   char (*lines)[BENCH_LINE_MAX]; /* one per local thread, for the rank list */
+  double *vec;                   /* per-iteration times folded over local threads */
+  size_t vec_cap;
 } bench_world_t;
 
 /* Decides the launch mode from MPI and the environment. Returns 0 or -1. */
@@ -121,6 +135,12 @@ void bench_world_barrier(bench_world_t *w, int thread);
 /* Gathers each rank's line; on global rank 0, out receives all of them in
  * rank order (nranks lines of BENCH_LINE_MAX). */
 void bench_world_gather_lines(bench_world_t *w, int thread, const char *line, char *out);
+
+/* -I: each process's per-iteration times (the max over its threads of
+ * `times`, n of them) land on global rank 0 as rows (nprocs x n, process
+ * order); other ranks pass rows = NULL. */
+void bench_world_gather_iters(bench_world_t *w, int thread, const double *times, int n,
+                              double *rows);
 
 /* Prints "rank R: <fn> failed: ..." and ends the run. */
 void bench_fail(bench_world_t *w, int rank, rcollComm_t comm, const char *fn, rcollResult_t r)
@@ -143,11 +163,48 @@ void bench_cuda_sync(int rank);
 void *bench_cuda_stream_create(int rank);
 void bench_cuda_stream_destroy(void *stream);
 
+/* ------------------------------------------------- what the library uses */
+
+#define BENCH_MAX_CLASSES 8
+
+/* Rank 0's peers of one class ("node-local", "remote") on one transport. */
+typedef struct bench_peer_class {
+  char cls[16];
+  char transport[128];
+  int peers;
+} bench_peer_class_t;
+
+typedef struct bench_plan {
+  int nclasses;
+  bench_peer_class_t classes[BENCH_MAX_CLASSES];
+} bench_plan_t;
+
+/* Rank `rank` (global rank 0) asks the library for the transport to each
+ * peer, and whether it is on the same node. */
+void bench_plan_transports(bench_plan_t *p, rcollComm_t world_comm, int rank, int nranks);
+/* The algorithm and chunk of a call moving `bytes`; -1 (and "") when the
+ * library plans none for this collective. */
+int bench_plan_algorithm(rcollComm_t comm, const char *coll, size_t bytes, char *algo,
+                         size_t len, size_t *chunk);
+void bench_plan_print(const bench_plan_t *p);
+void bench_plan_print_algorithms(rcollComm_t comm, const bench_coll_t *coll,
+                                 const bench_opts_t *o);
+
 /* ---------------------------------------------------------------- report */
 
+/* -I summary of one half, over the iterations after -K's skip. */
+typedef struct bench_iter_stats {
+  double min, max, avg, p50, p95, p99, stdev, cv_pct; /* microseconds; cv in % */
+} bench_iter_stats_t;
+
 typedef struct bench_half {
-  double time_us, algbw, busbw;
+  double time_us, algbw, busbw; /* time_us is the CPU time under -C */
   int64_t wrong; /* -1: not checked */
+  /* -I, on global rank 0: per-iteration times in us, each the max over the
+   * process rows; and the rows themselves (nprocs x iters). */
+  const double *iter_us;
+  const double *proc_iter_us;
+  int nprocs;
 } bench_half_t;
 
 typedef struct bench_row {
@@ -155,9 +212,19 @@ typedef struct bench_row {
   const char *type, *redop;
   int root;
   bench_half_t half[2]; /* out-of-place, in-place */
+  char algo[64];        /* the library's algorithm for this size ("" unknown) */
+  size_t chunk;
 } bench_row_t;
 
+/* Host memory of one process (-M), in bytes, as the max over processes. */
+typedef struct bench_mem {
+  int64_t init, buffers, collective;
+} bench_mem_t;
+
 typedef struct bench_report {
+  const bench_opts_t *opts;
+  const bench_plan_t *plan;
+  rcollComm_t comm; /* global rank 0's: where the algorithms are asked */
   FILE *json;
   int json_rows;
   double bw_sum;
@@ -168,6 +235,33 @@ void bench_report_header(bench_report_t *r, const bench_opts_t *o, const bench_w
                          const bench_coll_t *coll, const char *rank_lines, int argc,
                          char **argv);
 void bench_report_row(bench_report_t *r, const bench_coll_t *coll, const bench_row_t *row);
-void bench_report_footer(bench_report_t *r, int64_t out_of_bounds);
+/* Returns 1 when NCCL_TESTS_MIN_BW is set and the average bus bandwidth
+ * falls below 90% of it, as nccl-tests. */
+int bench_report_footer(bench_report_t *r, int64_t out_of_bounds, const bench_mem_t *mem);
+
+/* nccl-tests' -I summary (nearest-rank percentiles, population stdev). */
+void bench_iter_stats(const double *us, int n, bench_iter_stats_t *s);
+/* nccl-tests' fixed-width number: as many decimals (2, 1, 0) as fit, else %e. */
+void bench_format_num(char *buf, int width, double v);
+/* "%Y-%m-%d %H:%M:%S", local time, as nccl-tests' -S and JSON stamps. */
+void bench_format_now(char *buf, size_t len);
+
+/* JSON in nccl-tests' schema (its version 3, as tools/analyze_perf_json.py
+ * reads it), with rcoll's own fields beside nccl-tests'. */
+FILE *bench_json_open(const char *path);
+void bench_json_header(FILE *f, const bench_opts_t *o, const bench_world_t *w,
+                       const bench_coll_t *coll, const char *rank_lines, int argc, char **argv,
+                       const bench_plan_t *plan);
+void bench_json_row(FILE *f, int index, const bench_opts_t *o, const bench_coll_t *coll,
+                    const bench_row_t *row);
+void bench_json_footer(FILE *f, int64_t out_of_bounds, double avg_busbw, double min_bw);
+
+/* -T: ends the run when no rank has made progress for `seconds`. */
+void bench_watchdog_start(bench_world_t *w, int seconds);
+void bench_watchdog_beat(void);
+
+/* NCCL_TESTS_SPLIT / NCCL_TESTS_SPLIT_MASK: the group of a rank (0 when
+ * unset); -1 after printing why the value does not parse. */
+int bench_split_color(int rank, int *color);
 
 #endif

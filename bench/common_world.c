@@ -130,6 +130,7 @@ void bench_world_finalize(bench_world_t *w) {
   MPI_Finalize();
 #endif
   free(w->lines);
+  free(w->vec);
   pthread_cond_destroy(&w->cv);
   pthread_mutex_destroy(&w->mu);
 }
@@ -205,6 +206,30 @@ static void proc_gather_lines(bench_world_t *w, char *out) {
     bench_fail(w, w->proc, w->env_comm, "rcollAllGather", r);
 }
 
+/* Gathers n doubles from every process into out (nprocs x n, process
+ * order) on process 0; the environment launch has only an all-gather. */
+static void proc_gather_doubles(bench_world_t *w, const double *v, int n, double *out) {
+  if (w->nprocs == 1) {
+    if (out)
+      memcpy(out, v, (size_t)n * sizeof(double));
+    return;
+  }
+#ifdef RCOLL_HAVE_MPI
+  if (w->launch == BENCH_LAUNCH_MPI) {
+    MPI_Gather(v, n, MPI_DOUBLE, out, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    return;
+  }
+#endif
+  double *all = out ? out : malloc((size_t)w->nprocs * (size_t)n * sizeof(double));
+  if (!all)
+    bench_fail(w, w->proc, w->env_comm, "malloc", rcollSystemError);
+  rcollResult_t r = rcollAllGather(v, all, (size_t)n, rcollFloat64, w->env_comm, NULL);
+  if (r != rcollSuccess)
+    bench_fail(w, w->proc, w->env_comm, "rcollAllGather", r);
+  if (all != out)
+    free(all);
+}
+
 /* ---- local meeting ---- */
 
 typedef struct bench_meet {
@@ -212,7 +237,27 @@ typedef struct bench_meet {
   double v;
   const char *line; /* when set: a gather of lines into out */
   char *out;
+  const double *vec; /* when set: the max over local threads of n doubles, */
+  int n;             /* gathered per process into vec_out */
+  double *vec_out;
 } bench_meet_t;
+
+/* Folds one thread's vector into the process's (max), under w->mu. */
+static void fold_vec(bench_world_t *w, const bench_meet_t *m) {
+  if (w->arrived == 0) {
+    if ((size_t)m->n > w->vec_cap) {
+      double *p = realloc(w->vec, (size_t)m->n * sizeof(double));
+      if (!p)
+        bench_fail(w, w->proc, NULL, "realloc", rcollSystemError);
+      w->vec = p;
+      w->vec_cap = (size_t)m->n;
+    }
+    memcpy(w->vec, m->vec, (size_t)m->n * sizeof(double));
+    return;
+  }
+  for (int i = 0; i < m->n; i++)
+    w->vec[i] = m->vec[i] > w->vec[i] ? m->vec[i] : w->vec[i];
+}
 
 static double combine(int how, double acc, double v, int thread) {
   switch (how) {
@@ -231,12 +276,16 @@ static double meet(bench_world_t *w, int thread, const bench_meet_t *m) {
   w->acc = w->arrived == 0 ? m->v : combine(m->how, w->acc, m->v, thread);
   if (m->line)
     snprintf(w->lines[thread], BENCH_LINE_MAX, "%s", m->line);
+  if (m->vec)
+    fold_vec(w, m);
   w->arrived++;
   if (thread == 0) {
     while (w->arrived < w->nthreads)
       pthread_cond_wait(&w->cv, &w->mu);
     if (m->line) {
       proc_gather_lines(w, m->out);
+    } else if (m->vec) {
+      proc_gather_doubles(w, w->vec, m->n, m->vec_out);
     } else {
       double r = proc_reduce(w, w->acc, m->how);
       w->result = m->how == BENCH_RED_MEAN ? r / w->nranks : r;
@@ -266,5 +315,11 @@ void bench_world_barrier(bench_world_t *w, int thread) {
 
 void bench_world_gather_lines(bench_world_t *w, int thread, const char *line, char *out) {
   bench_meet_t m = {.how = BENCH_RED_SUM, .line = line, .out = out};
+  meet(w, thread, &m);
+}
+
+void bench_world_gather_iters(bench_world_t *w, int thread, const double *times, int n,
+                              double *rows) {
+  bench_meet_t m = {.how = BENCH_RED_SUM, .vec = times, .n = n, .vec_out = rows};
   meet(w, thread, &m);
 }

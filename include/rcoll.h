@@ -153,6 +153,18 @@ RCOLL_API rcollResult_t rcollCommRegister(const rcollComm_t comm, void *buff, si
                                           void **handle);
 RCOLL_API rcollResult_t rcollCommDeregister(const rcollComm_t comm, void *handle);
 
+/* What a communicator runs on (not in NCCL), for tools and benchmarks:
+ * the transport this rank uses to `peer` and its device ("shm",
+ * "socket eth0 10000 Mb/s"), and whether the library counts the peer on this
+ * rank's node (RCOLL_HOSTID can say otherwise); and the algorithm and pipeline chunk in bytes a
+ * call of `coll` ("allreduce", "broadcast", "reduce", "allgather",
+ * "reduce_scatter") would use for `bytes` (the whole buffer: count x type
+ * size, times the ranks for allgather and reduce_scatter). */
+RCOLL_API rcollResult_t rcollCommPeerTransport(rcollComm_t comm, int peer, int *sameNode, char *buf,
+                                               size_t len);
+RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, size_t bytes,
+                                           char *algo, size_t len, size_t *chunk);
+
 RCOLL_API rcollResult_t rcollGroupStart(void);
 RCOLL_API rcollResult_t rcollGroupEnd(void);
 

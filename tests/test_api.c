@@ -174,6 +174,44 @@ Test(api, comm_queries) {
     cr_assert_eq(rcollCommDestroy(jobs[r].comm), rcollSuccess);
 }
 
+/* rcollCommPeerTransport and rcollCommAlgorithm (not in NCCL): what the
+ * bench programs print in their header; check_bench_json compares their
+ * answers with what the calls themselves log. */
+Test(api, what_a_comm_runs_on) {
+  rank_job_t jobs[2];
+  two_rank_comms(jobs);
+  char t0[128] = "", t1[128] = "", algo[64] = "";
+  int same = -1;
+  cr_assert_eq(rcollCommPeerTransport(jobs[0].comm, 1, &same, t0, sizeof t0), rcollSuccess, "%s",
+               rcollGetLastError(NULL));
+  cr_assert_eq(same, 1, "two threads of one process on different nodes");
+  cr_assert_eq(rcollCommPeerTransport(jobs[1].comm, 0, &same, t1, sizeof t1), rcollSuccess, "%s",
+               rcollGetLastError(NULL));
+  cr_assert(t0[0] != '\0', "no transport named");
+  /* Both ends of a pair use the same transport. */
+  cr_assert(strncmp(t0, t1, strcspn(t0, " ")) == 0, "rank 0 says %s, rank 1 says %s", t0, t1);
+  expect_error(rcollCommPeerTransport(jobs[0].comm, 2, &same, t0, sizeof t0), rcollInvalidArgument,
+               "peer");
+  expect_error(rcollCommPeerTransport(jobs[0].comm, 1, &same, NULL, 8), rcollInvalidArgument, "buf");
+  expect_error(rcollCommPeerTransport(jobs[0].comm, 1, NULL, t0, 8), rcollInvalidArgument, "sameNode");
+  expect_error(rcollCommPeerTransport(NULL, 1, &same, t0, sizeof t0), rcollInvalidArgument, "comm");
+
+  size_t chunk = 0;
+  cr_assert_eq(rcollCommAlgorithm(jobs[0].comm, "allreduce", 1 << 20, algo, sizeof algo, &chunk),
+               rcollSuccess, "%s", rcollGetLastError(NULL));
+  cr_assert(algo[0] != '\0' && chunk > 0, "algorithm '%s', chunk %zu", algo, chunk);
+  cr_assert_eq(rcollCommAlgorithm(jobs[0].comm, "reduce_scatter", 64, algo, sizeof algo, &chunk),
+               rcollSuccess, "%s", rcollGetLastError(NULL));
+  expect_error(rcollCommAlgorithm(jobs[0].comm, "send", 64, algo, sizeof algo, &chunk),
+               rcollInvalidArgument, "send");
+  expect_error(rcollCommAlgorithm(jobs[0].comm, "all_reduce", 64, algo, sizeof algo, &chunk),
+               rcollInvalidArgument, "all_reduce");
+  expect_error(rcollCommAlgorithm(jobs[0].comm, "allreduce", 64, algo, sizeof algo, NULL),
+               rcollInvalidArgument, "NULL");
+  for (int r = 0; r < 2; r++)
+    cr_assert_eq(rcollCommDestroy(jobs[r].comm), rcollSuccess);
+}
+
 Test(api, init_arguments_are_checked) {
   rcollUniqueId id;
   memset(&id, 0, sizeof id); /* never reached: the arguments are refused first */
