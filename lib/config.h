@@ -29,6 +29,15 @@
   X(STR, debug, "DEBUG", "NCCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE")           \
   X(STR, debug_subsys, "DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS", "ALL",                                \
     "Subsystems to log: INIT,BOOTSTRAP,NET,COLL,P2P,ENV,ALLOC,TUNE or ALL; ^ excludes")          \
+  X(STR, debug_file, "DEBUG_FILE", "NCCL_DEBUG_FILE", "",                                        \
+    "Write log lines to this file instead of stderr; %h is the host name, %p the process id")    \
+  X(INT_IN(0, 1), debug_timestamp, "DEBUG_TIMESTAMP", NULL, "0",                                 \
+    "1: each log line starts with the wall-clock time (UTC, microseconds)")                      \
+  X(STR, topo_dump_file, "TOPO_DUMP_FILE", NULL, "",                                             \
+    "Rank 0 writes what it sees of the machine there (NUMA, NICs, GPUs, PCI paths, NIC per rank); %h, %p") \
+  X(STR, net_require, "NET_REQUIRE", NULL, "",                                                   \
+    "Transports that must carry traffic, comma-separated (e.g. ib): creating a communicator "    \
+    "fails, saying why, where one cannot start instead of falling back to a slower one")         \
   X(INT_IN(1, 2147483647), timeout, "TIMEOUT", NULL, "300",                                                        \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \
