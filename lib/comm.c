@@ -158,6 +158,7 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
              rcoll_bootstrap_host(c->bootstrap, rank), c->topo.node, c->topo.nnodes,
              c->topo.local_rank, c->topo.local_nranks, c->net_summary, c->chunk_bytes, c->nslots);
   rcoll_comm_summary(c);
+  rcoll_comm_topo_dump(c);
   *out = c;
   return rcollSuccess;
 }

@@ -137,6 +137,10 @@ void rcoll_comm_close_nets(struct rcollComm *c);
  * each class of peer and where it runs, and why a faster one was not used
  * (comm_summary.c). */
 void rcoll_comm_summary(const struct rcollComm *c);
+/* RCOLL_TOPO_DUMP_FILE: appends the machine (once per process) and this
+ * rank's transports with their devices, PCI paths and NUMA nodes
+ * (comm_topo_dump.c). */
+void rcoll_comm_topo_dump(const struct rcollComm *c);
 
 /* Records a failure as the communicator's sticky async error. */
 void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r);
