@@ -34,7 +34,7 @@
   X(INT_IN(0, 1), debug_timestamp, "DEBUG_TIMESTAMP", NULL, "0",                                 \
     "1: each log line starts with the wall-clock time (UTC, microseconds)")                      \
   X(STR, topo_dump_file, "TOPO_DUMP_FILE", NULL, "",                                             \
-    "Rank 0 writes what it sees of the machine there (NUMA, NICs, GPUs, PCI paths, NIC per rank); %h, %p") \
+    "Each process appends what it sees there: NUMA, NICs, GPUs, PCI paths, each rank's NIC (%h host, %p pid)") \
   X(STR, net_require, "NET_REQUIRE", NULL, "",                                                   \
     "Transports that must carry traffic, comma-separated (e.g. ib): creating a communicator "    \
     "fails, saying why, where one cannot start instead of falling back to a slower one")         \

@@ -238,7 +238,7 @@ int rcoll_hwtopo_use_xml(const char *xml) {
  * bridges above it, and the non-I/O object it hangs from. */
 static void dump_pci_path(hwloc_topology_t t, hwloc_obj_t osdev, char *buf, size_t len) {
   buf[0] = '\0';
-  for (hwloc_obj_t o = osdev->parent; o != NULL && hwloc_obj_type_is_io(o->type); o = o->parent)
+  for (hwloc_obj_t o = osdev->type == HWLOC_OBJ_OS_DEVICE ? osdev->parent : osdev; o != NULL && hwloc_obj_type_is_io(o->type); o = o->parent)
     if (o->type == HWLOC_OBJ_PCI_DEVICE || (o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type ==
                                                                             HWLOC_OBJ_BRIDGE_PCI))
       snprintf(buf + strlen(buf), len - strlen(buf), "%s%04x:%02x:%02x.%x", buf[0] ? " < " : "",
@@ -256,8 +256,11 @@ static int dump_is_nic(hwloc_obj_t o) {
   return o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK || o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
 }
 
+/* A GPU is a PCI display controller (class 03xx) or processing
+ * accelerator (12xx): without hwloc's CUDA plugin it has no OS device. */
 static int dump_is_gpu(hwloc_obj_t o) {
-  return o->attr->osdev.type == HWLOC_OBJ_OSDEV_GPU || o->attr->osdev.type == HWLOC_OBJ_OSDEV_COPROC;
+  unsigned cls = o->attr->pcidev.class_id >> 8;
+  return cls == 0x03 || cls == 0x12;
 }
 
 /* Hops from a to the nearest ancestor it shares with b, plus b's: the
@@ -302,17 +305,21 @@ void rcoll_hwtopo_dump(FILE *f) {
     fprintf(f, "  NUMA %u: CPUs %s, %llu MiB\n", n->os_index, rcoll_hwtopo_cpus_str(&set, cpus, sizeof cpus),
             (unsigned long long)(n->attr->numanode.local_memory >> 20));
   }
-  for (int pass = 0; pass < 2; pass++) {
-    fprintf(f, "%s:\n", pass == 0 ? "NICs" : "GPUs");
-    for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(t, o)) != NULL;) {
-      if (pass == 0 ? !dump_is_nic(o) : !dump_is_gpu(o))
-        continue;
+  fprintf(f, "NICs:\n");
+  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(t, o)) != NULL;)
+    if (dump_is_nic(o)) {
       dump_pci_path(t, o, path, sizeof path);
       fprintf(f, "  %s: %s\n", o->name, path);
-      if (pass == 1)
-        dump_nearest_nic(t, o, f);
     }
-  }
+  fprintf(f, "GPUs:\n");
+  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_pcidev(t, o)) != NULL;)
+    if (dump_is_gpu(o)) {
+      dump_pci_path(t, o, path, sizeof path);
+      const char *name = o->io_first_child != NULL && o->io_first_child->type == HWLOC_OBJ_OS_DEVICE
+                             ? o->io_first_child->name : "GPU";
+      fprintf(f, "  %s: %s\n", name, path);
+      dump_nearest_nic(t, o, f);
+    }
   pthread_mutex_unlock(&topo_mu);
 }
 
