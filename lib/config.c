@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "error.h"
 #include "log.h"
@@ -114,6 +115,21 @@ static rcollResult_t setting_int(const rcoll_setting_desc_t *d, const char *sour
   return rcollSuccess;
 }
 
+/* Whether text is one of a STR_OF's comma-separated words (any case), or
+ * empty: the default behaviour. */
+static int setting_choice_ok(const char *choices, const char *text) {
+  size_t len = strlen(text);
+  if (choices == NULL || len == 0)
+    return 1;
+  for (const char *w = choices; *w != '\0';) {
+    size_t n = strcspn(w, ",");
+    if (n == len && strncasecmp(w, text, n) == 0)
+      return 1;
+    w += n + (w[n] == ',');
+  }
+  return 0;
+}
+
 /* Reads one setting into the struct at base. */
 static rcollResult_t setting_load(const rcoll_setting_desc_t *d, char *base) {
   const char *source;
@@ -124,8 +140,13 @@ static rcollResult_t setting_load(const rcoll_setting_desc_t *d, char *base) {
     RCOLL_CHECK(setting_int(d, source, text, &v));
     memcpy(field, &v, sizeof v);
   } else {
+    char note[160];
     if (strlen(text) >= RCOLL_SETTING_STR_MAX)
       return rcoll_settings_error("%s is longer than %d characters", source, RCOLL_SETTING_STR_MAX - 1);
+    if (!setting_choice_ok(d->choices, text))
+      return rcoll_settings_error("%s=%s is not accepted: one of %s, or empty%s%s (%s)%s", source, text,
+                                  d->choices, d->def[0] ? " for the default " : "", d->def, d->help,
+                                  setting_fallback_note(d, source, note, sizeof note));
     strcpy(field, text);
   }
   return rcollSuccess;
@@ -197,4 +218,5 @@ void rcoll_settings_describe(int i, rcoll_setting_info_t *info) {
   info->is_int = d->is_int;
   info->lo = d->lo;
   info->hi = d->hi;
+  info->choices = d->choices;
 }

@@ -21,10 +21,11 @@
 #include <stdint.h>
 
 /* X(type, field, NAME, nccl_fallback, default, help)
- * type is STR (char[RCOLL_SETTING_STR_MAX]), INT (int64_t, any value), or
- * INT_IN(lo, hi) (int64_t in lo..hi): the loader refuses a value outside the
- * range, naming the variable, its value and the range, so that no reader
- * clamps it silently. */
+ * type is STR (char[RCOLL_SETTING_STR_MAX]), INT (int64_t, any value),
+ * INT_IN(lo, hi) (int64_t in lo..hi) or STR_OF("a,b,c") (one of those words,
+ * any case, or empty for the default): the loader refuses any other value,
+ * naming the variable, its value and what is accepted, so that no reader
+ * clamps or guesses silently. */
 #define RCOLL_SETTINGS(X)                                                                       \
   X(STR, debug, "DEBUG", "NCCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE")           \
   X(STR, debug_subsys, "DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS", "ALL",                                \
@@ -49,7 +50,7 @@
     "File whose contents (trailing newline dropped) are that secret, instead of COMM_SECRET")    \
   X(STR, socket_ifname, "SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",                               \
     "Interfaces for sockets: prefixes, ^ to exclude, = for exact names (e.g. eth,^docker)")      \
-  X(STR, socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",                               \
+  X(STR_OF("AF_INET,AF_INET6"), socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",                               \
     "Address family for sockets: AF_INET or AF_INET6; empty takes the first found")              \
   X(INT_IN(4096, 67108864), chunk_size, "CHUNK_SIZE", NULL, "4194304",                                               \
     "Pipeline chunk in bytes: collectives move and reduce data in pieces of this size")          \
@@ -82,7 +83,7 @@
     "transport registers device memory (no PCI distance is computed yet)")                       \
   X(INT_IN(0, 1), p2p_disable, "P2P_DISABLE", "NCCL_P2P_DISABLE", "0",                                    \
     "1: no CUDA IPC between ranks of one node; device data is staged through host memory")       \
-  X(STR, cuda_wait, "CUDA_WAIT", NULL, "auto",                                                   \
+  X(STR_OF("auto,memop,kernel"), cuda_wait, "CUDA_WAIT", NULL, "auto",                                                   \
     "How a stream waits for a device call: auto or memop (cuStreamWaitValue32), kernel (spin)")
 
 #define RCOLL_SETTING_STR_MAX 256
@@ -99,6 +100,7 @@
 /* INT_IN(lo, hi) pastes to RCOLL_SETTING_FIELD_INT_IN(lo, hi), which becomes
  * RCOLL_SETTING_FIELD_INT and then takes the (field) that follows it. */
 #define RCOLL_SETTING_FIELD_INT_IN(lo, hi) RCOLL_SETTING_FIELD_INT
+#define RCOLL_SETTING_FIELD_STR_OF(choices) RCOLL_SETTING_FIELD_STR
 #define RCOLL_SETTING_FIELD(type, field, name, nccl, def, help) RCOLL_SETTING_FIELD_##type(field)
 
 typedef struct rcoll_settings {
@@ -116,6 +118,7 @@ typedef struct rcoll_settings {
 typedef struct rcoll_setting_desc {
   int is_int; /* 1: INT (int64_t), 0: STR (char[RCOLL_SETTING_STR_MAX]) */
   int64_t lo, hi; /* accepted values of an INT (INT64_MIN..INT64_MAX unless INT_IN) */
+  const char *choices; /* a STR_OF's accepted words, comma-separated; NULL: any text */
   size_t offset;
   const char *name;
   const char *nccl;
@@ -125,9 +128,10 @@ typedef struct rcoll_setting_desc {
 
 /* An X(...) callback that makes a rcoll_setting_desc_t of a member of
  * `owner`, e.g. #define MY_DESC(...) RCOLL_SETTING_DESC_IN(my_settings_t, __VA_ARGS__) */
-#define RCOLL_SETTING_KIND_INT 1, INT64_MIN, INT64_MAX
-#define RCOLL_SETTING_KIND_INT_IN(lo, hi) 1, (lo), (hi)
-#define RCOLL_SETTING_KIND_STR 0, 0, 0
+#define RCOLL_SETTING_KIND_INT 1, INT64_MIN, INT64_MAX, NULL
+#define RCOLL_SETTING_KIND_INT_IN(lo, hi) 1, (lo), (hi), NULL
+#define RCOLL_SETTING_KIND_STR 0, 0, 0, NULL
+#define RCOLL_SETTING_KIND_STR_OF(choices) 0, 0, 0, (choices)
 #define RCOLL_SETTING_DESC_IN(owner, type, field, name, nccl, def, help) \
   {RCOLL_SETTING_KIND_##type, offsetof(owner, field), name, nccl, def, help},
 
@@ -149,6 +153,7 @@ typedef struct rcoll_setting_info {
   const char *owner;    /* the transport that declares it, or NULL: the core */
   int is_int;
   int64_t lo, hi;       /* accepted values of an INT */
+  const char *choices;  /* accepted words of a STR_OF, or NULL */
 } rcoll_setting_info_t;
 
 /* Warns, once per process, about each RCOLL_* variable of the environment

@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -194,9 +195,9 @@ int rcoll_ifname_match(const char *spec, const char *ifname) {
 static rcollResult_t rcoll_family_parse(const char *family, int *out) {
   if (!family || family[0] == '\0')
     *out = AF_UNSPEC;
-  else if (strcmp(family, "AF_INET") == 0)
+  else if (strcasecmp(family, "AF_INET") == 0)
     *out = AF_INET;
-  else if (strcmp(family, "AF_INET6") == 0)
+  else if (strcasecmp(family, "AF_INET6") == 0)
     *out = AF_INET6;
   else {
     char var[64];

@@ -62,6 +62,19 @@ Test(config, a_malformed_number_is_an_error_naming_it_and_the_range) {
   expect_refused("RCOLL_CHUNK_SIZE", "99999999999G", (const char *const[]){"not an integer", "4096..", NULL});
 }
 
+/* A word setting takes its declared words only (STR_OF). */
+Test(config, a_word_setting_refuses_other_words_listing_them) {
+  expect_refused("RCOLL_SOCKET_FAMILY", "AF_INET7",
+                 (const char *const[]){"RCOLL_SOCKET_FAMILY=AF_INET7 is not accepted: one of AF_INET,AF_INET6", NULL});
+  expect_refused("RCOLL_IB_FLUSH", "sometimes",
+                 (const char *const[]){"RCOLL_IB_FLUSH=sometimes", "auto,0,off,force", "default auto", NULL});
+  expect_refused("NCCL_IB_ADDR_FAMILY", "ipv4", (const char *const[]){"NCCL_IB_ADDR_FAMILY=ipv4", NULL});
+  rcoll_settings_t s;
+  setenv("RCOLL_CUDA_WAIT", "Kernel", 1);
+  setenv("RCOLL_SOCKET_FAMILY", "", 1);
+  cr_assert_eq(rcoll_settings_load(&s), rcollSuccess, "any case, and empty, are accepted: %s", rcoll_error_text());
+}
+
 /* A value taken from NCCL's name is held to the same range, and the message
  * says how to give rcoll a value of its own. */
 Test(config, an_nccl_fallback_out_of_range_names_both_variables) {
