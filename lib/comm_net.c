@@ -34,8 +34,7 @@ static rcollResult_t net_open_named(struct rcollComm *c, const char *want, uint6
     for (int i = 0; i < rcoll_net_count(); i++)
       snprintf(avail + strlen(avail), sizeof avail - strlen(avail), "%s%s", i ? ", " : "",
                rcoll_net_at(i)->name);
-    return rcoll_error(rcollInvalidArgument, "RCOLL_NET=%s: no such transport (available: %s)",
-                       want, avail);
+    return rcoll_settings_error("RCOLL_NET=%s: no such transport (available: %s)", want, avail);
   }
   rcollResult_t r = net_open_one(c, t, secret);
   if (r != rcollSuccess)

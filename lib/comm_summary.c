@@ -86,8 +86,11 @@ static void append_unused(const struct rcollComm *c, const uint32_t used[NCLASSE
           (cls == CLASS_INTER && (ops->caps & RCOLL_NET_CAP_LOCAL_ONLY)))
         continue;
       char why[160];
-      snprintf(buf + strlen(buf), len - strlen(buf), "; %s not used: %.160s", ops->name,
-               why_unused(c, t, cls, why, sizeof why));
+      const char *text = why_unused(c, t, cls, why, sizeof why);
+      size_t name_len = strlen(ops->name);
+      if (strncmp(text, ops->name, name_len) == 0 && strncmp(text + name_len, ": ", 2) == 0)
+        text += name_len + 2; /* "ib not used: no RDMA devices", not "ib: no RDMA..." twice */
+      snprintf(buf + strlen(buf), len - strlen(buf), "; %s not used: %.160s", ops->name, text);
       told |= 1u << t;
     }
 }
