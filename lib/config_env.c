@@ -15,7 +15,8 @@ extern char **environ;
  * environment (the Python package, the test and CI scripts): not settings,
  * but not mistakes either. A name ending in '_' is a prefix. */
 static const char *const not_settings[] = {
-    "LIBRARY", "NCCL_PLUGIN", "NETNS_HOSTS", "SKIP_DEPS", "MPI", "BENCH", "LIBOUT", "HAVE_CUDA", "TEST_",
+    "LIBRARY", "NCCL_PLUGIN", "NETNS_HOSTS", "SKIP_DEPS", "EXTRA_DEPS", "ROOT", "MPI", "BENCH", "LIBOUT",
+    "HAVE_", "TEST_",
 };
 
 static int is_not_setting(const char *name, size_t len) {
