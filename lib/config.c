@@ -106,12 +106,12 @@ static rcollResult_t setting_int(const rcoll_setting_desc_t *d, const char *sour
   char range[64], note[160];
   if (rcoll_settings_parse_int(text, v) != 0)
     return rcoll_settings_error("%s=\"%s\" is not an integer: accepted %s, K, M or G suffixes allowed (%s)%s",
-                         source, text, setting_range(d, range, sizeof range), d->help,
-                         setting_fallback_note(d, source, note, sizeof note));
+                                source, text, setting_range(d, range, sizeof range), d->help,
+                                setting_fallback_note(d, source, note, sizeof note));
   if (*v < d->lo || *v > d->hi)
     return rcoll_settings_error("%s=%s is out of range: accepted %s (%s)%s", source, text,
-                         setting_range(d, range, sizeof range), d->help,
-                         setting_fallback_note(d, source, note, sizeof note));
+                                setting_range(d, range, sizeof range), d->help,
+                                setting_fallback_note(d, source, note, sizeof note));
   return rcollSuccess;
 }
 
