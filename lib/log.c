@@ -104,6 +104,19 @@ static void log_open_file(const char *pattern) {
   log_out = f;
 }
 
+/* An unknown level logs at WARN (logging cannot fail a job), saying so
+ * once. NCCL's own VERSION and ABORT, met through NCCL_DEBUG, are quiet. */
+static void log_check_level(const char *text) {
+  static const char *const known[] = {"", "NONE", "WARN", "INFO", "TRACE", "VERSION", "ABORT"};
+  if (text == NULL)
+    return;
+  for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+    if (strcasecmp(text, known[i]) == 0)
+      return;
+  fprintf(log_out, "%s:%d rcoll WARN %s=%s is not accepted: one of NONE, WARN, INFO or TRACE; logging at WARN\n",
+          log_host, (int)getpid(), getenv("RCOLL_DEBUG") ? "RCOLL_DEBUG" : "NCCL_DEBUG", text);
+}
+
 static void log_setup(void) {
   log_level = rcoll_log_parse_level(env2("RCOLL_DEBUG", "NCCL_DEBUG"));
   log_subsys = rcoll_log_parse_subsys(env2("RCOLL_DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS"));
@@ -113,6 +126,7 @@ static void log_setup(void) {
   const char *ts = getenv("RCOLL_DEBUG_TIMESTAMP");
   log_timestamp = ts != NULL && strcmp(ts, "1") == 0;
   log_open_file(env2("RCOLL_DEBUG_FILE", "NCCL_DEBUG_FILE"));
+  log_check_level(env2("RCOLL_DEBUG", "NCCL_DEBUG"));
 }
 
 void rcoll_log_init(void) { pthread_once(&log_once, log_setup); }

@@ -200,3 +200,19 @@ Test(log_file, debug_file_with_host_and_pid_and_timestamps) {
   regfree(&re);
   cr_assert(strstr(text, "rcoll NOTE comm ") != NULL, "%s", text);
 }
+
+/* An unknown level keeps WARN, and says so once (into the file, here). */
+Test(log_file, an_unknown_level_is_named_once) {
+  char path[128];
+  snprintf(path, sizeof path, "/tmp/rcoll-level-%d.txt", (int)getpid());
+  setenv("RCOLL_DEBUG_FILE", "/tmp/rcoll-level-%p.txt", 1);
+  setenv("RCOLL_DEBUG", "VERBOSE", 1);
+  cr_assert_eq(init_all(2), rcollSuccess, "%s", rcollGetLastError(NULL));
+  cr_assert_eq(init_all(2), rcollSuccess, "%s", rcollGetLastError(NULL));
+  const char *text = slurp(path);
+  unlink(path);
+  const char *first = strstr(text, "RCOLL_DEBUG=VERBOSE is not accepted: one of NONE, WARN, INFO or TRACE");
+  cr_assert_not_null(first, "%s", text);
+  cr_assert_null(strstr(first + 1, "RCOLL_DEBUG=VERBOSE"), "said twice:\n%s", text);
+  cr_assert(strstr(text, "rcoll NOTE comm ") != NULL, "WARN level kept: %s", text);
+}
