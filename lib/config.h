@@ -39,7 +39,7 @@
   X(STR, net_require, "NET_REQUIRE", NULL, "",                                                   \
     "Transports that must carry traffic, comma-separated (e.g. ib): creating a communicator "    \
     "fails, saying why, where one cannot start instead of falling back to a slower one")         \
-  X(INT_IN(1, 2147483647), timeout, "TIMEOUT", NULL, "300",                                                        \
+  X(INT_IN(1, 2147483647), timeout, "TIMEOUT", NULL, "300",                                      \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \
   X(STR, comm_id, "COMM_ID", "NCCL_COMM_ID", "",                                                 \
@@ -50,24 +50,24 @@
     "File whose contents (trailing newline dropped) are that secret, instead of COMM_SECRET")    \
   X(STR, socket_ifname, "SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",                               \
     "Interfaces for sockets: prefixes, ^ to exclude, = for exact names (e.g. eth,^docker)")      \
-  X(STR_OF("AF_INET,AF_INET6"), socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",                               \
+  X(STR_OF("AF_INET,AF_INET6"), socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",        \
     "Address family for sockets: AF_INET or AF_INET6; empty takes the first found")              \
-  X(INT_IN(4096, 67108864), chunk_size, "CHUNK_SIZE", NULL, "4194304",                                               \
+  X(INT_IN(4096, 67108864), chunk_size, "CHUNK_SIZE", NULL, "4194304",                           \
     "Pipeline chunk in bytes: collectives move and reduce data in pieces of this size")          \
-  X(INT_IN(2, 16), nslots, "NSLOTS", NULL, "4",                                                            \
+  X(INT_IN(2, 16), nslots, "NSLOTS", NULL, "4",                                                  \
     "Staging slots per receiving connection (chunks in flight per peer, 2..16)")                 \
   X(STR, hostid, "HOSTID", "NCCL_HOSTID", "",                                                    \
     "Host identity for grouping ranks into nodes; empty: host name plus network namespace")      \
-  X(INT_IN(0, 1), shm_disable, "SHM_DISABLE", "NCCL_SHM_DISABLE", "0",                                    \
+  X(INT_IN(0, 1), shm_disable, "SHM_DISABLE", "NCCL_SHM_DISABLE", "0",                           \
     "1: never use shared memory between ranks of one node")                                      \
-  X(INT_IN(0, 1), recv_reduce, "RECV_REDUCE", NULL, "1",                                                  \
+  X(INT_IN(0, 1), recv_reduce, "RECV_REDUCE", NULL, "1",                                         \
     "1: a transport that can (shm) reduces a message as it arrives; 0: every reduction reads "   \
     "the message back from a staging slot it was received into")                                \
   X(STR, shm_dir, "SHM_DIR", NULL, "/dev/shm",                                                   \
     "Directory (a tmpfs) where shared-memory rings are created; each is unlinked once mapped")   \
   X(STR, algo, "ALGO", "NCCL_ALGO", "",                                                          \
     "Algorithms the tuner may use: names from rcoll_info --algorithms, comma-separated; ^ excludes") \
-  X(INT_IN(0, 1), deterministic, "DETERMINISTIC", NULL, "0",                                              \
+  X(INT_IN(0, 1), deterministic, "DETERMINISTIC", NULL, "0",                                     \
     "1: reduce every element in rank order 0..n-1 (bit-identical whatever algorithm or placement)") \
   X(STR, tune_alpha, "TUNE_ALPHA", NULL, "",                                                     \
     "Tuner link latency in us per message, by transport or class: e.g. socket=30,shm=1,inter=250") \
@@ -75,15 +75,15 @@
     "Tuner link bandwidth in GB/s, by transport or class (intra, inter): e.g. socket=1.2,intra=8") \
   X(STR, tune_reduce_bw, "TUNE_REDUCE_BW", NULL, "8",                                            \
     "Tuner: GB/s at which a rank reduces (adds) received data into its own")                     \
-  X(INT_IN(0, 1000000), spin_us, "SPIN_US", NULL, "50",                                                         \
+  X(INT_IN(0, 1000000), spin_us, "SPIN_US", NULL, "50",                                          \
     "Microseconds a wait spins before it yields the core, then sleeps")                          \
   X(INT_IN(0, 1), pin_threads, "PIN_THREADS", NULL, "1", "1: pin progress threads near their NIC or GPU (hwloc); 0: never") \
   X(STR, net_gdr_level, "NET_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", "PHB",                            \
     "GPUDirect RDMA for device buffers: LOC (0) never; PIX, PXB, PHB, SYS (1..5) whenever the "  \
     "transport registers device memory (no PCI distance is computed yet)")                       \
-  X(INT_IN(0, 1), p2p_disable, "P2P_DISABLE", "NCCL_P2P_DISABLE", "0",                                    \
+  X(INT_IN(0, 1), p2p_disable, "P2P_DISABLE", "NCCL_P2P_DISABLE", "0",                           \
     "1: no CUDA IPC between ranks of one node; device data is staged through host memory")       \
-  X(STR_OF("auto,memop,kernel"), cuda_wait, "CUDA_WAIT", NULL, "auto",                                                   \
+  X(STR_OF("auto,memop,kernel"), cuda_wait, "CUDA_WAIT", NULL, "auto",                           \
     "How a stream waits for a device call: auto or memop (cuStreamWaitValue32), kernel (spin)")
 
 #define RCOLL_SETTING_STR_MAX 256
