@@ -14,6 +14,7 @@
  * Exits non-zero when a setting in the environment does not parse, so that a
  * job script can validate its environment before launching ranks. It links
  * the static library because the settings table is internal. */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -42,6 +43,12 @@ static void print_setting(const rcoll_setting_info_t *s) {
   printf("    source: %s; default: \"%s\"", s->source, s->def);
   if (s->nccl)
     printf("; NCCL name: %s", s->nccl);
+  if (s->is_int && s->hi != INT64_MAX)
+    printf("; accepted: %lld..%lld", (long long)s->lo, (long long)s->hi);
+  else if (s->is_int && s->lo != INT64_MIN)
+    printf("; accepted: %lld or more", (long long)s->lo);
+  else if (s->choices != NULL)
+    printf("; accepted: %s or empty", s->choices);
   printf("\n    %s\n", s->help);
 }
 

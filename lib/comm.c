@@ -35,17 +35,24 @@ const char *rcoll_comm_peer_name(const struct rcollComm *comm, int peer, char *b
   return buf;
 }
 
-/* Chunk, slot and scratch sizes from the settings, clamped to sane ranges. */
+/* Chunk, slot and scratch sizes from the settings. Their ranges are
+ * declared with them (config.h: CHUNK_SIZE 4096..64M, NSLOTS 2..16, the
+ * latter RCOLL_MAX_SLOTS) and the loader refuses a value outside. */
 static void comm_sizes(struct rcollComm *c) {
-  int64_t chunk = c->settings.chunk_size;
-  if (chunk < 4096)
-    chunk = 4096;
-  if (chunk > (64 << 20))
-    chunk = 64 << 20;
-  c->chunk_bytes = (size_t)chunk & ~(size_t)63; /* every element size divides 64 */
-  int64_t slots = c->settings.nslots;
-  c->nslots = (int)(slots < 2 ? 2 : slots > RCOLL_MAX_SLOTS ? RCOLL_MAX_SLOTS : slots);
+  c->chunk_bytes = (size_t)c->settings.chunk_size & ~(size_t)63; /* every element size divides 64 */
+  c->nslots = (int)c->settings.nslots;
   c->nscratch = 2 * c->nslots;
+}
+
+/* RCOLL_SOCKET_IFNAME is checked whatever carries the data: on one node the
+ * bootstrap runs over loopback and shared memory never reads it, and a name
+ * that matches nothing would pass unnoticed until the job spans nodes. */
+static rcollResult_t comm_check_ifname(const struct rcollComm *c) {
+  rcoll_sockaddr_t addr;
+  char ifname[RCOLL_IFNAME_MAX];
+  if (c->settings.socket_ifname[0] == '\0')
+    return rcollSuccess;
+  return rcoll_socket_pick_addr(c->settings.socket_ifname, c->settings.socket_family, &addr, ifname);
 }
 
 static rcollResult_t comm_alloc(struct rcollComm *c) {
@@ -126,8 +133,10 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
     if (config != NULL && config->timeoutMs > 0)
       c->timeout_ms = config->timeoutMs;
     comm_sizes(c);
-    r = comm_alloc(c);
+    r = comm_check_ifname(c);
   }
+  if (r == rcollSuccess)
+    r = comm_alloc(c);
   if (r == rcollSuccess)
     r = rcoll_bootstrap_init(&c->settings, id, rank, nranks, &c->bootstrap);
   if (r == rcollSuccess)
@@ -148,6 +157,8 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
              "transports %s, chunk %zu B, %d slots", (void *)c, rank, nranks,
              rcoll_bootstrap_host(c->bootstrap, rank), c->topo.node, c->topo.nnodes,
              c->topo.local_rank, c->topo.local_nranks, c->net_summary, c->chunk_bytes, c->nslots);
+  rcoll_comm_summary(c);
+  rcoll_comm_topo_dump(c);
   *out = c;
   return rcollSuccess;
 }

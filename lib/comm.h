@@ -24,6 +24,7 @@ typedef struct rcoll_comm_net {
   const rcoll_transport_ops_t *ops; /* NULL: not opened */
   void *ctx;
   void *listen_comm;
+  char why_not[160]; /* an automatic transport that did not open here: why */
 } rcoll_comm_net_t;
 
 /* What every rank tells the others at creation. */
@@ -132,6 +133,14 @@ static inline const rcoll_transport_ops_t *rcoll_peer_net(const struct rcollComm
  * transport per peer (comm_net.c). */
 rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, uint64_t secret);
 void rcoll_comm_close_nets(struct rcollComm *c);
+/* Rank 0's line at the default log level: ranks, nodes, the transport for
+ * each class of peer and where it runs, and why a faster one was not used
+ * (comm_summary.c). */
+void rcoll_comm_summary(const struct rcollComm *c);
+/* RCOLL_TOPO_DUMP_FILE: appends the machine (once per process) and this
+ * rank's transports with their devices, PCI paths and NUMA nodes
+ * (comm_topo_dump.c). */
+void rcoll_comm_topo_dump(const struct rcollComm *c);
 
 /* Records a failure as the communicator's sticky async error. */
 void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r);

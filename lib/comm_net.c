@@ -34,8 +34,7 @@ static rcollResult_t net_open_named(struct rcollComm *c, const char *want, uint6
     for (int i = 0; i < rcoll_net_count(); i++)
       snprintf(avail + strlen(avail), sizeof avail - strlen(avail), "%s%s", i ? ", " : "",
                rcoll_net_at(i)->name);
-    return rcoll_error(rcollInvalidArgument, "RCOLL_NET=%s: no such transport (available: %s)",
-                       want, avail);
+    return rcoll_settings_error("RCOLL_NET=%s: no such transport (available: %s)", want, avail);
   }
   rcollResult_t r = net_open_one(c, t, secret);
   if (r != rcollSuccess)
@@ -43,18 +42,47 @@ static rcollResult_t net_open_named(struct rcollComm *c, const char *want, uint6
   return rcollSuccess;
 }
 
+/* A transport that does not open is skipped, and why is kept for the
+ * summary line: a silent fall back to TCP is the costliest surprise. */
 static void net_open_auto(struct rcollComm *c, uint64_t secret) {
   for (int t = 0; t < rcoll_net_count(); t++) {
     const rcoll_transport_ops_t *ops = rcoll_net_at(t);
+    rcoll_comm_net_t *n = &c->nets[t];
     if (rcoll_net_auto_priority(ops) < 0)
       continue;
     /* RCOLL_SHM_DISABLE (NCCL's name) means "nothing node-local". */
-    if ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && c->settings.shm_disable)
+    if ((ops->caps & RCOLL_NET_CAP_LOCAL_ONLY) && c->settings.shm_disable) {
+      snprintf(n->why_not, sizeof n->why_not, "RCOLL_SHM_DISABLE=1");
       continue;
-    if (net_open_one(c, t, secret) != rcollSuccess)
+    }
+    if (net_open_one(c, t, secret) != rcollSuccess) {
+      snprintf(n->why_not, sizeof n->why_not, "%s", rcoll_error_text());
       RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_NET, "rank %d: transport %s not used: %s", c->rank,
                  ops->name, rcoll_error_text());
+    }
   }
+}
+
+/* RCOLL_NET_REQUIRE: each transport named must be built and open here, or
+ * the communicator fails instead of running on a slower one. Every rank
+ * checks itself, so the pairs across which it is missing fail at both ends. */
+static rcollResult_t net_require(struct rcollComm *c) {
+  char list[RCOLL_SETTING_STR_MAX], *save = NULL;
+  snprintf(list, sizeof list, "%s", c->settings.net_require);
+  for (char *name = strtok_r(list, ",", &save); name != NULL; name = strtok_r(NULL, ",", &save)) {
+    int t = rcoll_net_index(name);
+    if (t < 0)
+      return rcoll_error(rcollInvalidArgument, "RCOLL_NET_REQUIRE=%s: %s is not built into this "
+                         "library (bench/rcoll_info lists those that are)", c->settings.net_require, name);
+    if (c->nets[t].ops != NULL)
+      continue;
+    const char *why = c->nets[t].why_not[0] ? c->nets[t].why_not
+                      : c->settings.net[0] ? "RCOLL_NET names another transport"
+                                           : "it runs only when RCOLL_NET names it";
+    return rcoll_error(rcollSystemError, "rank %d: RCOLL_NET_REQUIRE=%s, but %s cannot be used here: %s",
+                       c->rank, c->settings.net_require, name, why);
+  }
+  return rcollSuccess;
 }
 
 /* The transport for one peer, or -1 when the pair has none in common. */
@@ -98,6 +126,7 @@ rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, ui
   if (me->nets == 0)
     return rcoll_error(rcollSystemError, "rank %d: no transport could start: %s", c->rank,
                        rcoll_error_text());
+  RCOLL_CHECK(net_require(c));
   RCOLL_CHECK(rcoll_bootstrap_allgather(c->bootstrap, c->infos, sizeof *c->infos));
   RCOLL_CHECK(rcoll_topo_build(&c->topo, c->infos[0].hostid, sizeof *c->infos, c->nranks, c->rank));
   return net_pick(c);

@@ -3,11 +3,15 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "error.h"
+#include "log.h"
 #include "net.h"
 
 #define CORE_SETTING_DESC(...) RCOLL_SETTING_DESC_IN(rcoll_settings_t, __VA_ARGS__)
@@ -32,6 +36,8 @@ int rcoll_settings_parse_int(const char *text, int64_t *out) {
   }
   if (*end != '\0')
     return -1;
+  if (v > INT64_MAX / mult || v < INT64_MIN / mult)
+    return -1; /* "9E18G" must not wrap round to a small number */
   *out = (int64_t)v * mult;
   return 0;
 }
@@ -53,6 +59,77 @@ static const char *setting_text(const rcoll_setting_desc_t *d, const char **sour
   return d->def;
 }
 
+/* A setting's error is logged once however many communicators (or ranks of
+ * rcollCommInitAll) read the same environment; every load still fails. */
+int rcoll_settings_error(const char *fmt, ...) {
+  static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  static char last_logged[RCOLL_ERROR_TEXT_MAX];
+  char text[RCOLL_ERROR_TEXT_MAX];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(text, sizeof text, fmt, ap);
+  va_end(ap);
+  rcoll_error_quiet(rcollInvalidArgument, "%s", text);
+  pthread_mutex_lock(&lock);
+  int fresh = strcmp(last_logged, text) != 0;
+  if (fresh)
+    snprintf(last_logged, sizeof last_logged, "%s", text);
+  pthread_mutex_unlock(&lock);
+  if (fresh)
+    RCOLL_WARN("%s", text);
+  return rcollInvalidArgument;
+}
+
+/* "4096..67108864", "0 or more", "any integer". */
+static const char *setting_range(const rcoll_setting_desc_t *d, char *buf, size_t len) {
+  if (d->lo == INT64_MIN && d->hi == INT64_MAX)
+    snprintf(buf, len, "any integer");
+  else if (d->hi == INT64_MAX)
+    snprintf(buf, len, "%lld or more", (long long)d->lo);
+  else
+    snprintf(buf, len, "%lld..%lld", (long long)d->lo, (long long)d->hi);
+  return buf;
+}
+
+/* When the value came from NCCL's name, says how to give rcoll its own. */
+static const char *setting_fallback_note(const rcoll_setting_desc_t *d, const char *source, char *buf,
+                                         size_t len) {
+  buf[0] = '\0';
+  if (d->nccl != NULL && strcmp(source, d->nccl) == 0)
+    snprintf(buf, len, "; rcoll read %s because RCOLL_%s is unset: set RCOLL_%s to override it", source,
+             d->name, d->name);
+  return buf;
+}
+
+static rcollResult_t setting_int(const rcoll_setting_desc_t *d, const char *source, const char *text,
+                                 int64_t *v) {
+  char range[64], note[160];
+  if (rcoll_settings_parse_int(text, v) != 0)
+    return rcoll_settings_error("%s=\"%s\" is not an integer: accepted %s, K, M or G suffixes allowed (%s)%s",
+                                source, text, setting_range(d, range, sizeof range), d->help,
+                                setting_fallback_note(d, source, note, sizeof note));
+  if (*v < d->lo || *v > d->hi)
+    return rcoll_settings_error("%s=%s is out of range: accepted %s (%s)%s", source, text,
+                                setting_range(d, range, sizeof range), d->help,
+                                setting_fallback_note(d, source, note, sizeof note));
+  return rcollSuccess;
+}
+
+/* Whether text is one of a STR_OF's comma-separated words (any case), or
+ * empty: the default behaviour. */
+static int setting_choice_ok(const char *choices, const char *text) {
+  size_t len = strlen(text);
+  if (choices == NULL || len == 0)
+    return 1;
+  for (const char *w = choices; *w != '\0';) {
+    size_t n = strcspn(w, ",");
+    if (n == len && strncasecmp(w, text, n) == 0)
+      return 1;
+    w += n + (w[n] == ',');
+  }
+  return 0;
+}
+
 /* Reads one setting into the struct at base. */
 static rcollResult_t setting_load(const rcoll_setting_desc_t *d, char *base) {
   const char *source;
@@ -60,14 +137,16 @@ static rcollResult_t setting_load(const rcoll_setting_desc_t *d, char *base) {
   char *field = base + d->offset;
   if (d->is_int) {
     int64_t v;
-    if (rcoll_settings_parse_int(text, &v) != 0)
-      return rcoll_error(rcollInvalidArgument, "setting %s=\"%s\" is not an integer (%s)", source, text,
-                         d->help);
+    RCOLL_CHECK(setting_int(d, source, text, &v));
     memcpy(field, &v, sizeof v);
   } else {
+    char note[160];
     if (strlen(text) >= RCOLL_SETTING_STR_MAX)
-      return rcoll_error(rcollInvalidArgument, "setting %s is longer than %d characters", source,
-                         RCOLL_SETTING_STR_MAX - 1);
+      return rcoll_settings_error("%s is longer than %d characters", source, RCOLL_SETTING_STR_MAX - 1);
+    if (!setting_choice_ok(d->choices, text))
+      return rcoll_settings_error("%s=%s is not accepted: one of %s, or empty%s%s (%s)%s", source, text,
+                                  d->choices, d->def[0] ? " for the default " : "", d->def, d->help,
+                                  setting_fallback_note(d, source, note, sizeof note));
     strcpy(field, text);
   }
   return rcollSuccess;
@@ -78,6 +157,7 @@ static rcollResult_t setting_load(const rcoll_setting_desc_t *d, char *base) {
  * day another machine picks that transport. */
 int rcoll_settings_load(rcoll_settings_t *s) {
   memset(s, 0, sizeof *s);
+  rcoll_settings_warn_unknown();
   for (int i = 0; i < NSETTINGS; i++)
     RCOLL_CHECK(setting_load(&settings_table[i], (char *)s));
   for (int t = 0; t < rcoll_net_desc_count(); t++) {
@@ -135,4 +215,8 @@ void rcoll_settings_describe(int i, rcoll_setting_info_t *info) {
   if (len >= 6 && strcmp(d->name + len - 6, "SECRET") == 0 && info->value[0] != '\0')
     info->value = "(set; not shown)";
   info->owner = owner;
+  info->is_int = d->is_int;
+  info->lo = d->lo;
+  info->hi = d->hi;
+  info->choices = d->choices;
 }

@@ -21,12 +21,25 @@
 #include <stdint.h>
 
 /* X(type, field, NAME, nccl_fallback, default, help)
- * type is INT (int64_t) or STR (char[RCOLL_SETTING_STR_MAX]). */
+ * type is STR (char[RCOLL_SETTING_STR_MAX]), INT (int64_t, any value),
+ * INT_IN(lo, hi) (int64_t in lo..hi) or STR_OF("a,b,c") (one of those words,
+ * any case, or empty for the default): the loader refuses any other value,
+ * naming the variable, its value and what is accepted, so that no reader
+ * clamps or guesses silently. */
 #define RCOLL_SETTINGS(X)                                                                       \
   X(STR, debug, "DEBUG", "NCCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE")           \
   X(STR, debug_subsys, "DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS", "ALL",                                \
     "Subsystems to log: INIT,BOOTSTRAP,NET,COLL,P2P,ENV,ALLOC,TUNE or ALL; ^ excludes")          \
-  X(INT, timeout, "TIMEOUT", NULL, "300",                                                        \
+  X(STR, debug_file, "DEBUG_FILE", "NCCL_DEBUG_FILE", "",                                        \
+    "Write log lines to this file instead of stderr; %h is the host name, %p the process id")    \
+  X(INT_IN(0, 1), debug_timestamp, "DEBUG_TIMESTAMP", NULL, "0",                                 \
+    "1: each log line starts with the wall-clock time (UTC, microseconds)")                      \
+  X(STR, topo_dump_file, "TOPO_DUMP_FILE", NULL, "",                                             \
+    "Each process appends what it sees there: NUMA, NICs, GPUs, PCI paths, each rank's NIC (%h host, %p pid)") \
+  X(STR, net_require, "NET_REQUIRE", NULL, "",                                                   \
+    "Transports that must carry traffic, comma-separated (e.g. ib): creating a communicator "    \
+    "fails, saying why, where one cannot start instead of falling back to a slower one")         \
+  X(INT_IN(1, 2147483647), timeout, "TIMEOUT", NULL, "300",                                      \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \
   X(STR, comm_id, "COMM_ID", "NCCL_COMM_ID", "",                                                 \
@@ -37,24 +50,24 @@
     "File whose contents (trailing newline dropped) are that secret, instead of COMM_SECRET")    \
   X(STR, socket_ifname, "SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "",                               \
     "Interfaces for sockets: prefixes, ^ to exclude, = for exact names (e.g. eth,^docker)")      \
-  X(STR, socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",                               \
+  X(STR_OF("AF_INET,AF_INET6"), socket_family, "SOCKET_FAMILY", "NCCL_SOCKET_FAMILY", "",        \
     "Address family for sockets: AF_INET or AF_INET6; empty takes the first found")              \
-  X(INT, chunk_size, "CHUNK_SIZE", NULL, "4194304",                                               \
+  X(INT_IN(4096, 67108864), chunk_size, "CHUNK_SIZE", NULL, "4194304",                           \
     "Pipeline chunk in bytes: collectives move and reduce data in pieces of this size")          \
-  X(INT, nslots, "NSLOTS", NULL, "4",                                                            \
+  X(INT_IN(2, 16), nslots, "NSLOTS", NULL, "4",                                                  \
     "Staging slots per receiving connection (chunks in flight per peer, 2..16)")                 \
   X(STR, hostid, "HOSTID", "NCCL_HOSTID", "",                                                    \
     "Host identity for grouping ranks into nodes; empty: host name plus network namespace")      \
-  X(INT, shm_disable, "SHM_DISABLE", "NCCL_SHM_DISABLE", "0",                                    \
+  X(INT_IN(0, 1), shm_disable, "SHM_DISABLE", "NCCL_SHM_DISABLE", "0",                           \
     "1: never use shared memory between ranks of one node")                                      \
-  X(INT, recv_reduce, "RECV_REDUCE", NULL, "1",                                                  \
+  X(INT_IN(0, 1), recv_reduce, "RECV_REDUCE", NULL, "1",                                         \
     "1: a transport that can (shm) reduces a message as it arrives; 0: every reduction reads "   \
     "the message back from a staging slot it was received into")                                \
   X(STR, shm_dir, "SHM_DIR", NULL, "/dev/shm",                                                   \
     "Directory (a tmpfs) where shared-memory rings are created; each is unlinked once mapped")   \
   X(STR, algo, "ALGO", "NCCL_ALGO", "",                                                          \
     "Algorithms the tuner may use: names from rcoll_info --algorithms, comma-separated; ^ excludes") \
-  X(INT, deterministic, "DETERMINISTIC", NULL, "0",                                              \
+  X(INT_IN(0, 1), deterministic, "DETERMINISTIC", NULL, "0",                                     \
     "1: reduce every element in rank order 0..n-1 (bit-identical whatever algorithm or placement)") \
   X(STR, tune_alpha, "TUNE_ALPHA", NULL, "",                                                     \
     "Tuner link latency in us per message, by transport or class: e.g. socket=30,shm=1,inter=250") \
@@ -62,15 +75,15 @@
     "Tuner link bandwidth in GB/s, by transport or class (intra, inter): e.g. socket=1.2,intra=8") \
   X(STR, tune_reduce_bw, "TUNE_REDUCE_BW", NULL, "8",                                            \
     "Tuner: GB/s at which a rank reduces (adds) received data into its own")                     \
-  X(INT, spin_us, "SPIN_US", NULL, "50",                                                         \
+  X(INT_IN(0, 1000000), spin_us, "SPIN_US", NULL, "50",                                          \
     "Microseconds a wait spins before it yields the core, then sleeps")                          \
-  X(INT, pin_threads, "PIN_THREADS", NULL, "1", "1: pin progress threads near their NIC or GPU (hwloc); 0: never") \
+  X(INT_IN(0, 1), pin_threads, "PIN_THREADS", NULL, "1", "1: pin progress threads near their NIC or GPU (hwloc); 0: never") \
   X(STR, net_gdr_level, "NET_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", "PHB",                            \
     "GPUDirect RDMA for device buffers: LOC (0) never; PIX, PXB, PHB, SYS (1..5) whenever the "  \
     "transport registers device memory (no PCI distance is computed yet)")                       \
-  X(INT, p2p_disable, "P2P_DISABLE", "NCCL_P2P_DISABLE", "0",                                    \
+  X(INT_IN(0, 1), p2p_disable, "P2P_DISABLE", "NCCL_P2P_DISABLE", "0",                           \
     "1: no CUDA IPC between ranks of one node; device data is staged through host memory")       \
-  X(STR, cuda_wait, "CUDA_WAIT", NULL, "auto",                                                   \
+  X(STR_OF("auto,memop,kernel"), cuda_wait, "CUDA_WAIT", NULL, "auto",                           \
     "How a stream waits for a device call: auto or memop (cuStreamWaitValue32), kernel (spin)")
 
 #define RCOLL_SETTING_STR_MAX 256
@@ -84,6 +97,10 @@
  * above; transports use it for theirs. */
 #define RCOLL_SETTING_FIELD_INT(field) int64_t field;
 #define RCOLL_SETTING_FIELD_STR(field) char field[RCOLL_SETTING_STR_MAX];
+/* INT_IN(lo, hi) pastes to RCOLL_SETTING_FIELD_INT_IN(lo, hi), which becomes
+ * RCOLL_SETTING_FIELD_INT and then takes the (field) that follows it. */
+#define RCOLL_SETTING_FIELD_INT_IN(lo, hi) RCOLL_SETTING_FIELD_INT
+#define RCOLL_SETTING_FIELD_STR_OF(choices) RCOLL_SETTING_FIELD_STR
 #define RCOLL_SETTING_FIELD(type, field, name, nccl, def, help) RCOLL_SETTING_FIELD_##type(field)
 
 typedef struct rcoll_settings {
@@ -100,6 +117,8 @@ typedef struct rcoll_settings {
  * its value (rcoll_settings_t for the core's, a transport's own otherwise). */
 typedef struct rcoll_setting_desc {
   int is_int; /* 1: INT (int64_t), 0: STR (char[RCOLL_SETTING_STR_MAX]) */
+  int64_t lo, hi; /* accepted values of an INT (INT64_MIN..INT64_MAX unless INT_IN) */
+  const char *choices; /* a STR_OF's accepted words, comma-separated; NULL: any text */
   size_t offset;
   const char *name;
   const char *nccl;
@@ -109,10 +128,12 @@ typedef struct rcoll_setting_desc {
 
 /* An X(...) callback that makes a rcoll_setting_desc_t of a member of
  * `owner`, e.g. #define MY_DESC(...) RCOLL_SETTING_DESC_IN(my_settings_t, __VA_ARGS__) */
-#define RCOLL_SETTING_IS_INT_INT 1
-#define RCOLL_SETTING_IS_INT_STR 0
+#define RCOLL_SETTING_KIND_INT 1, INT64_MIN, INT64_MAX, NULL
+#define RCOLL_SETTING_KIND_INT_IN(lo, hi) 1, (lo), (hi), NULL
+#define RCOLL_SETTING_KIND_STR 0, 0, 0, NULL
+#define RCOLL_SETTING_KIND_STR_OF(choices) 0, 0, 0, (choices)
 #define RCOLL_SETTING_DESC_IN(owner, type, field, name, nccl, def, help) \
-  {RCOLL_SETTING_IS_INT_##type, offsetof(owner, field), name, nccl, def, help},
+  {RCOLL_SETTING_KIND_##type, offsetof(owner, field), name, nccl, def, help},
 
 /* Fills *s from the environment; a malformed value is an error naming it. */
 int rcoll_settings_load(rcoll_settings_t *s);
@@ -130,7 +151,26 @@ typedef struct rcoll_setting_info {
   const char *value;    /* effective text */
   const char *source;   /* "default", "RCOLL_X" or "NCCL_X" */
   const char *owner;    /* the transport that declares it, or NULL: the core */
+  int is_int;
+  int64_t lo, hi;       /* accepted values of an INT */
+  const char *choices;  /* accepted words of a STR_OF, or NULL */
 } rcoll_setting_info_t;
+
+/* Warns, once per process, about each RCOLL_* variable of the environment
+ * that names no setting, with the closest name that does (config_env.c). */
+void rcoll_settings_warn_unknown(void);
+/* The setting name (without RCOLL_) closest to `name` by edit distance, or
+ * NULL when none is close enough to be a likely misspelling. */
+const char *rcoll_settings_suggest(const char *name);
+/* The variable a setting's value comes from, for messages of readers that
+ * check it against the machine (an interface that does not exist):
+ * "RCOLL_<NAME>", or its NCCL fallback when only that is set. */
+const char *rcoll_settings_source(const char *name, char *buf, size_t len);
+
+/* Records rcollInvalidArgument with a message about a setting's value and
+ * returns it; the message is logged once per process, not once per
+ * communicator or rank that reads the same environment. */
+int rcoll_settings_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Number of settings, and the i-th with its effective value: the core's in
  * their table's order, then each transport's, in lib/net.c's order. */

@@ -234,7 +234,98 @@ int rcoll_hwtopo_use_xml(const char *xml) {
   return ok ? 0 : -1;
 }
 
+/* "0000:3b:00.0 < 0000:3a:00.0 < NUMA 1": the device's PCI bus id, the
+ * bridges above it, and the non-I/O object it hangs from. */
+static void dump_pci_path(hwloc_topology_t t, hwloc_obj_t osdev, char *buf, size_t len) {
+  buf[0] = '\0';
+  for (hwloc_obj_t o = osdev->type == HWLOC_OBJ_OS_DEVICE ? osdev->parent : osdev; o != NULL && hwloc_obj_type_is_io(o->type); o = o->parent)
+    if (o->type == HWLOC_OBJ_PCI_DEVICE || (o->type == HWLOC_OBJ_BRIDGE && o->attr->bridge.upstream_type ==
+                                                                            HWLOC_OBJ_BRIDGE_PCI))
+      snprintf(buf + strlen(buf), len - strlen(buf), "%s%04x:%02x:%02x.%x", buf[0] ? " < " : "",
+               o->attr->pcidev.domain, o->attr->pcidev.bus, o->attr->pcidev.dev, o->attr->pcidev.func);
+  hwloc_obj_t anc = hwloc_get_non_io_ancestor_obj(t, osdev);
+  int numa = anc != NULL && anc->nodeset != NULL && hwloc_bitmap_weight(anc->nodeset) == 1
+                 ? hwloc_bitmap_first(anc->nodeset) : -1;
+  if (numa >= 0)
+    snprintf(buf + strlen(buf), len - strlen(buf), "%sNUMA %d", buf[0] ? " < " : "", numa);
+  else
+    snprintf(buf + strlen(buf), len - strlen(buf), "%smachine", buf[0] ? " < " : "");
+}
+
+static int dump_is_nic(hwloc_obj_t o) {
+  return o->attr->osdev.type == HWLOC_OBJ_OSDEV_NETWORK || o->attr->osdev.type == HWLOC_OBJ_OSDEV_OPENFABRICS;
+}
+
+/* A GPU is a PCI display controller (class 03xx) or processing
+ * accelerator (12xx): without hwloc's CUDA plugin it has no OS device. */
+static int dump_is_gpu(hwloc_obj_t o) {
+  unsigned cls = o->attr->pcidev.class_id >> 8;
+  return cls == 0x03 || cls == 0x12;
+}
+
+/* Hops from a to the nearest ancestor it shares with b, plus b's: the
+ * fewer, the closer the two sit on the PCI tree. */
+static int dump_hops(hwloc_obj_t a, hwloc_obj_t b) {
+  int up_a = 0;
+  for (hwloc_obj_t x = a; x != NULL; x = x->parent, up_a++) {
+    int up_b = 0;
+    for (hwloc_obj_t y = b; y != NULL; y = y->parent, up_b++)
+      if (x == y)
+        return up_a + up_b;
+  }
+  return 1 << 20;
+}
+
+/* The NIC nearest each GPU: the one a rank driving that GPU should use. */
+static void dump_nearest_nic(hwloc_topology_t t, hwloc_obj_t gpu, FILE *f) {
+  hwloc_obj_t best = NULL;
+  int best_hops = 1 << 20;
+  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(t, o)) != NULL;)
+    if (dump_is_nic(o) && dump_hops(gpu, o) < best_hops)
+      best = o, best_hops = dump_hops(gpu, o);
+  if (best != NULL)
+    fprintf(f, "    nearest NIC: %s (%d hops on the tree)\n", best->name, best_hops);
+  else
+    fprintf(f, "    nearest NIC: none in the topology\n");
+}
+
+void rcoll_hwtopo_dump(FILE *f) {
+  char path[256], cpus[256];
+  pthread_mutex_lock(&topo_mu);
+  hwloc_topology_t t = topo_get();
+  if (t == NULL) {
+    fprintf(f, "topology: hwloc cannot load this machine's (%s)\n", strerror(errno));
+    pthread_mutex_unlock(&topo_mu);
+    return;
+  }
+  fprintf(f, "NUMA nodes: %d\n", hwloc_get_nbobjs_by_type(t, HWLOC_OBJ_NUMANODE));
+  for (hwloc_obj_t n = NULL; (n = hwloc_get_next_obj_by_type(t, HWLOC_OBJ_NUMANODE, n)) != NULL;) {
+    cpu_set_t set;
+    bitmap_to_cpus(n->cpuset, &set);
+    fprintf(f, "  NUMA %u: CPUs %s, %llu MiB\n", n->os_index, rcoll_hwtopo_cpus_str(&set, cpus, sizeof cpus),
+            (unsigned long long)(n->attr->numanode.local_memory >> 20));
+  }
+  fprintf(f, "NICs:\n");
+  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_osdev(t, o)) != NULL;)
+    if (dump_is_nic(o)) {
+      dump_pci_path(t, o, path, sizeof path);
+      fprintf(f, "  %s: %s\n", o->name, path);
+    }
+  fprintf(f, "GPUs:\n");
+  for (hwloc_obj_t o = NULL; (o = hwloc_get_next_pcidev(t, o)) != NULL;)
+    if (dump_is_gpu(o)) {
+      dump_pci_path(t, o, path, sizeof path);
+      const char *name = o->io_first_child != NULL && o->io_first_child->type == HWLOC_OBJ_OS_DEVICE
+                             ? o->io_first_child->name : "GPU";
+      fprintf(f, "  %s: %s\n", name, path);
+      dump_nearest_nic(t, o, f);
+    }
+  pthread_mutex_unlock(&topo_mu);
+}
+
 #else /* no hwloc: nothing has a locality and there is one NUMA node */
+
+void rcoll_hwtopo_dump(FILE *f) { fprintf(f, "topology: built without hwloc\n"); }
 
 int rcoll_hwtopo_locality_of_netdev(const char *name, rcoll_hwtopo_locality_t *out) {
   return locality_none(out, "%s: built without hwloc", name);

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stddef.h>
+#include <stdio.h>
 
 #define RCOLL_HWTOPO_WHERE_MAX 160
 
@@ -50,6 +51,11 @@ int rcoll_hwtopo_place_area(void *addr, size_t len, const char *who);
 
 /* "0-3,8" for a CPU set, into buf; returns buf. */
 char *rcoll_hwtopo_cpus_str(const cpu_set_t *cpus, char *buf, size_t len);
+
+/* Writes what rcoll sees of the machine (RCOLL_TOPO_DUMP_FILE): NUMA nodes
+ * with their CPUs, NICs and GPUs with their PCI paths, and the NIC nearest
+ * each GPU. */
+void rcoll_hwtopo_dump(FILE *f);
 
 /* Test hook: use the topology described by `xml` (an hwloc XML document)
  * instead of this machine's; NULL goes back to the machine. Returns 0, or

@@ -1,7 +1,11 @@
 /* Logging: RCOLL_DEBUG=NONE|WARN|INFO|TRACE (NCCL_DEBUG fallback) and
- * RCOLL_DEBUG_SUBSYS=INIT,NET,COLL,... (with ^ to exclude, ALL for all). */
+ * RCOLL_DEBUG_SUBSYS=INIT,NET,COLL,... (with ^ to exclude, ALL for all);
+ * RCOLL_DEBUG_FILE (NCCL_DEBUG_FILE) sends the lines to a file, and
+ * RCOLL_DEBUG_TIMESTAMP=1 starts each with the time. */
 #ifndef RCOLL_LOG_H
 #define RCOLL_LOG_H
+
+#include <stddef.h>
 
 enum rcoll_log_level { RCOLL_LOG_NONE = 0, RCOLL_LOG_WARN, RCOLL_LOG_INFO, RCOLL_LOG_TRACE };
 
@@ -28,6 +32,14 @@ void rcoll_log_set_rank(int rank);
  * writing it to stderr (NULL restores stderr). For hosts with their own
  * logger, such as NCCL loading the net plugin; the line carries no prefix. */
 void rcoll_log_set_sink(void (*sink)(int level, const char *msg));
+
+/* A line shown at the default level (WARN) and above, labelled NOTE: what
+ * an operator must see without asking, such as the transports a
+ * communicator chose. RCOLL_DEBUG=NONE silences it. */
+void rcoll_log_note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* RCOLL_DEBUG_FILE's pattern with %h (host) and %p (pid) replaced; -1 when
+ * out is too short. */
+int rcoll_log_expand_path(const char *pattern, const char *host, int pid, char *out, size_t len);
 
 /* Test hook: parse level and subsystem strings as the environment would. */
 int rcoll_log_parse_level(const char *s);

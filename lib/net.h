@@ -96,6 +96,8 @@ typedef struct rcoll_net_props {
   float latency_us;
   int max_recvs;     /* buffers one irecv may take */
   int reg_is_global; /* a registration is valid on every comm of the context */
+  char detail[96];   /* what else an operator checks, for the summary line: the
+                      * address, GID or directory used; "" for nothing */
 } rcoll_net_props_t;
 
 typedef struct rcoll_transport_ops {

@@ -23,9 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "clock.h"
+#include "config.h"
 #include "error.h"
 
 /* Pause between connection attempts: short, so a peer that starts listening a
@@ -193,13 +195,15 @@ int rcoll_ifname_match(const char *spec, const char *ifname) {
 static rcollResult_t rcoll_family_parse(const char *family, int *out) {
   if (!family || family[0] == '\0')
     *out = AF_UNSPEC;
-  else if (strcmp(family, "AF_INET") == 0)
+  else if (strcasecmp(family, "AF_INET") == 0)
     *out = AF_INET;
-  else if (strcmp(family, "AF_INET6") == 0)
+  else if (strcasecmp(family, "AF_INET6") == 0)
     *out = AF_INET6;
-  else
-    return rcoll_error(rcollInvalidArgument, "socket family '%s' is not AF_INET, AF_INET6 or empty",
-                       family);
+  else {
+    char var[64];
+    return rcoll_settings_error("%s=%s is not accepted: AF_INET, AF_INET6 or empty (either)",
+                                rcoll_settings_source("SOCKET_FAMILY", var, sizeof var), family);
+  }
   return rcollSuccess;
 }
 
@@ -220,6 +224,39 @@ static int rcoll_ifaddr_rank(const struct ifaddrs *ifa, const char *spec, int fa
   return (ifa->ifa_flags & IFF_LOOPBACK) ? 1 : 0;
 }
 
+static int rcoll_ifaddr_usable(const struct ifaddrs *ifa) {
+  return rcoll_ifaddr_rank(ifa, NULL, AF_UNSPEC) >= 0;
+}
+
+/* The interfaces an address could come from, each once, for the message
+ * that says none matches the operator's list. */
+static void rcoll_ifnames_present(const struct ifaddrs *list, char *buf, size_t len) {
+  buf[0] = '\0';
+  for (const struct ifaddrs *ifa = list; ifa; ifa = ifa->ifa_next) {
+    const struct ifaddrs *prev = list;
+    while (prev != ifa && !(rcoll_ifaddr_usable(prev) && strcmp(prev->ifa_name, ifa->ifa_name) == 0))
+      prev = prev->ifa_next;
+    if (prev == ifa && rcoll_ifaddr_usable(ifa))
+      snprintf(buf + strlen(buf), len - strlen(buf), "%s%s", buf[0] ? ", " : "", ifa->ifa_name);
+  }
+  if (buf[0] == '\0')
+    snprintf(buf, len, "none");
+}
+
+/* No address matched: a list of names that exist nowhere here is the
+ * operator's mistake (rcollInvalidArgument), named with what does exist. */
+static rcollResult_t rcoll_no_ifaddr(const struct ifaddrs *list, const char *spec, const char *family) {
+  char present[512], var[64];
+  rcoll_ifnames_present(list, present, sizeof present);
+  if (spec == NULL || spec[0] == '\0')
+    return rcoll_error(rcollSystemError, "no interface is up with an %s address (present: %s)",
+                       family && family[0] ? family : "IPv4 or IPv6", present);
+  return rcoll_settings_error("%s=%s matches no interface that is up with an %s address (present: %s; "
+                              "prefixes, ^ to exclude, = for exact names)",
+                              rcoll_settings_source("SOCKET_IFNAME", var, sizeof var), spec,
+                              family && family[0] ? family : "IPv4 or IPv6", present);
+}
+
 rcollResult_t rcoll_socket_pick_addr(const char *ifname_spec, const char *family,
                                      rcoll_sockaddr_t *out, char ifname[RCOLL_IFNAME_MAX]) {
   struct ifaddrs *list, *best = NULL;
@@ -235,9 +272,9 @@ rcollResult_t rcoll_socket_pick_addr(const char *ifname_spec, const char *family
     }
   }
   if (!best) {
+    rcollResult_t r = rcoll_no_ifaddr(list, ifname_spec, family);
     freeifaddrs(list);
-    return rcoll_error(rcollSystemError, "no interface matches SOCKET_IFNAME='%s' family '%s'",
-                       ifname_spec ? ifname_spec : "", family ? family : "");
+    return r;
   }
   memset(out, 0, sizeof(*out));
   memcpy(out, best->ifa_addr,

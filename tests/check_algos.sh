@@ -34,7 +34,7 @@ run() { # label, time limit in seconds, then the command
   echo "$out" | grep -E '^(FAIL|conformance:|algo_check: [0-9])' | head -n 40
   if [[ $rc -ne 0 ]]; then
     [[ $rc -eq 124 || $rc -eq 137 ]] && echo "   (timed out after ${limit}s)"
-    grep -qE '^(conformance|algo_check):' <<<"$out" || echo "$out" | grep -v 'rcoll WARN' | tail -n 40
+    grep -qE '^(conformance|algo_check):' <<<"$out" || echo "$out" | grep -v 'rcoll \(WARN\|NOTE\)' | tail -n 40
     echo "   $label: FAILED (exit status $rc)"
     failed=1
   fi

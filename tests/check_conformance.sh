@@ -53,7 +53,7 @@ run() { # label, time limit in seconds, then the command
   if [[ $rc -ne 0 ]]; then
     [[ $rc -eq 124 || $rc -eq 137 ]] && echo "   (timed out after ${limit}s)"
     # A crash or sanitizer report says more than the verdict lines.
-    grep -q '^conformance:' <<<"$out" || echo "$out" | grep -v 'rcoll WARN' | tail -n 40
+    grep -q '^conformance:' <<<"$out" || echo "$out" | grep -v 'rcoll \(WARN\|NOTE\)' | tail -n 40
     echo "   $label: FAILED (exit status $rc)"
     failed=1
   fi

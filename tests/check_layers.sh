@@ -32,7 +32,7 @@
 # is core, not plan: it binds plans to a communicator (comm.h).
 set -uo pipefail
 
-BASE="clock.c clock.h config.c config.h error.c error.h hwtopo.c hwtopo.h log.c log.h
+BASE="clock.c clock.h config.c config_env.c config.h error.c error.h hwtopo.c hwtopo.h log.c log.h
       hello_pending.c hello_pending.h net.c net.h reduce.c reduce.h reduce_math.h sockutil.c
       sockutil.h"
 PLAN="algo.c algo.h plan.h topo.c topo.h tree.c tree.h tune_cost.c tune_cost.h tuner.h"

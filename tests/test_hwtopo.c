@@ -118,6 +118,23 @@ Test(hwtopo, gpu_by_bus_id_is_near_node_0_in_either_spelling) {
   }
 }
 
+/* RCOLL_TOPO_DUMP_FILE's machine part: both NUMA nodes, the NIC's
+ * interfaces and the GPU with their PCI paths, and the NIC nearest the GPU
+ * (the only one, across the machine: 7 hops up and down the tree). */
+Test(hwtopo, dump_shows_numa_nics_gpus_and_their_pci_paths) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  cr_assert_not_null(f);
+  rcoll_hwtopo_dump(f);
+  fclose(f);
+  const char *want[] = {"NUMA nodes: 2", "NUMA 0: CPUs", "NUMA 1: CPUs", "eth9: 0000:5e:00.0 < NUMA 1",
+                        "GPUs:\n  GPU: 0000:3b:00.0 < NUMA 0", "nearest NIC: eth9"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    cr_assert(strstr(text, want[i]) != NULL, "no \"%s\" in:\n%s", want[i], text);
+  free(text);
+}
+
 Test(hwtopo, unknown_devices_have_no_locality) {
   rcoll_hwtopo_locality_t loc;
   loc.valid = 1;

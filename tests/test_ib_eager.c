@@ -329,7 +329,11 @@ Test(ib_eager_setting, refusal_follows_device_capability) {
 Test(ib_eager_setting, init_refuses_a_bad_value) {
   rcoll_settings_t s;
   setenv("RCOLL_IB_EAGER", "sometimes", 1);
-  cr_assert_eq(rcoll_settings_load(&s), rcollSuccess);
+  cr_assert_eq(rcoll_settings_load(&s), rcollInvalidArgument, "the loader knows the words too");
+  cr_assert(strstr(rcoll_error_text(), "RCOLL_IB_EAGER=sometimes"), "%s", rcoll_error_text());
+  unsetenv("RCOLL_IB_EAGER");
+  cr_assert_eq(rcoll_settings_load(&s), rcollSuccess, "%s", rcoll_error_text());
+  snprintf(ib_settings(&s)->ib_eager, sizeof ib_settings(&s)->ib_eager, "sometimes"); /* a snapshot made by hand */
   rcoll_net_config_t cfg = {.settings = &s, .secret = 1, .rank = 0};
   void *ctx = NULL;
   cr_assert_eq(ib_ops.init(&cfg, &ctx), rcollInvalidArgument);

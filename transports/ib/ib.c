@@ -131,6 +131,16 @@ static rcollResult_t ib_devices(void *ctx, int *ndev) {
   return rcollSuccess;
 }
 
+/* RoCE: the GID in use, the first thing to check when peers cannot connect;
+ * InfiniBand: the LID. */
+static void ib_port_detail(const ib_port_t *p, char *buf, size_t len) {
+  char g[INET6_ADDRSTRLEN];
+  if (p->gid_index >= 0)
+    snprintf(buf, len, "GID %d %s", p->gid_index, ib_gid_str(p->gid.raw, g, sizeof g));
+  else
+    snprintf(buf, len, "LID %u", (unsigned)p->lid);
+}
+
 static rcollResult_t ib_get_properties(void *vctx, int dev, rcoll_net_props_t *props) {
   ib_ctx_t *ctx = vctx;
   if (dev != 0)
@@ -138,6 +148,7 @@ static rcollResult_t ib_get_properties(void *vctx, int dev, rcoll_net_props_t *p
   memset(props, 0, sizeof *props);
   snprintf(props->name, sizeof props->name, "%.63s", ctx->port.desc);
   snprintf(props->pci_path, sizeof props->pci_path, "%s", ctx->port.pci_path);
+  ib_port_detail(&ctx->port, props->detail, sizeof props->detail);
   props->ptr_support = RCOLL_PTR_HOST | (ctx->gdr != IB_GDR_NONE ? RCOLL_PTR_CUDA : 0) |
                        (ctx->gdr == IB_GDR_DMABUF ? RCOLL_PTR_DMABUF : 0);
   props->speed_mbps = ctx->port.speed_mbps;

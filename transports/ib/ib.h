@@ -41,24 +41,24 @@ extern const rcoll_transport_desc_t ib_desc; /* ib_desc.c */
 #define IB_SETTINGS(X)                                                                          \
   X(STR, ib_hca, "IB_HCA", "NCCL_IB_HCA", "",                                                   \
     "RDMA devices and ports for ib: name[:port] list, ^ excludes, = exact (e.g. mlx5_0:1,mlx5_1)") \
-  X(INT, ib_gid_index, "IB_GID_INDEX", "NCCL_IB_GID_INDEX", "-1",                                \
+  X(INT_IN(-1, 65535), ib_gid_index, "IB_GID_INDEX", "NCCL_IB_GID_INDEX", "-1",                  \
     "RoCE GID index; -1 chooses: routable over link-local, RoCE v2, IB_ADDR_FAMILY, IB_ADDR_RANGE") \
-  X(STR, ib_addr_family, "IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY", "AF_INET",                     \
+  X(STR_OF("AF_INET,AF_INET6,4,6"), ib_addr_family, "IB_ADDR_FAMILY", "NCCL_IB_ADDR_FAMILY", "AF_INET", \
     "Address family of the RoCE GID to prefer when choosing: AF_INET or AF_INET6")               \
   X(STR, ib_addr_range, "IB_ADDR_RANGE", "NCCL_IB_ADDR_RANGE", "",                               \
     "Only choose RoCE GIDs inside this prefix (e.g. 10.1.0.0/16 or fd00::/64); empty: any")      \
-  X(INT, ib_qps_per_connection, "IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION", "1",      \
+  X(INT_IN(1, 16), ib_qps_per_connection, "IB_QPS_PER_CONNECTION", "NCCL_IB_QPS_PER_CONNECTION", "1", \
     "RC queue pairs per ib connection; messages over 64 KiB are split across them (1..16)")      \
-  X(INT, ib_sl, "IB_SL", "NCCL_IB_SL", "0", "InfiniBand service level of ib queue pairs (0..15)") \
-  X(INT, ib_tc, "IB_TC", "NCCL_IB_TC", "0", "Traffic class (RoCE: DSCP << 2) of ib queue pairs (0..255)") \
-  X(INT, ib_timeout, "IB_TIMEOUT", "NCCL_IB_TIMEOUT", "14",                                      \
+  X(INT_IN(0, 15), ib_sl, "IB_SL", "NCCL_IB_SL", "0", "InfiniBand service level of ib queue pairs (0..15)") \
+  X(INT_IN(0, 255), ib_tc, "IB_TC", "NCCL_IB_TC", "0", "Traffic class (RoCE: DSCP << 2) of ib queue pairs (0..255)") \
+  X(INT_IN(1, 31), ib_timeout, "IB_TIMEOUT", "NCCL_IB_TIMEOUT", "14",                            \
     "ib ack timeout exponent: 4.096 us x 2^N per retry (14 = 67 ms, survives Soft-RoCE; 1..31)") \
-  X(INT, ib_retry_cnt, "IB_RETRY_CNT", "NCCL_IB_RETRY_CNT", "7",                                 \
+  X(INT_IN(0, 7), ib_retry_cnt, "IB_RETRY_CNT", "NCCL_IB_RETRY_CNT", "7",                        \
     "ib retransmissions before a send fails with 'retry exceeded' (0..7)")                       \
-  X(STR, ib_flush, "IB_FLUSH", NULL, "auto",                                                     \
+  X(STR_OF("auto,0,off,force"), ib_flush, "IB_FLUSH", NULL, "auto",                              \
     "ib: after a receive into device memory, read it back (RDMA read) so the GPU sees it: auto, " \
     "0/off (never: rely on cuFlushGPUDirectRDMAWrites), force (every registered receive)")       \
-  X(STR, ib_eager, "IB_EAGER", NULL, "auto",                                                     \
+  X(STR_OF("auto,0,off,1,on"), ib_eager, "IB_EAGER", NULL, "auto",                               \
     "ib messages up to 8 KiB sent eagerly through host buffers: auto (unless the receiving side " \
     "can register device memory), 0/off (never), 1/on (always)")
 

@@ -87,11 +87,12 @@ static rcollResult_t shm_devices(void *ctx, int *ndev) {
 }
 
 static rcollResult_t shm_get_properties(void *vctx, int dev, rcoll_net_props_t *props) {
-  (void)vctx;
+  const shm_ctx_t *ctx = vctx;
   if (dev != 0)
     return rcoll_error(rcollInvalidArgument, "shm: device %d does not exist (1 device)", dev);
   memset(props, 0, sizeof *props);
   snprintf(props->name, sizeof props->name, "shm");
+  snprintf(props->detail, sizeof props->detail, "%.95s", ctx->dir);
   props->ptr_support = RCOLL_PTR_HOST;
   props->speed_mbps = SHM_SPEED_MBPS;
   props->latency_us = SHM_LATENCY_US;

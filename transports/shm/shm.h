@@ -38,15 +38,15 @@ extern const rcoll_transport_desc_t shm_desc; /* shm_desc.c */
  * core's (it decides whether any local-only transport is opened), and so is
  * RCOLL_SHM_DIR (lib/cuda/ipc.c exchanges CUDA IPC handles there too). */
 #define SHM_SETTINGS(X)                                                                         \
-  X(INT, shm_slots, "SHM_SLOTS", NULL, "16",                                                     \
+  X(INT_IN(2, 4096), shm_slots, "SHM_SLOTS", NULL, "16",                                         \
     "Slots in each shared-memory ring (one ring per connection; 2..4096)")                       \
-  X(INT, shm_slot_size, "SHM_SLOT_SIZE", NULL, "65536",                                          \
+  X(INT_IN(256, 67108864), shm_slot_size, "SHM_SLOT_SIZE", NULL, "65536",                        \
     "Bytes per shared-memory ring slot, a 64-byte header line included (256..64M, x64)")         \
-  X(INT, shm_cma_threshold, "SHM_CMA_THRESHOLD", NULL, "0",                                      \
+  X(INT_IN(0, INT64_MAX), shm_cma_threshold, "SHM_CMA_THRESHOLD", NULL, "0",                     \
     "Between processes, messages of this many bytes or more are read straight from the "         \
     "sender's memory (process_vm_readv) instead of through the ring; 0 disables (the default: "  \
     "on the VMs measured CMA ran at half the ring's speed at every size)")                       \
-  X(INT, shm_memcpy_threshold, "SHM_MEMCPY_THRESHOLD", NULL, "16384",                            \
+  X(INT_IN(0, INT64_MAX), shm_memcpy_threshold, "SHM_MEMCPY_THRESHOLD", NULL, "16384",           \
     "Between threads of one process, messages of this many bytes or more are copied straight "   \
     "from the sender's buffer instead of through the ring; 0 disables")
 

@@ -1,6 +1,7 @@
 /* The socket transport's context, device properties, memory registration and
  * its ops table. Connection setup is in socket_accept.c and socket_connect.c,
  * requests in socket_io.c, helper threads in socket_helper.c. */
+#include <arpa/inet.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,11 @@ static rcollResult_t socket_get_properties(void *vctx, int dev, rcoll_net_props_
   char *resolved = realpath(path, NULL);
   snprintf(props->pci_path, sizeof props->pci_path, "%s", resolved ? resolved : "");
   free(resolved);
+  /* The address alone: connections listen on ports of their own. */
+  const void *ip = ctx->addr.sa.sa_family == AF_INET6 ? (const void *)&ctx->addr.sin6.sin6_addr
+                                                      : (const void *)&ctx->addr.sin.sin_addr;
+  if (inet_ntop(ctx->addr.sa.sa_family, ip, props->detail, sizeof props->detail) == NULL)
+    props->detail[0] = '\0';
   props->ptr_support = RCOLL_PTR_HOST;
   props->speed_mbps = socket_link_speed(ctx->ifname);
   props->latency_us = SOCKET_LATENCY_US;

@@ -26,11 +26,11 @@ extern const rcoll_transport_desc_t socket_desc; /* socket_desc.c */
 /* The socket transport's own settings (RCOLL_SOCKET_IFNAME and
  * RCOLL_SOCKET_FAMILY are the core's: the bootstrap reads them too). */
 #define SOCKET_SETTINGS(X)                                                                      \
-  X(INT, socket_nthreads, "SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "2",                        \
+  X(INT_IN(1, 16), socket_nthreads, "SOCKET_NTHREADS", "NCCL_SOCKET_NTHREADS", "2",              \
     "Helper threads per socket connection that move large messages (1..16)")                     \
-  X(INT, nsocks_perthread, "NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",                     \
+  X(INT_IN(1, 64), nsocks_perthread, "NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",           \
     "Data sockets per helper thread (threads x sockets <= 64)")                                  \
-  X(INT, socket_inline, "SOCKET_INLINE", NULL, "65536",                                          \
+  X(INT_IN(0, 2147483647), socket_inline, "SOCKET_INLINE", NULL, "65536",                        \
     "Messages up to this many bytes travel on the control socket, moved by the calling thread")
 
 typedef struct socket_settings {
