@@ -19,6 +19,7 @@
 
 #if RCOLL_HAVE_IBVERBS
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>

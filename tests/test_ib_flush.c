@@ -14,6 +14,7 @@
 
 #if RCOLL_HAVE_IBVERBS
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
