@@ -111,8 +111,9 @@ ib_test_step() { # program step
 ib_test_step test_ib_flush ib-flush # iflush driven directly
 ib_test_step test_ib_eager ib-eager # the eager protocol and device memory
 ib_test_step test_ib_multi ib-multi # grouped receives
-# allreduce_perf without MPI: its own file plus every bench/*.c without a main.
-BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | tr '\n' ' ')"
+# allreduce_perf without MPI: its own file plus the shared driver, every
+# bench/*.c without a main but the tools' own parts (bench/rcoll_*.c).
+BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | grep -v '^bench/rcoll_' | tr '\n' ' ')"
 # shellcheck disable=SC2086 # word lists on purpose
 ${CC:-cc} $CCFLAGS -Ibench $BENCH_SRCS "$LIBA" $LIBS -o "$DIR/bin/allreduce_perf" ||
   fail "building allreduce_perf for the VM failed"
