@@ -129,6 +129,9 @@ RCOLL_API rcollResult_t rcollAllReduce(const void *sendbuff, void *recvbuff, siz
 RCOLL_API rcollResult_t rcollBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                                        rcollDataType_t datatype, int root, rcollComm_t comm,
                                        rcollStream_t stream);
+/* Legacy in-place broadcast, as rcollBroadcast(buff, buff, ...). */
+RCOLL_API rcollResult_t rcollBcast(void *buff, size_t count, rcollDataType_t datatype, int root,
+                                   rcollComm_t comm, rcollStream_t stream);
 RCOLL_API rcollResult_t rcollReduce(const void *sendbuff, void *recvbuff, size_t count,
                                     rcollDataType_t datatype, rcollRedOp_t op, int root,
                                     rcollComm_t comm, rcollStream_t stream);
@@ -140,6 +143,25 @@ RCOLL_API rcollResult_t rcollAllGather(const void *sendbuff, void *recvbuff, siz
 RCOLL_API rcollResult_t rcollReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                            rcollDataType_t datatype, rcollRedOp_t op,
                                            rcollComm_t comm, rcollStream_t stream);
+/* Each rank sends count elements to every rank: the block for rank j is
+ * sendbuff + j*count, and the block from rank i lands at recvbuff + i*count.
+ * sendbuff == recvbuff is in place (NCCL leaves it undefined; rcoll does it
+ * through scratch); other overlaps are refused. */
+RCOLL_API rcollResult_t rcollAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                      rcollDataType_t datatype, rcollComm_t comm,
+                                      rcollStream_t stream);
+/* Each rank sends count elements to root, which places rank i's at
+ * recvbuff + i*count; recvbuff is not used on other ranks. In place when
+ * sendbuff == recvbuff + root*count on the root. */
+RCOLL_API rcollResult_t rcollGather(const void *sendbuff, void *recvbuff, size_t count,
+                                    rcollDataType_t datatype, int root, rcollComm_t comm,
+                                    rcollStream_t stream);
+/* Root sends sendbuff + i*count (count elements) to rank i, which receives
+ * them into recvbuff; sendbuff is not used on other ranks. In place when
+ * recvbuff == sendbuff + root*count on the root. */
+RCOLL_API rcollResult_t rcollScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                     rcollDataType_t datatype, int root, rcollComm_t comm,
+                                     rcollStream_t stream);
 RCOLL_API rcollResult_t rcollSend(const void *sendbuff, size_t count, rcollDataType_t datatype,
                                   int peer, rcollComm_t comm, rcollStream_t stream);
 RCOLL_API rcollResult_t rcollRecv(void *recvbuff, size_t count, rcollDataType_t datatype, int peer,

@@ -35,6 +35,9 @@ enum coll {
   AG = RCOLL_COLL_ALLGATHER,
   RS = RCOLL_COLL_REDUCE_SCATTER,
   P2P = RCOLL_COLL_SEND,
+  A2A = RCOLL_COLL_ALLTOALL,
+  GA = RCOLL_COLL_GATHER,
+  SC = RCOLL_COLL_SCATTER,
 };
 
 typedef struct layout {
@@ -86,12 +89,15 @@ static double expected_f64(enum coll k, int n, int root, int r, size_t count, si
   case BC: return input_f64(root, i);
   case AG: return input_f64((int)(i / count), i % count);
   case P2P: return input_f64((r + n - 1) % n, i);
+  case A2A: return input_f64((int)(i / count), (size_t)r * count + i % count);
+  case GA: return input_f64((int)(i / count), i % count);
+  case SC: return input_f64(root, (size_t)r * count + i);
   default: break;
   }
   return 0;
 }
 
-static int gets_result(enum coll k, int r, int root) { return k != RD || r == root; }
+static int gets_result(enum coll k, int r, int root) { return (k != RD && k != GA) || r == root; }
 
 /* Plans every rank (in place where asked), then fills each rank's input,
  * which the planners never read. */
