@@ -49,7 +49,7 @@ run() { # label, time limit in seconds, then the command
   fi
 }
 
-run "threads, ranks 1,2,3,4,5,8" 240 "$PROG" -t 1,2,3,4,5,8 -s sweep,types
+run "threads, ranks 1,2,3,4,5,8,9" 240 "$PROG" -t 1,2,3,4,5,8,9 -s sweep,types
 run "processes, unique id through a pipe" 240 "$PROG" -p 1,2,3,4,5,8 -s sweep
 run "processes, RCOLL_COMM_ID + rcollCommInitFromEnv" 120 "$PROG" -p 1,2,3,5 -e -s sweep \
   -c 0,1,7,65537

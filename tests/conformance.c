@@ -94,12 +94,21 @@ static void add_rotated(ccase_t *cases, size_t *k, int coll, size_t count, int i
   add_case(cases, k, (ccase_t){coll, count, t, op, root, inplace, 0});
 }
 
+/* The large count is per rank for all-to-all, gather and scatter, whose
+ * vectors are n blocks: there it is cut to LARGE_COUNT / n + 1, so that
+ * their vectors stay the size of the others' and the sweep of every root
+ * keeps its time (n blocks of LARGE_COUNT at every root tripled it). */
+static size_t sweep_count(int coll, size_t count, int n) {
+  int blocks = coll == ALLTOALL || coll == GATHER || coll == SCATTER;
+  return blocks && count == LARGE_COUNT ? LARGE_COUNT / (size_t)n + 1 : count;
+}
+
 static size_t build_sweep(int n, const size_t *counts, size_t ncounts, ccase_t *cases, size_t k) {
   for (size_t ci = 0; ci < ncounts; ci++)
     for (int coll = 0; coll < NCOLLS; coll++)
       for (int inplace = coll_only_inplace(coll); inplace <= coll_has_inplace(coll); inplace++)
         for (int root = 0; root < (coll_has_root(coll) ? n : 1); root++)
-          add_rotated(cases, &k, coll, counts[ci], inplace, root);
+          add_rotated(cases, &k, coll, sweep_count(coll, counts[ci], n), inplace, root);
   return k;
 }
 
