@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Conformance sweep (tests/conformance.c): every collective, type, op, root,
-# count and in-place variant on 1..8 real ranks, checked element by element.
+# count and in-place variant on 1..9 real ranks, checked element by element.
 #
 #   1. ranks as threads: the sweep and the all-types-and-ops pass
 #   2. ranks as processes joining through a unique id passed in a pipe
