@@ -115,9 +115,50 @@ static long check_sendrecv(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t 
   return wrong;
 }
 
+/* Out of place, then in place (through the device scratch ring). */
+static long check_alltoall(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count, N = n * (size_t)x->nranks;
+  float *a = dev_alloc(N * 4), *b = dev_alloc(N * 4);
+  long wrong = 0;
+  for (int inplace = 0; inplace < 2 && x->result == rcollSuccess; inplace++) {
+    fill_rank(a, N, x->rank);
+    x->result = rcollAlltoAll(a, inplace ? a : b, n, rcollFloat32, comm, s);
+    fake_stream_sync(s);
+    const float *got = inplace ? a : b;
+    for (size_t i = 0; i < N; i++)
+      wrong += differs(x, inplace ? "alltoall in place" : "alltoall", i, got[i],
+                       input((int)(i / n), (size_t)x->rank * n + i % n));
+  }
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
+static long check_gather_scatter(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count, N = n * (size_t)x->nranks;
+  int root = 1 % x->nranks;
+  float *a = dev_alloc(n * 4), *b = dev_alloc(N * 4);
+  fill_rank(a, n, x->rank);
+  x->result = rcollGather(a, b, n, rcollFloat32, root, comm, s);
+  fake_stream_sync(s);
+  long wrong = 0;
+  for (size_t i = 0; x->rank == root && i < N; i++)
+    wrong += differs(x, "gather", i, b[i], input((int)(i / n), i % n));
+  fill_rank(b, N, x->rank);
+  if (x->result == rcollSuccess)
+    x->result = rcollScatter(b, a, n, rcollFloat32, root, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < n; i++)
+    wrong += differs(x, "scatter", i, a[i], input(root, (size_t)x->rank * n + i));
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
 static void all_collectives(rank_ctx_t *x, rcollComm_t comm) {
   long (*const checks[])(rank_ctx_t *, rcollComm_t, rcoll_cuda_stream_t) = {
-      check_allreduce, check_allgather, check_reduce_scatter, check_bcast_reduce, check_sendrecv};
+      check_allreduce, check_allgather, check_reduce_scatter, check_bcast_reduce, check_sendrecv,
+      check_alltoall,  check_gather_scatter};
   rcoll_cuda_stream_t s = stream_new();
   for (size_t k = 0; k < sizeof checks / sizeof checks[0] && x->result == rcollSuccess; k++)
     x->wrong += checks[k](x, comm, s);
