@@ -84,8 +84,8 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
   int send_used = d->send_at == USED_EVERYWHERE || (d->send_at == USED_AT_ROOT && is_root);
   int recv_used = d->recv_at == USED_EVERYWHERE || (d->recv_at == USED_AT_ROOT && is_root);
   rcoll_mem_info_t smi, rmi;
-  if (send_used)
-    RCOLL_CHECK(check_buffer(d, "sendbuff", a->sendbuff, sbytes, &smi));
+  if (send_used) /* rcollBcast has one buffer, which NCCL calls buff */
+    RCOLL_CHECK(check_buffer(d, d == &BCAST ? "buff" : "sendbuff", a->sendbuff, sbytes, &smi));
   if (recv_used)
     RCOLL_CHECK(check_buffer(d, "recvbuff", a->recvbuff, rbytes, &rmi));
   /* All-to-all in place means the same buffer; a shifted overlap would read
