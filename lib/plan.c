@@ -145,8 +145,9 @@ void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes) {
   return p->tmp;
 }
 
-/* The scratch ring is made when a plan first needs it (reduce-scatter and
- * reduce only) and touched at once, so later calls pay no page faults. */
+/* The scratch ring is made when a plan first needs it (reduce-scatter,
+ * reduce, in-place or Bruck all-to-all, binomial gather and scatter) and
+ * touched at once, so later calls pay no page faults. */
 static int plan_scratch_alloc(rcoll_plan_t *p) {
   struct rcollComm *c = p->comm;
   /* aligned_alloc wants a multiple of the alignment. */
