@@ -90,7 +90,7 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
     RCOLL_CHECK(check_buffer(d, "recvbuff", a->recvbuff, rbytes, &rmi));
   /* All-to-all in place means the same buffer; a shifted overlap would read
    * blocks after they were overwritten. */
-  const char *sb = a->sendbuff, *rb = a->recvbuff;
+  uintptr_t sb = (uintptr_t)a->sendbuff, rb = (uintptr_t)a->recvbuff; /* two objects: compare as integers */
   if (d->coll == RCOLL_COLL_ALLTOALL && sb != rb && sb < rb + rbytes && rb < sb + sbytes)
     return rcoll_error(rcollInvalidArgument, "%s: sendbuff %p and recvbuff %p overlap without being "
                        "equal (in place is sendbuff == recvbuff)", d->name, a->sendbuff, a->recvbuff);
