@@ -63,8 +63,17 @@ typedef enum {
   rcollMax = 2,
   rcollMin = 3,
   rcollAvg = 4,
-  rcollNumOps = 5
+  rcollNumOps = 5,
+  /* Ops made by rcollRedOpCreatePreMulSum are values from rcollNumOps on;
+   * this makes the enum wide enough for them, as NCCL's ncclMaxRedOp. */
+  rcollMaxRedOp = 0x7fffffff
 } rcollRedOp_t;
+
+/* Where the scalar of rcollRedOpCreatePreMulSum lives and when it is read. */
+typedef enum {
+  rcollScalarDevice = 0,       /* read when each collective runs (rcoll: host memory only, for now) */
+  rcollScalarHostImmediate = 1 /* read before rcollRedOpCreatePreMulSum returns */
+} rcollScalarResidence_t;
 
 #define RCOLL_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -166,6 +175,16 @@ RCOLL_API rcollResult_t rcollSend(const void *sendbuff, size_t count, rcollDataT
                                   int peer, rcollComm_t comm, rcollStream_t stream);
 RCOLL_API rcollResult_t rcollRecv(void *recvbuff, size_t count, rcollDataType_t datatype, int peer,
                                   rcollComm_t comm, rcollStream_t stream);
+
+/* A reduction op for collectives on comm and datatype only: each rank's
+ * input is multiplied by its own *scalar (of datatype), then summed.
+ * rcoll supports it on host buffers; a device buffer or scalar is refused
+ * (rcollInvalidUsage). */
+RCOLL_API rcollResult_t rcollRedOpCreatePreMulSum(rcollRedOp_t *op, void *scalar, rcollDataType_t datatype,
+                                                  rcollScalarResidence_t residence, rcollComm_t comm);
+/* Destroys an op made by rcollRedOpCreatePreMulSum on comm, once the last
+ * call given it has returned. */
+RCOLL_API rcollResult_t rcollRedOpDestroy(rcollRedOp_t op, rcollComm_t comm);
 
 /* Registers [buff, buff + size) (host or device memory) with comm, for
  * transports that can then move it without copies or per-call registration;

@@ -10,6 +10,7 @@
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
+#include "redop.h"
 #include "reduce.h"
 #include "tuner.h"
 
@@ -65,8 +66,8 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
   if (a->dtype < 0 || a->dtype >= rcollNumTypes)
     return rcoll_error(rcollInvalidArgument, "%s: datatype %d is not an rcollDataType_t", d->name,
                        (int)a->dtype);
-  if (d->has_op && (a->op < 0 || a->op >= rcollNumOps))
-    return rcoll_error(rcollInvalidArgument, "%s: op %d is not an rcollRedOp_t", d->name, (int)a->op);
+  if (d->has_op) /* a built-in op, or one made on this communicator for this datatype */
+    RCOLL_CHECK(rcoll_redop_check(c, d->name, a->op, a->dtype));
   if (d->has_root && (a->root < 0 || a->root >= c->nranks))
     return rcoll_error(rcollInvalidArgument, "%s: %s %d is not a rank in [0, %d)", d->name,
                        d->coll == RCOLL_COLL_SEND || d->coll == RCOLL_COLL_RECV ? "peer" : "root",
@@ -141,7 +142,10 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   }
   if (a->count == 0)
     return rcollSuccess;
-  r = coll_plan(d, a, comm);
+  /* PreMulSum: the call sums a scaled copy of the input (redop.h). */
+  r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1), device);
+  if (r == rcollSuccess)
+    r = coll_plan(d, a, comm);
   if (r != rcollSuccess) {
     if (rcoll_group_active())
       rcoll_group_fail(r);

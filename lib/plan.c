@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "redop.h"
 #include "reduce.h"
 
 void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
@@ -21,6 +22,8 @@ void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
   if (comm != NULL)
     for (int i = 0; i < comm->nscratch; i++)
       comm->scratch_reader[i] = RCOLL_NO_DEP;
+  if (comm != NULL) /* the scaled inputs of PreMulSum calls were read by the plan */
+    rcoll_redop_release(comm);
 }
 
 void rcoll_plan_free(rcoll_plan_t *p) {
