@@ -192,6 +192,36 @@ Test(cuda_proxy, staged_three_ranks_over_sockets) {
   sweep(3, "1");
 }
 
+/* PreMulSum runs on host buffers only: a device scalar or device buffers
+ * are refused with a reason, and the communicator stays usable. */
+static void premulsum_refused(rank_ctx_t *x, rcollComm_t comm) {
+  float host_scalar = 2, *dev = dev_alloc(64 * 4), *dev_scalar = dev_alloc(4);
+  rcollRedOp_t op;
+  rcollResult_t r = rcollRedOpCreatePreMulSum(&op, dev_scalar, rcollFloat32, rcollScalarDevice, comm);
+  x->wrong += r != rcollInvalidUsage || strstr(rcollGetLastError(NULL), "device memory") == NULL;
+  x->result = rcollRedOpCreatePreMulSum(&op, &host_scalar, rcollFloat32, rcollScalarHostImmediate, comm);
+  if (x->result != rcollSuccess)
+    return;
+  rcoll_cuda_stream_t s = stream_new();
+  r = rcollAllReduce(dev, dev, 64, rcollFloat32, op, comm, s);
+  x->wrong += r != rcollInvalidUsage || strstr(rcollGetLastError(NULL), "host buffers only") == NULL;
+  fill_rank(dev, 64, x->rank);
+  x->result = rcollAllReduce(dev, dev, 64, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < 64; i++)
+    x->wrong += dev[i] != sum_of(x->nranks, i);
+  if (x->result == rcollSuccess)
+    x->result = rcollRedOpDestroy(op, comm);
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(dev);
+  fake_free(dev_scalar);
+}
+
+Test(cuda_proxy, premulsum_refuses_device_memory) {
+  rank_ctx_t ctx[1] = {{0}};
+  run_ranks(1, 64, premulsum_refused, ctx);
+}
+
 Test(cuda_proxy, wait_kernel_when_memops_are_refused) {
   atomic_store(&fake_stats.refuse_memop, 1);
   rank_ctx_t ctx[MAX_RANKS] = {0};
