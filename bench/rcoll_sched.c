@@ -44,7 +44,8 @@ static void usage(FILE *f) {
   fprintf(f, "usage: rcoll_sched --coll C --algo A [--ranks N] [--bytes S] [--chunk B] [--svg FILE]\n"
              "                  [--nodes K] [--root R] [--type T] [-a ALPHA] [-B BW] [-i NET] [-t NET] [-q]\n"
              "       rcoll_sched --algo list [--coll C]\n"
-             "  --coll       allreduce, broadcast, reduce, allgather, reduce_scatter, send\n"
+             "  --coll       allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall, gather,\n"
+             "               scatter, send\n"
              "  --algo       an algorithm of the collective (--algo list shows them)\n"
              "  --ranks      1..%d (default 4); --nodes K puts them in blocks on K nodes (default 1)\n"
              "  --bytes      the whole vector, K/M/G suffixes (default 4096)\n"
@@ -222,10 +223,10 @@ static void check_shape(const opts_t *o, sched_t *s) {
   s->root = o->root;
 }
 
-/* count from --bytes (whole elements, n blocks for all-gather and
- * reduce-scatter); says when it rounded. */
+/* count from --bytes (whole elements, n blocks for all-gather,
+ * reduce-scatter, all-to-all, gather and scatter); says when it rounded. */
 static void set_count(const opts_t *o, sched_t *s) {
-  int blocks = s->coll == RCOLL_COLL_ALLGATHER || s->coll == RCOLL_COLL_REDUCE_SCATTER;
+  int blocks = rcoll_coll_per_rank(s->coll);
   size_t unit = s->tsz * (blocks ? (size_t)s->n : 1);
   s->count = o->bytes / unit;
   s->vector = s->count * unit;
@@ -286,14 +287,15 @@ const char *sched_kind(const rcoll_step_t *st) {
 }
 
 /* Offset in the whole vector of a pointer into rank r's own buffers: its
- * all-gather input is block r, its reduce-scatter result block r. */
+ * all-gather and gather input is block r, its reduce-scatter and scatter
+ * result block r. */
 static long long user_offset(const sched_t *s, int r, const void *ptr) {
   const char *p = ptr, *sb = s->world.send[r], *rb = s->world.recv[r];
   long long block = (long long)(s->count * s->tsz);
   if (p != NULL && p >= sb && p < sb + s->world.send_bytes)
-    return (p - sb) + (s->coll == RCOLL_COLL_ALLGATHER ? r * block : 0);
+    return (p - sb) + (s->coll == RCOLL_COLL_ALLGATHER || s->coll == RCOLL_COLL_GATHER ? r * block : 0);
   if (p != NULL && p >= rb && p < rb + s->world.recv_bytes)
-    return (p - rb) + (s->coll == RCOLL_COLL_REDUCE_SCATTER ? r * block : 0);
+    return (p - rb) + (s->coll == RCOLL_COLL_REDUCE_SCATTER || s->coll == RCOLL_COLL_SCATTER ? r * block : 0);
   return -1;
 }
 
@@ -488,9 +490,9 @@ static void print_header(const opts_t *o, const sched_t *s) {
   printf("# rcoll_sched: %s %s, %d rank%s on %d node%s (in blocks), %zu bytes = %zu x %s%s, chunk %zu%s, "
          "%d steps\n", rcoll_coll_name(s->coll), s->algo->name, s->n, s->n > 1 ? "s" : "", s->nodes,
          s->nodes > 1 ? "s" : "", s->vector, s->count, rcoll_type_name(s->dtype),
-         s->coll == RCOLL_COLL_ALLGATHER || s->coll == RCOLL_COLL_REDUCE_SCATTER ? " per rank" : "",
-         s->chunk, o->chunk ? "" : " (the tuner's best)", steps);
-  if (s->coll == RCOLL_COLL_BROADCAST || s->coll == RCOLL_COLL_REDUCE)
+         rcoll_coll_per_rank(s->coll) ? " per rank" : "", s->chunk, o->chunk ? "" : " (the tuner's best)",
+         steps);
+  if (rcoll_coll_rooted(s->coll))
     printf("# root %d\n", s->root);
   if (s->coll == RCOLL_COLL_SEND || s->coll == RCOLL_COLL_RECV)
     printf("# send and receive are planned together: each rank sends to the next and receives from the "

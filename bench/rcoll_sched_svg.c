@@ -206,7 +206,7 @@ static void draw_title(canvas_t *cv) {
   fprintf(cv->f, "<text x='10' y='24' class='title'>%s %s: %d ranks on %d node%s, %zu bytes (%zu x %s%s), "
           "chunk %zu, %d messages</text>\n", rcoll_coll_name(s->coll), s->algo->name, s->n, s->nodes,
           s->nodes > 1 ? "s" : "", s->vector, s->count, rcoll_type_name(s->dtype),
-          s->coll == RCOLL_COLL_ALLGATHER || s->coll == RCOLL_COLL_REDUCE_SCATTER ? " per rank" : "", s->chunk,
+          rcoll_coll_per_rank(s->coll) ? " per rank" : "", s->chunk,
           messages);
   char cut[96] = "";
   if (cv->cols < cv->total)

@@ -44,11 +44,11 @@ static size_t parse_size(const char *s) {
 static int parse_coll(const char *s) {
   if (!strcmp(s, "all"))
     return -1;
-  for (int c = 0; c < RCOLL_COLL_SEND; c++)
-    if (!strcmp(s, rcoll_coll_name(c)))
+  for (int c = 0; c < RCOLL_COLL_NKINDS; c++)
+    if (!rcoll_coll_is_p2p(c) && !strcmp(s, rcoll_coll_name(c)))
       return c;
   fprintf(stderr, "rcoll_tune: unknown collective \"%s\" (allreduce, broadcast, reduce, allgather, "
-          "reduce_scatter, all)\n", s);
+          "reduce_scatter, alltoall, gather, scatter, all)\n", s);
   exit(2);
 }
 
@@ -133,8 +133,8 @@ int main(int argc, char **argv) {
          "chunk <= %zu; window %d%s%s\n", o.intra, prm.intra.alpha_us, prm.intra.gbps, o.inter,
          prm.inter.alpha_us, prm.inter.gbps, prm.reduce_gbps, prm.max_chunk, prm.window,
          prm.cores_shared ? "; cores shared" : "", prm.deterministic ? "; deterministic" : "");
-  for (int c = 0; c < RCOLL_COLL_SEND; c++)
-    if (o.coll < 0 || o.coll == c)
+  for (int c = 0; c < RCOLL_COLL_NKINDS; c++)
+    if (!rcoll_coll_is_p2p(c) && (o.coll < 0 || o.coll == c))
       print_table(t, c, &o);
   free(t);
   rcoll_topo_free(&topo);

@@ -63,8 +63,17 @@ typedef enum {
   rcollMax = 2,
   rcollMin = 3,
   rcollAvg = 4,
-  rcollNumOps = 5
+  rcollNumOps = 5,
+  /* Ops made by rcollRedOpCreatePreMulSum are values from rcollNumOps on;
+   * this makes the enum wide enough for them, as NCCL's ncclMaxRedOp. */
+  rcollMaxRedOp = 0x7fffffff
 } rcollRedOp_t;
+
+/* Where the scalar of rcollRedOpCreatePreMulSum lives and when it is read. */
+typedef enum {
+  rcollScalarDevice = 0,       /* read when each collective runs (rcoll: host memory only, for now) */
+  rcollScalarHostImmediate = 1 /* read before rcollRedOpCreatePreMulSum returns */
+} rcollScalarResidence_t;
 
 #define RCOLL_UNIQUE_ID_BYTES 128
 typedef struct {
@@ -129,6 +138,9 @@ RCOLL_API rcollResult_t rcollAllReduce(const void *sendbuff, void *recvbuff, siz
 RCOLL_API rcollResult_t rcollBroadcast(const void *sendbuff, void *recvbuff, size_t count,
                                        rcollDataType_t datatype, int root, rcollComm_t comm,
                                        rcollStream_t stream);
+/* Legacy in-place broadcast, as rcollBroadcast(buff, buff, ...). */
+RCOLL_API rcollResult_t rcollBcast(void *buff, size_t count, rcollDataType_t datatype, int root,
+                                   rcollComm_t comm, rcollStream_t stream);
 RCOLL_API rcollResult_t rcollReduce(const void *sendbuff, void *recvbuff, size_t count,
                                     rcollDataType_t datatype, rcollRedOp_t op, int root,
                                     rcollComm_t comm, rcollStream_t stream);
@@ -140,10 +152,39 @@ RCOLL_API rcollResult_t rcollAllGather(const void *sendbuff, void *recvbuff, siz
 RCOLL_API rcollResult_t rcollReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                                            rcollDataType_t datatype, rcollRedOp_t op,
                                            rcollComm_t comm, rcollStream_t stream);
+/* Each rank sends count elements to every rank: the block for rank j is
+ * sendbuff + j*count, and the block from rank i lands at recvbuff + i*count.
+ * sendbuff == recvbuff is in place (NCCL leaves it undefined; rcoll does it
+ * through scratch); other overlaps are refused. */
+RCOLL_API rcollResult_t rcollAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                      rcollDataType_t datatype, rcollComm_t comm,
+                                      rcollStream_t stream);
+/* Each rank sends count elements to root, which places rank i's at
+ * recvbuff + i*count; recvbuff is not used on other ranks. In place when
+ * sendbuff == recvbuff + root*count on the root. */
+RCOLL_API rcollResult_t rcollGather(const void *sendbuff, void *recvbuff, size_t count,
+                                    rcollDataType_t datatype, int root, rcollComm_t comm,
+                                    rcollStream_t stream);
+/* Root sends sendbuff + i*count (count elements) to rank i, which receives
+ * them into recvbuff; sendbuff is not used on other ranks. In place when
+ * recvbuff == sendbuff + root*count on the root. */
+RCOLL_API rcollResult_t rcollScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                     rcollDataType_t datatype, int root, rcollComm_t comm,
+                                     rcollStream_t stream);
 RCOLL_API rcollResult_t rcollSend(const void *sendbuff, size_t count, rcollDataType_t datatype,
                                   int peer, rcollComm_t comm, rcollStream_t stream);
 RCOLL_API rcollResult_t rcollRecv(void *recvbuff, size_t count, rcollDataType_t datatype, int peer,
                                   rcollComm_t comm, rcollStream_t stream);
+
+/* A reduction op for collectives on comm and datatype only: each rank's
+ * input is multiplied by its own *scalar (of datatype), then summed.
+ * rcoll supports it on host buffers; a device buffer or scalar is refused
+ * (rcollInvalidUsage). */
+RCOLL_API rcollResult_t rcollRedOpCreatePreMulSum(rcollRedOp_t *op, void *scalar, rcollDataType_t datatype,
+                                                  rcollScalarResidence_t residence, rcollComm_t comm);
+/* Destroys an op made by rcollRedOpCreatePreMulSum on comm, once the last
+ * call given it has returned. */
+RCOLL_API rcollResult_t rcollRedOpDestroy(rcollRedOp_t op, rcollComm_t comm);
 
 /* Registers [buff, buff + size) (host or device memory) with comm, for
  * transports that can then move it without copies or per-call registration;

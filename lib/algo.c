@@ -12,7 +12,8 @@
 #include "reduce.h"
 
 static const char *const coll_names[RCOLL_COLL_NKINDS] = {
-    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "send", "recv"};
+    "allreduce", "broadcast", "reduce", "allgather", "reduce_scatter", "send", "recv",
+    "alltoall",  "gather",    "scatter"};
 
 const char *rcoll_coll_name(int coll) {
   return coll >= 0 && coll < RCOLL_COLL_NKINDS ? coll_names[coll] : "invalid";
@@ -20,6 +21,18 @@ const char *rcoll_coll_name(int coll) {
 
 int rcoll_coll_reduces(int coll) {
   return coll == RCOLL_COLL_ALLREDUCE || coll == RCOLL_COLL_REDUCE || coll == RCOLL_COLL_REDUCE_SCATTER;
+}
+
+int rcoll_coll_is_p2p(int coll) { return coll == RCOLL_COLL_SEND || coll == RCOLL_COLL_RECV; }
+
+int rcoll_coll_per_rank(int coll) {
+  return coll == RCOLL_COLL_ALLGATHER || coll == RCOLL_COLL_REDUCE_SCATTER || coll == RCOLL_COLL_ALLTOALL ||
+         coll == RCOLL_COLL_GATHER || coll == RCOLL_COLL_SCATTER;
+}
+
+int rcoll_coll_rooted(int coll) {
+  return coll == RCOLL_COLL_BROADCAST || coll == RCOLL_COLL_REDUCE || coll == RCOLL_COLL_GATHER ||
+         coll == RCOLL_COLL_SCATTER;
 }
 
 double rcoll_traffic_bytes(const rcoll_coll_args_t *a) {

@@ -26,6 +26,10 @@ typedef enum rcoll_coll_kind {
   RCOLL_COLL_REDUCE_SCATTER,
   RCOLL_COLL_SEND,
   RCOLL_COLL_RECV,
+  /* Appended, so that the kinds above keep their numbers. */
+  RCOLL_COLL_ALLTOALL,
+  RCOLL_COLL_GATHER,
+  RCOLL_COLL_SCATTER,
   RCOLL_COLL_NKINDS
 } rcoll_coll_kind_t;
 
@@ -33,15 +37,25 @@ typedef enum rcoll_coll_kind {
 const char *rcoll_coll_name(int coll);
 /* Whether the collective reduces (RCOLL_DETERMINISTIC applies to it). */
 int rcoll_coll_reduces(int coll);
+/* Whether it is a send or a receive rather than a collective. */
+int rcoll_coll_is_p2p(int coll);
+/* Whether count is one rank's block, so that the call's vector (the
+ * tuner's bytes, nccl-tests' size) is n blocks: all-gather,
+ * reduce-scatter, all-to-all, gather and scatter. */
+int rcoll_coll_per_rank(int coll);
+/* Whether it has a root (broadcast, reduce, gather, scatter). */
+int rcoll_coll_rooted(int coll);
 
 typedef struct rcoll_coll_args {
   const void *sendbuff;
   void *recvbuff;
   size_t count;  /* allreduce/bcast/reduce: elements; allgather: per-rank sendcount;
-                    reduce_scatter: per-rank recvcount; send/recv: elements */
+                    reduce_scatter: per-rank recvcount; send/recv: elements;
+                    alltoall: elements to and from each rank; gather, scatter:
+                    elements of each rank's block */
   rcollDataType_t dtype;
   rcollRedOp_t op;
-  int root;      /* broadcast/reduce root, or send/recv peer */
+  int root;      /* broadcast/reduce/gather/scatter root, or send/recv peer */
   int rank;
   int nranks;
 } rcoll_coll_args_t;

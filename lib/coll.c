@@ -10,8 +10,12 @@
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
+#include "redop.h"
 #include "reduce.h"
 #include "tuner.h"
+
+/* Where a call reads its send buffer or writes its receive buffer. */
+enum buf_use { USED_NOWHERE = 0, USED_AT_ROOT, USED_EVERYWHERE };
 
 typedef struct coll_desc {
   const char *name;
@@ -20,18 +24,32 @@ typedef struct coll_desc {
   int has_root;   /* validate root (or peer) */
   int send_mult;  /* sendbuff holds count * (send_mult ? nranks : 1) elements */
   int recv_mult;  /* recvbuff likewise */
-  int need_send;  /* sendbuff must be valid (0: unused, e.g. recv) */
-  int need_recv;
+  enum buf_use send_at, recv_at; /* where each buffer must be valid */
 } coll_desc_t;
 
-static const coll_desc_t ALLREDUCE = {"rcollAllReduce", RCOLL_COLL_ALLREDUCE, 1, 0, 0, 0, 1, 1};
-static const coll_desc_t BROADCAST = {"rcollBroadcast", RCOLL_COLL_BROADCAST, 0, 1, 0, 0, 0, 1};
-static const coll_desc_t REDUCE = {"rcollReduce", RCOLL_COLL_REDUCE, 1, 1, 0, 0, 1, 0};
-static const coll_desc_t ALLGATHER = {"rcollAllGather", RCOLL_COLL_ALLGATHER, 0, 0, 0, 1, 1, 1};
+/* As nccl.h: a buffer "not used" on some ranks may be NULL there. */
+static const coll_desc_t ALLREDUCE = {"rcollAllReduce", RCOLL_COLL_ALLREDUCE, 1, 0, 0, 0,
+                                      USED_EVERYWHERE, USED_EVERYWHERE};
+static const coll_desc_t BROADCAST = {"rcollBroadcast", RCOLL_COLL_BROADCAST, 0, 1, 0, 0, USED_AT_ROOT,
+                                      USED_EVERYWHERE};
+static const coll_desc_t BCAST = {"rcollBcast", RCOLL_COLL_BROADCAST, 0, 1, 0, 0, USED_AT_ROOT,
+                                  USED_EVERYWHERE};
+static const coll_desc_t REDUCE = {"rcollReduce", RCOLL_COLL_REDUCE, 1, 1, 0, 0, USED_EVERYWHERE,
+                                   USED_AT_ROOT};
+static const coll_desc_t ALLGATHER = {"rcollAllGather", RCOLL_COLL_ALLGATHER, 0, 0, 0, 1,
+                                      USED_EVERYWHERE, USED_EVERYWHERE};
 static const coll_desc_t REDUCE_SCATTER = {"rcollReduceScatter", RCOLL_COLL_REDUCE_SCATTER, 1, 0, 1, 0,
-                                           1, 1};
-static const coll_desc_t SEND = {"rcollSend", RCOLL_COLL_SEND, 0, 1, 0, 0, 1, 0};
-static const coll_desc_t RECV = {"rcollRecv", RCOLL_COLL_RECV, 0, 1, 0, 0, 0, 1};
+                                           USED_EVERYWHERE, USED_EVERYWHERE};
+static const coll_desc_t ALLTOALL = {"rcollAlltoAll", RCOLL_COLL_ALLTOALL, 0, 0, 1, 1,
+                                     USED_EVERYWHERE, USED_EVERYWHERE};
+static const coll_desc_t GATHER = {"rcollGather", RCOLL_COLL_GATHER, 0, 1, 0, 1, USED_EVERYWHERE,
+                                   USED_AT_ROOT};
+static const coll_desc_t SCATTER = {"rcollScatter", RCOLL_COLL_SCATTER, 0, 1, 1, 0, USED_AT_ROOT,
+                                    USED_EVERYWHERE};
+static const coll_desc_t SEND = {"rcollSend", RCOLL_COLL_SEND, 0, 1, 0, 0, USED_EVERYWHERE,
+                                 USED_NOWHERE};
+static const coll_desc_t RECV = {"rcollRecv", RCOLL_COLL_RECV, 0, 1, 0, 0, USED_NOWHERE,
+                                 USED_EVERYWHERE};
 
 static rcollResult_t check_buffer(const coll_desc_t *d, const char *what, const void *buf,
                                   size_t bytes, rcoll_mem_info_t *mi) {
@@ -48,8 +66,8 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
   if (a->dtype < 0 || a->dtype >= rcollNumTypes)
     return rcoll_error(rcollInvalidArgument, "%s: datatype %d is not an rcollDataType_t", d->name,
                        (int)a->dtype);
-  if (d->has_op && (a->op < 0 || a->op >= rcollNumOps))
-    return rcoll_error(rcollInvalidArgument, "%s: op %d is not an rcollRedOp_t", d->name, (int)a->op);
+  if (d->has_op) /* a built-in op, or one made on this communicator for this datatype */
+    RCOLL_CHECK(rcoll_redop_check(c, d->name, a->op, a->dtype));
   if (d->has_root && (a->root < 0 || a->root >= c->nranks))
     return rcoll_error(rcollInvalidArgument, "%s: %s %d is not a rank in [0, %d)", d->name,
                        d->coll == RCOLL_COLL_SEND || d->coll == RCOLL_COLL_RECV ? "peer" : "root",
@@ -64,13 +82,19 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
   size_t sbytes = a->count * tsize * (d->send_mult ? (size_t)c->nranks : 1);
   size_t rbytes = a->count * tsize * (d->recv_mult ? (size_t)c->nranks : 1);
   int is_root = a->rank == a->root;
-  int send_used = d->need_send || (d->coll == RCOLL_COLL_BROADCAST && is_root);
-  int recv_used = d->need_recv || (d->coll == RCOLL_COLL_REDUCE && is_root);
+  int send_used = d->send_at == USED_EVERYWHERE || (d->send_at == USED_AT_ROOT && is_root);
+  int recv_used = d->recv_at == USED_EVERYWHERE || (d->recv_at == USED_AT_ROOT && is_root);
   rcoll_mem_info_t smi, rmi;
-  if (send_used)
-    RCOLL_CHECK(check_buffer(d, "sendbuff", a->sendbuff, sbytes, &smi));
+  if (send_used) /* rcollBcast has one buffer, which NCCL calls buff */
+    RCOLL_CHECK(check_buffer(d, d == &BCAST ? "buff" : "sendbuff", a->sendbuff, sbytes, &smi));
   if (recv_used)
     RCOLL_CHECK(check_buffer(d, "recvbuff", a->recvbuff, rbytes, &rmi));
+  /* All-to-all in place means the same buffer; a shifted overlap would read
+   * blocks after they were overwritten. */
+  uintptr_t sb = (uintptr_t)a->sendbuff, rb = (uintptr_t)a->recvbuff; /* two objects: compare as integers */
+  if (d->coll == RCOLL_COLL_ALLTOALL && sb != rb && sb < rb + rbytes && rb < sb + sbytes)
+    return rcoll_error(rcollInvalidArgument, "%s: sendbuff %p and recvbuff %p overlap without being "
+                       "equal (in place is sendbuff == recvbuff)", d->name, a->sendbuff, a->recvbuff);
   return rcoll_mem_check_call(c, d->name, send_used ? &smi : NULL, recv_used ? &rmi : NULL, stream,
                               device);
 }
@@ -86,7 +110,7 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
     return rcoll_error(rcollInternalError, "%s: rank %d: the communicator has no tuner", d->name,
                        comm->rank);
   size_t bytes = a->count * rcoll_type_size(a->dtype);
-  if (d->coll == RCOLL_COLL_ALLGATHER || d->coll == RCOLL_COLL_REDUCE_SCATTER)
+  if (rcoll_coll_per_rank(d->coll))
     bytes *= (size_t)a->nranks;
   rcoll_tune_choice_t ch = rcoll_tune_choose(p->tuner, d->coll, bytes);
   const rcoll_algorithm_t *algo = rcoll_algorithm_find(d->coll, ch.algo);
@@ -118,7 +142,10 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   }
   if (a->count == 0)
     return rcollSuccess;
-  r = coll_plan(d, a, comm);
+  /* PreMulSum: the call sums a scaled copy of the input (redop.h). */
+  r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1), device);
+  if (r == rcollSuccess)
+    r = coll_plan(d, a, comm);
   if (r != rcollSuccess) {
     if (rcoll_group_active())
       rcoll_group_fail(r);
@@ -182,4 +209,32 @@ RCOLL_API rcollResult_t rcollRecv(void *recvbuff, size_t count, rcollDataType_t 
                                   rcollComm_t comm, rcollStream_t stream) {
   rcoll_coll_args_t a = {NULL, recvbuff, count, datatype, rcollSum, peer, 0, 0};
   return coll_run(&RECV, &a, comm, stream);
+}
+
+/* The legacy in-place broadcast: rcollBroadcast(buff, buff, ...). */
+RCOLL_API rcollResult_t rcollBcast(void *buff, size_t count, rcollDataType_t datatype, int root,
+                                   rcollComm_t comm, rcollStream_t stream) {
+  rcoll_coll_args_t a = {buff, buff, count, datatype, rcollSum, root, 0, 0};
+  return coll_run(&BCAST, &a, comm, stream);
+}
+
+RCOLL_API rcollResult_t rcollAlltoAll(const void *sendbuff, void *recvbuff, size_t count,
+                                      rcollDataType_t datatype, rcollComm_t comm,
+                                      rcollStream_t stream) {
+  rcoll_coll_args_t a = {sendbuff, recvbuff, count, datatype, rcollSum, 0, 0, 0};
+  return coll_run(&ALLTOALL, &a, comm, stream);
+}
+
+RCOLL_API rcollResult_t rcollGather(const void *sendbuff, void *recvbuff, size_t count,
+                                    rcollDataType_t datatype, int root, rcollComm_t comm,
+                                    rcollStream_t stream) {
+  rcoll_coll_args_t a = {sendbuff, recvbuff, count, datatype, rcollSum, root, 0, 0};
+  return coll_run(&GATHER, &a, comm, stream);
+}
+
+RCOLL_API rcollResult_t rcollScatter(const void *sendbuff, void *recvbuff, size_t count,
+                                     rcollDataType_t datatype, int root, rcollComm_t comm,
+                                     rcollStream_t stream) {
+  rcoll_coll_args_t a = {sendbuff, recvbuff, count, datatype, rcollSum, root, 0, 0};
+  return coll_run(&SCATTER, &a, comm, stream);
 }

@@ -12,6 +12,7 @@
 #include "device.h"
 #include "log.h"
 #include "memtype.h"
+#include "redop.h"
 #include "tuner.h"
 
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
@@ -75,6 +76,7 @@ static void comm_free(struct rcollComm *c) {
   rcoll_comm_close_nets(c);
   rcoll_bootstrap_close(c->bootstrap);
   rcoll_plan_free(&c->plan);
+  rcoll_redop_free(c);
   free(c->peers);
   free(c->infos);
   free(c->need);

@@ -111,6 +111,11 @@ struct rcollComm {
   struct rcoll_cuda_comm *cuda;
   /* Buffers registered with rcollCommRegister (memtype.h). */
   struct rcoll_reg *regs;
+  /* Ops made by rcollRedOpCreatePreMulSum, and the scaled copies of inputs
+   * that the plan's calls read (redop.h). */
+  struct rcoll_user_op *user_ops;
+  void **premul_bufs;
+  int npremul, premul_cap;
 
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "comm.h"
+#include "redop.h"
 #include "reduce.h"
 
 void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
@@ -21,6 +22,8 @@ void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
   if (comm != NULL)
     for (int i = 0; i < comm->nscratch; i++)
       comm->scratch_reader[i] = RCOLL_NO_DEP;
+  if (comm != NULL) /* the scaled inputs of PreMulSum calls were read by the plan */
+    rcoll_redop_release(comm);
 }
 
 void rcoll_plan_free(rcoll_plan_t *p) {
@@ -145,8 +148,9 @@ void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes) {
   return p->tmp;
 }
 
-/* The scratch ring is made when a plan first needs it (reduce-scatter and
- * reduce only) and touched at once, so later calls pay no page faults. */
+/* The scratch ring is made when a plan first needs it (reduce-scatter,
+ * reduce, in-place or Bruck all-to-all, binomial gather and scatter) and
+ * touched at once, so later calls pay no page faults. */
 static int plan_scratch_alloc(rcoll_plan_t *p) {
   struct rcollComm *c = p->comm;
   /* aligned_alloc wants a multiple of the alignment. */

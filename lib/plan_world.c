@@ -79,11 +79,13 @@ void rcoll_world_free(rcoll_world_t *w) {
 }
 
 size_t rcoll_world_send_elems(int coll, size_t count, int n) {
-  return coll == RCOLL_COLL_REDUCE_SCATTER ? count * (size_t)n : count;
+  int blocks = coll == RCOLL_COLL_REDUCE_SCATTER || coll == RCOLL_COLL_ALLTOALL || coll == RCOLL_COLL_SCATTER;
+  return blocks ? count * (size_t)n : count;
 }
 
 size_t rcoll_world_recv_elems(int coll, size_t count, int n) {
-  return coll == RCOLL_COLL_ALLGATHER ? count * (size_t)n : count;
+  int blocks = coll == RCOLL_COLL_ALLGATHER || coll == RCOLL_COLL_ALLTOALL || coll == RCOLL_COLL_GATHER;
+  return blocks ? count * (size_t)n : count;
 }
 
 /* Rank r's buffers and arguments; in place as each collective defines it. */
@@ -92,9 +94,13 @@ static void world_args(rcoll_world_t *w, const rcoll_world_call_t *call, int r) 
   size_t tsz = rcoll_type_size(call->dtype), block = call->count * tsz;
   char *sb = w->send[r], *rb = w->recv[r];
   int inplace = call->inplace && coll != RCOLL_COLL_SEND && coll != RCOLL_COLL_RECV;
-  if (inplace && coll == RCOLL_COLL_ALLGATHER) /* our block of the receive buffer is the input */
+  /* All-gather, gather: our block of the receive buffer is the input (for
+   * gather only the root's placement matters; the others' receive buffers
+   * are unused). Reduce-scatter, scatter: the result is our block of the
+   * input. */
+  if (inplace && (coll == RCOLL_COLL_ALLGATHER || coll == RCOLL_COLL_GATHER))
     sb = rb + (size_t)r * block;
-  else if (inplace && coll == RCOLL_COLL_REDUCE_SCATTER) /* the result is our block of the input */
+  else if (inplace && (coll == RCOLL_COLL_REDUCE_SCATTER || coll == RCOLL_COLL_SCATTER))
     rb = sb + (size_t)r * block;
   else if (inplace)
     sb = rb;

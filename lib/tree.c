@@ -89,3 +89,34 @@ int rcoll_btree_height(int n) {
     h++;
   return h;
 }
+
+/* ---------------------------------------------------------------- binomial */
+
+int rcoll_binomial_parent(int v) { return v & (v - 1); }
+
+int rcoll_binomial_span(int n, int v) {
+  if (v > 0)
+    return v & -v;
+  int d = 1;
+  while (d < n)
+    d *= 2;
+  return d;
+}
+
+int rcoll_binomial_size(int n, int v) {
+  int span = rcoll_binomial_span(n, v);
+  return span < n - v ? span : n - v;
+}
+
+void rcoll_binomial_msgs(int n, int v, size_t block, size_t chunk, rcoll_binomial_msg_fn fn, void *ctx) {
+  size_t begin = (size_t)v * block, bytes = (size_t)rcoll_binomial_size(n, v) * block;
+  if (bytes <= chunk) {
+    if (bytes > 0)
+      fn(ctx, begin, begin + bytes);
+    return;
+  }
+  for (size_t off = 0; off < block; off += chunk)
+    fn(ctx, begin + off, begin + (block - off < chunk ? block : off + chunk));
+  for (int d = 1; d < rcoll_binomial_span(n, v) && v + d < n; d *= 2)
+    rcoll_binomial_msgs(n, v + d, block, chunk, fn, ctx);
+}

@@ -10,7 +10,8 @@
  * For each RCOLL_ALGO (every algorithm of the table: ring, tree, hier, ...
  * and the tuner's own choice) every rank all-reduces, reduces, broadcasts and
  * reduce-scatters vectors of small integers held in floats (sums are exact,
- * so any algorithm must give the expected bits). Then, with
+ * so any algorithm must give the expected bits), and moves them by
+ * all-to-all, gather and scatter. Then, with
  * RCOLL_DETERMINISTIC=1 and several chunk sizes and RCOLL_ALGO lists, vectors
  * of floats of mixed magnitudes must reduce to exactly ((x0 + x1) + x2) + ...
  * as computed here, whatever was asked for. As a check that this comparison
@@ -108,6 +109,41 @@ static size_t mismatches(const float *got, size_t count, size_t base, float (*in
   return bad;
 }
 
+/* Elements of got[0..count) whose bits differ from in(q, base + i). */
+static size_t moved_wrong(const float *got, size_t count, int q, size_t base, float (*in)(int, size_t)) {
+  size_t bad = 0;
+  for (size_t i = 0; i < count; i++) {
+    float want = in(q, base + i);
+    bad += memcmp(&got[i], &want, sizeof want) != 0;
+  }
+  return bad;
+}
+
+/* All-to-all, gather and scatter (root 1 mod n) of `count` elements per
+ * rank: they move inputs, so every algorithm must deliver their very bits. */
+static size_t run_moves(rcollComm_t comm, int r, size_t count, float (*in)(int, size_t)) {
+  size_t n = (size_t)nranks, bad = 0;
+  int root = 1 % nranks;
+  float *send = malloc(count * n * sizeof *send), *recv = malloc(count * n * sizeof *recv);
+  for (size_t i = 0; i < count * n; i++)
+    send[i] = in(r, i);
+  if (rcollAlltoAll(send, recv, count, rcollFloat32, comm, NULL) != rcollSuccess)
+    bad += count + 1;
+  for (int q = 0; q < nranks; q++)
+    bad += moved_wrong(recv + (size_t)q * count, count, q, (size_t)r * count, in);
+  memset(recv, 0, count * n * sizeof *recv);
+  if (rcollGather(send, recv, count, rcollFloat32, root, comm, NULL) != rcollSuccess)
+    bad += count + 1;
+  for (int q = 0; q < nranks && r == root; q++)
+    bad += moved_wrong(recv + (size_t)q * count, count, q, 0, in);
+  if (rcollScatter(send, recv, count, rcollFloat32, root, comm, NULL) != rcollSuccess)
+    bad += count + 1;
+  bad += moved_wrong(recv, count, root, (size_t)r * count, in);
+  free(send);
+  free(recv);
+  return bad;
+}
+
 /* All-reduce, reduce (roots 0 and n-1), broadcast and reduce-scatter of
  * `count` elements of in(); returns mismatches against the rank-order sum
  * (for exact inputs any order gives the same bits). */
@@ -138,7 +174,7 @@ static size_t run_calls(rcollComm_t comm, int r, size_t count, float (*in)(int, 
   bad += mismatches(recv, count, 0, in);
   free(send);
   free(recv);
-  return bad;
+  return bad + run_moves(comm, r, count, in);
 }
 
 static void run_config(rcollComm_t comm, int r, const config_t *c) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Conformance sweep (tests/conformance.c): every collective, type, op, root,
-# count and in-place variant on 1..8 real ranks, checked element by element.
+# count and in-place variant on 1..9 real ranks, checked element by element.
 #
 #   1. ranks as threads: the sweep and the all-types-and-ops pass
 #   2. ranks as processes joining through a unique id passed in a pipe
@@ -59,7 +59,7 @@ run() { # label, time limit in seconds, then the command
   fi
 }
 
-run "threads, ranks 1,2,3,4,5,8" 240 "$PROG" -t 1,2,3,4,5,8 -s sweep,types
+run "threads, ranks 1,2,3,4,5,8,9" 240 "$PROG" -t 1,2,3,4,5,8,9 -s sweep,types
 run "processes, unique id through a pipe" 240 "$PROG" -p 1,2,3,4,5,8 -s sweep
 run "processes, RCOLL_COMM_ID + rcollCommInitFromEnv" 120 "$PROG" -p 1,2,3,5 -e -s sweep \
   -c 0,1,7,65537

@@ -26,10 +26,11 @@ fail() {
 }
 
 # 840 elements split evenly for every rank count up to 8, its powers of two
-# and its placements; all-gather and reduce-scatter take n blocks of them.
+# and its placements; all-gather, reduce-scatter, all-to-all, gather and
+# scatter take n blocks of them.
 check_one() { # coll algo ranks nodes
   local coll=$1 algo=$2 n=$3 nodes=$4 bytes=3360 out rc
-  [[ $coll == allgather || $coll == reduce_scatter ]] && bytes=$((3360 * n))
+  [[ $coll =~ ^(allgather|reduce_scatter|alltoall|gather|scatter)$ ]] && bytes=$((3360 * n))
   out=$("$BIN" --coll "$coll" --algo "$algo" --ranks "$n" --nodes "$nodes" --root $((n - 1)) --bytes $bytes -q 2>&1)
   rc=$?
   local what="$coll $algo n=$n nodes=$nodes"

@@ -95,12 +95,21 @@ static void add_rotated(ccase_t *cases, size_t *k, int coll, size_t count, int i
   add_case(cases, k, (ccase_t){coll, count, t, op, root, inplace, 0});
 }
 
+/* The large count is per rank for all-to-all, gather and scatter, whose
+ * vectors are n blocks: there it is cut to LARGE_COUNT / n + 1, so that
+ * their vectors stay the size of the others' and the sweep of every root
+ * keeps its time (n blocks of LARGE_COUNT at every root tripled it). */
+static size_t sweep_count(int coll, size_t count, int n) {
+  int blocks = coll == ALLTOALL || coll == GATHER || coll == SCATTER;
+  return blocks && count == LARGE_COUNT ? LARGE_COUNT / (size_t)n + 1 : count;
+}
+
 static size_t build_sweep(int n, const size_t *counts, size_t ncounts, ccase_t *cases, size_t k) {
   for (size_t ci = 0; ci < ncounts; ci++)
     for (int coll = 0; coll < NCOLLS; coll++)
-      for (int inplace = 0; inplace <= coll_has_inplace(coll); inplace++)
+      for (int inplace = coll_only_inplace(coll); inplace <= coll_has_inplace(coll); inplace++)
         for (int root = 0; root < (coll_has_root(coll) ? n : 1); root++)
-          add_rotated(cases, &k, coll, counts[ci], inplace, root);
+          add_rotated(cases, &k, coll, sweep_count(coll, counts[ci], n), inplace, root);
   return k;
 }
 
@@ -112,6 +121,14 @@ static size_t build_types_pass(int n, ccase_t *cases, size_t k) {
       add_case(cases, &k, (ccase_t){ALLREDUCE, TYPES_PASS_COUNT, t, op, 0, 0, 0});
       add_case(cases, &k, (ccase_t){REDUCE, TYPES_PASS_SMALL, t, op, j % n, j % 2, 0});
       add_case(cases, &k, (ccase_t){REDUCE_SCATTER, TYPES_PASS_SMALL, t, op, 0, j % 2, 0});
+    }
+  /* Every type through the calls that only move data, in place and not. */
+  for (int t = 0; t < rcollNumTypes; t++)
+    for (int inplace = 0; inplace < 2; inplace++) {
+      add_case(cases, &k, (ccase_t){ALLTOALL, TYPES_PASS_SMALL, t, rcollSum, 0, inplace, 0});
+      add_case(cases, &k, (ccase_t){GATHER, TYPES_PASS_SMALL, t, rcollSum, t % n, inplace, 0});
+      add_case(cases, &k, (ccase_t){SCATTER, TYPES_PASS_SMALL, t, rcollSum, (t + 1) % n, inplace, 0});
+      add_case(cases, &k, (ccase_t){BCAST, TYPES_PASS_SMALL, t, rcollSum, t % n, 1, 0});
     }
   return k;
 }
@@ -125,7 +142,7 @@ static size_t build_cases(int n, ccase_t *cases) {
     ncounts = default_counts(n, counts);
   size_t k = 0;
   if (opt.passes & PASS_STORM) /* first use of every connection, all at once */
-    add_rotated(cases, &k, ALLTOALL, 7, 0, 0);
+    add_rotated(cases, &k, A2A_SENDRECV, 7, 0, 0);
   if (opt.passes & PASS_SWEEP)
     k = build_sweep(n, counts, ncounts, cases, k);
   return opt.passes & PASS_TYPES ? build_types_pass(n, cases, k) : k;

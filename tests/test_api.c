@@ -311,6 +311,52 @@ Test(api, collective_arguments_are_checked) {
   cr_assert_eq(rcollCommDestroy(comm), rcollSuccess);
 }
 
+/* rcollAlltoAll, rcollGather, rcollScatter and rcollBcast: each refusal
+ * names its argument; then each runs on one rank, in place and not. */
+Test(api, alltoall_gather_scatter_bcast_arguments_are_checked) {
+  float s[N] = {0}, r[N] = {0};
+  expect_error(rcollAlltoAll(s, r, N, rcollFloat32, NULL, NULL), rcollInvalidArgument, "comm");
+  expect_error(rcollGather(s, r, N, rcollFloat32, 0, NULL, NULL), rcollInvalidArgument, "comm");
+  expect_error(rcollScatter(s, r, N, rcollFloat32, 0, NULL, NULL), rcollInvalidArgument, "comm");
+  expect_error(rcollBcast(s, N, rcollFloat32, 0, NULL, NULL), rcollInvalidArgument, "comm");
+  rcollComm_t comm = one_rank_comm();
+  expect_error(rcollAlltoAll(NULL, r, N, rcollFloat32, comm, NULL), rcollInvalidArgument, "sendbuff");
+  expect_error(rcollAlltoAll(s, NULL, N, rcollFloat32, comm, NULL), rcollInvalidArgument, "recvbuff");
+  expect_error(rcollAlltoAll(s, s + 1, N / 2, rcollFloat32, comm, NULL), rcollInvalidArgument, "overlap");
+  expect_error(rcollAlltoAll(s, r, N, (rcollDataType_t)rcollNumTypes, comm, NULL), rcollInvalidArgument,
+               "datatype");
+  expect_error(rcollAlltoAll(s, r, (size_t)(int)-5, rcollFloat32, comm, NULL), rcollInvalidArgument,
+               "count");
+  expect_error(rcollGather(NULL, r, N, rcollFloat32, 0, comm, NULL), rcollInvalidArgument, "sendbuff");
+  expect_error(rcollGather(s, NULL, N, rcollFloat32, 0, comm, NULL), rcollInvalidArgument, "recvbuff");
+  expect_error(rcollGather(s, r, N, rcollFloat32, 1, comm, NULL), rcollInvalidArgument, "root");
+  expect_error(rcollScatter(NULL, r, N, rcollFloat32, 0, comm, NULL), rcollInvalidArgument, "sendbuff");
+  expect_error(rcollScatter(s, NULL, N, rcollFloat32, 0, comm, NULL), rcollInvalidArgument, "recvbuff");
+  expect_error(rcollScatter(s, r, N, rcollFloat32, -1, comm, NULL), rcollInvalidArgument, "root");
+  expect_error(rcollBcast(NULL, N, rcollFloat32, 0, comm, NULL), rcollInvalidArgument, "buff");
+  expect_error(rcollBcast(s, N, rcollFloat32, 2, comm, NULL), rcollInvalidArgument, "root");
+  expect_error(rcollBcast(s, N, (rcollDataType_t)-1, 0, comm, NULL), rcollInvalidArgument, "datatype");
+  for (int i = 0; i < N; i++)
+    s[i] = (float)(i + 1), r[i] = 0;
+  cr_assert_eq(rcollAlltoAll(s, r, N, rcollFloat32, comm, NULL), rcollSuccess, "%s", rcollGetLastError(comm));
+  cr_assert_eq(rcollAlltoAll(r, r, N, rcollFloat32, comm, NULL), rcollSuccess, "%s", rcollGetLastError(comm));
+  cr_assert_eq(rcollGather(s, r, N, rcollFloat32, 0, comm, NULL), rcollSuccess, "%s", rcollGetLastError(comm));
+  cr_assert_eq(rcollGather(r, r, N, rcollFloat32, 0, comm, NULL), rcollSuccess, "%s", rcollGetLastError(comm));
+  cr_assert_eq(rcollScatter(r, r, N, rcollFloat32, 0, comm, NULL), rcollSuccess, "%s", rcollGetLastError(comm));
+  cr_assert_eq(rcollBcast(r, N, rcollFloat32, 0, comm, NULL), rcollSuccess, "%s", rcollGetLastError(comm));
+  for (int i = 0; i < N; i++)
+    cr_assert_eq(r[i], (float)(i + 1), "element %d", i);
+  for (int i = 0; i < N; i++)
+    r[i] = 0;
+  cr_assert_eq(rcollScatter(s, r, N, rcollFloat32, 0, comm, NULL), rcollSuccess, "%s", rcollGetLastError(comm));
+  for (int i = 0; i < N; i++)
+    cr_assert_eq(r[i], (float)(i + 1), "element %d", i);
+  cr_assert_eq(rcollAlltoAll(NULL, NULL, 0, rcollInt8, comm, NULL), rcollSuccess);
+  cr_assert_eq(rcollGather(NULL, NULL, 0, rcollInt8, 0, comm, NULL), rcollSuccess);
+  cr_assert_eq(rcollScatter(NULL, NULL, 0, rcollInt8, 0, comm, NULL), rcollSuccess);
+  cr_assert_eq(rcollCommDestroy(comm), rcollSuccess);
+}
+
 /* Count 0 moves nothing, so buffers may be NULL (as NCCL allows). */
 Test(api, zero_count_accepts_null_buffers) {
   rcollComm_t comm = one_rank_comm();

@@ -115,9 +115,50 @@ static long check_sendrecv(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t 
   return wrong;
 }
 
+/* Out of place, then in place (through the device scratch ring). */
+static long check_alltoall(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count, N = n * (size_t)x->nranks;
+  float *a = cuda_ranks_dev_alloc(N * 4), *b = cuda_ranks_dev_alloc(N * 4);
+  long wrong = 0;
+  for (int inplace = 0; inplace < 2 && x->result == rcollSuccess; inplace++) {
+    cuda_ranks_fill(a, N, x->rank);
+    x->result = rcollAlltoAll(a, inplace ? a : b, n, rcollFloat32, comm, s);
+    fake_stream_sync(s);
+    const float *got = inplace ? a : b;
+    for (size_t i = 0; i < N; i++)
+      wrong += differs(x, inplace ? "alltoall in place" : "alltoall", i, got[i],
+                       cuda_ranks_input((int)(i / n), (size_t)x->rank * n + i % n));
+  }
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
+static long check_gather_scatter(rank_ctx_t *x, rcollComm_t comm, rcoll_cuda_stream_t s) {
+  size_t n = x->count, N = n * (size_t)x->nranks;
+  int root = 1 % x->nranks;
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(N * 4);
+  cuda_ranks_fill(a, n, x->rank);
+  x->result = rcollGather(a, b, n, rcollFloat32, root, comm, s);
+  fake_stream_sync(s);
+  long wrong = 0;
+  for (size_t i = 0; x->rank == root && i < N; i++)
+    wrong += differs(x, "gather", i, b[i], cuda_ranks_input((int)(i / n), i % n));
+  cuda_ranks_fill(b, N, x->rank);
+  if (x->result == rcollSuccess)
+    x->result = rcollScatter(b, a, n, rcollFloat32, root, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < n; i++)
+    wrong += differs(x, "scatter", i, a[i], cuda_ranks_input(root, (size_t)x->rank * n + i));
+  fake_free(a);
+  fake_free(b);
+  return wrong;
+}
+
 static void all_collectives(rank_ctx_t *x, rcollComm_t comm) {
   long (*const checks[])(rank_ctx_t *, rcollComm_t, rcoll_cuda_stream_t) = {
-      check_allreduce, check_allgather, check_reduce_scatter, check_bcast_reduce, check_sendrecv};
+      check_allreduce, check_allgather, check_reduce_scatter, check_bcast_reduce, check_sendrecv,
+      check_alltoall,  check_gather_scatter};
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   for (size_t k = 0; k < sizeof checks / sizeof checks[0] && x->result == rcollSuccess; k++)
     x->wrong += checks[k](x, comm, s);
@@ -149,6 +190,36 @@ Test(cuda_proxy, staged_two_ranks_every_collective) { sweep(2, "1"); }
 Test(cuda_proxy, staged_three_ranks_over_sockets) {
   setenv("RCOLL_SHM_DISABLE", "1", 1);
   sweep(3, "1");
+}
+
+/* PreMulSum runs on host buffers only: a device scalar or device buffers
+ * are refused with a reason, and the communicator stays usable. */
+static void premulsum_refused(rank_ctx_t *x, rcollComm_t comm) {
+  float host_scalar = 2, *dev = cuda_ranks_dev_alloc(64 * 4), *dev_scalar = cuda_ranks_dev_alloc(4);
+  rcollRedOp_t op;
+  rcollResult_t r = rcollRedOpCreatePreMulSum(&op, dev_scalar, rcollFloat32, rcollScalarDevice, comm);
+  x->wrong += r != rcollInvalidUsage || strstr(rcollGetLastError(NULL), "device memory") == NULL;
+  x->result = rcollRedOpCreatePreMulSum(&op, &host_scalar, rcollFloat32, rcollScalarHostImmediate, comm);
+  if (x->result != rcollSuccess)
+    return;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  r = rcollAllReduce(dev, dev, 64, rcollFloat32, op, comm, s);
+  x->wrong += r != rcollInvalidUsage || strstr(rcollGetLastError(NULL), "host buffers only") == NULL;
+  cuda_ranks_fill(dev, 64, x->rank);
+  x->result = rcollAllReduce(dev, dev, 64, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < 64; i++)
+    x->wrong += dev[i] != cuda_ranks_sum_of(x->nranks, i);
+  if (x->result == rcollSuccess)
+    x->result = rcollRedOpDestroy(op, comm);
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(dev);
+  fake_free(dev_scalar);
+}
+
+Test(cuda_proxy, premulsum_refuses_device_memory) {
+  rank_ctx_t ctx[1] = {{0}};
+  cuda_ranks_run(1, 64, premulsum_refused, ctx);
 }
 
 Test(cuda_proxy, wait_kernel_when_memops_are_refused) {

@@ -35,6 +35,9 @@ enum coll {
   AG = RCOLL_COLL_ALLGATHER,
   RS = RCOLL_COLL_REDUCE_SCATTER,
   P2P = RCOLL_COLL_SEND,
+  A2A = RCOLL_COLL_ALLTOALL,
+  GA = RCOLL_COLL_GATHER,
+  SC = RCOLL_COLL_SCATTER,
 };
 
 typedef struct layout {
@@ -86,12 +89,15 @@ static double expected_f64(enum coll k, int n, int root, int r, size_t count, si
   case BC: return input_f64(root, i);
   case AG: return input_f64((int)(i / count), i % count);
   case P2P: return input_f64((r + n - 1) % n, i);
+  case A2A: return input_f64((int)(i / count), (size_t)r * count + i % count);
+  case GA: return input_f64((int)(i / count), i % count);
+  case SC: return input_f64(root, (size_t)r * count + i);
   default: break;
   }
   return 0;
 }
 
-static int gets_result(enum coll k, int r, int root) { return k != RD || r == root; }
+static int gets_result(enum coll k, int r, int root) { return (k != RD && k != GA) || r == root; }
 
 /* Plans every rank (in place where asked), then fills each rank's input,
  * which the planners never read. */
@@ -183,15 +189,15 @@ static const rcoll_algorithm_t *algo_of(int coll, const char *name) {
   return d;
 }
 
-/* Plans, checks and runs one case; float64 sums (int64 avg when avg is set). */
-static void run_case(const algo_case_t *ac, int n, const layout_t *l, size_t count, int inplace,
-                     int zero_buffer, int avg) {
+/* Plans, checks and runs one case at a root; float64 sums (int64 avg when
+ * avg is set). */
+static void run_case_at(const algo_case_t *ac, int n, const layout_t *l, size_t count, int inplace,
+                        int zero_buffer, int avg, int root) {
   world_t w;
   world_init(&w, n, l, 64, 64, 2);
-  int root = n > 2 ? n - 2 : 0;
   char what[160];
-  snprintf(what, sizeof what, "%s n=%d nodes=%d%s%s count=%zu%s%s", ac->name, n, l->nodes,
-           l->interleaved ? " interleaved" : "", l->uneven ? " uneven" : "", count,
+  snprintf(what, sizeof what, "%s n=%d nodes=%d%s%s count=%zu root=%d%s%s", ac->name, n, l->nodes,
+           l->interleaved ? " interleaved" : "", l->uneven ? " uneven" : "", count, root,
            inplace ? " in place" : "", zero_buffer ? " unbuffered" : " buffered");
   rcollDataType_t t = avg ? rcollInt64 : rcollFloat64;
   plan_all(&w, ac->k, ac->plan, count, root, inplace, t, input_f64);
@@ -214,6 +220,12 @@ static void run_case(const algo_case_t *ac, int n, const layout_t *l, size_t cou
     }
   }
   world_free(&w);
+}
+
+/* The sweep's root: n-2, so that it is neither the first nor the last rank. */
+static void run_case(const algo_case_t *ac, int n, const layout_t *l, size_t count, int inplace,
+                     int zero_buffer, int avg) {
+  run_case_at(ac, n, l, count, inplace, zero_buffer, avg, n > 2 ? n - 2 : 0);
 }
 
 static const layout_t layouts[] = {
@@ -267,6 +279,23 @@ Test(plans, the_table_has_every_collective) {
   while (rcoll_algorithms[n] != NULL)
     n++;
   cr_assert_lt(n, MAX_ALGOS, "the parameterized test above sees only %d algorithms", MAX_ALGOS);
+}
+
+/* Every root of the rooted collectives: rotating the tree by the root
+ * makes some subtrees wrap around the end of the root's buffer (binomial
+ * gather and scatter), which the sweep's single root never does. */
+Test(plans, every_root, .timeout = 120) {
+  for (int i = 0; rcoll_algorithms[i] != NULL; i++) {
+    const rcoll_algorithm_t *d = rcoll_algorithms[i];
+    if (!rcoll_coll_rooted(d->coll))
+      continue;
+    algo_case_t ac = case_of(d);
+    const size_t counts[] = {1, 3, 37};
+    for (int n = 2; n <= 9; n++)
+      for (int root = 0; root < n; root++)
+        for (size_t ci = 0; ci < 3; ci++)
+          run_case_at(&ac, n, &layouts[0], counts[ci], (root + (int)ci) & 1, 1, 0, root);
+  }
 }
 
 /* More chunks than the engine looks at in one pass (its window of 512

@@ -80,7 +80,7 @@ static void check_totals(const rcoll_algorithm_t *d, int n, int nodes, size_t co
 /* Every placement in blocks for a topology-aware algorithm, every root for
  * a rooted collective; uneven sizes within an element per message. */
 static void sweep(const rcoll_algorithm_t *d) {
-  int rooted = d->coll == RCOLL_COLL_BROADCAST || d->coll == RCOLL_COLL_REDUCE;
+  int rooted = rcoll_coll_rooted(d->coll);
   for (int n = 2; n <= 8; n++) {
     int max_nodes = (d->flags & RCOLL_ALGO_TOPOLOGY) ? 4 : 1;
     for (int nodes = 1; nodes <= max_nodes && nodes <= n; nodes++)

@@ -50,8 +50,8 @@ static rcoll_tuner_t *tuner_on(const rcoll_tune_params_t *prm, int nranks, int n
 /* Sizes at which two models choose differently (algorithm or chunk). */
 static int disagreements(rcoll_tuner_t *a, rcoll_tuner_t *b) {
   int n = 0;
-  for (int coll = 0; coll < RCOLL_COLL_SEND; coll++)
-    for (size_t bytes = 8; bytes <= ((size_t)1 << 30); bytes *= 2) {
+  for (int coll = 0; coll < RCOLL_COLL_NKINDS; coll++)
+    for (size_t bytes = 8; !rcoll_coll_is_p2p(coll) && bytes <= ((size_t)1 << 30); bytes *= 2) {
       rcoll_tune_choice_t x = rcoll_tune_choose(a, coll, bytes), y = rcoll_tune_choose(b, coll, bytes);
       n += x.algo != y.algo || x.chunk != y.chunk;
     }

@@ -257,12 +257,13 @@ static void case_collectives(cudaStream_t s, size_t n) {
   CUDA_OK(cudaMalloc((void **)&din, N * 4 + 4));
   CUDA_OK(cudaMalloc((void **)&dout, N * 4 + 4));
   int root = nranks - 1, next = (rank + 1) % nranks, prev = (rank + nranks - 1) % nranks;
-  for (int which = 0; which < 5; which++) {
-    size_t in_count = which == 2 ? N : n, out_count = which == 1 ? N : n;
+  for (int which = 0; which < 8; which++) {
+    size_t in_count = which == 2 || which == 5 || which == 7 ? N : n;
+    size_t out_count = which == 1 || which == 5 || (which == 6 && rank == root) ? N : n;
     for (size_t i = 0; i < in_count; i++)
       h[i] = (float)input(rcollFloat32, rcollSum, rank, i);
     static const char *const names[] = {"allreduce", "allgather", "reduce_scatter", "broadcast",
-                                        "sendrecv ring"};
+                                        "sendrecv ring", "alltoall", "gather", "scatter"};
     char what[96];
     snprintf(what, sizeof what, "%s float32 count %zu", names[which], n);
     begin_case(what);
@@ -274,6 +275,9 @@ static void case_collectives(cudaStream_t s, size_t n) {
     case 1: name = "allgather"; r = rcollAllGather(din, dout, n, rcollFloat32, comm, s); break;
     case 2: name = "reduce_scatter"; r = rcollReduceScatter(din, dout, n, rcollFloat32, rcollSum, comm, s); break;
     case 3: name = "broadcast"; r = rcollBroadcast(din, dout, n, rcollFloat32, root, comm, s); break;
+    case 5: name = "alltoall"; r = rcollAlltoAll(din, dout, n, rcollFloat32, comm, s); break;
+    case 6: name = "gather"; r = rcollGather(din, dout, n, rcollFloat32, root, comm, s); break;
+    case 7: name = "scatter"; r = rcollScatter(din, dout, n, rcollFloat32, root, comm, s); break;
     default:
       name = "sendrecv ring";
       rcollGroupStart();
@@ -286,11 +290,13 @@ static void case_collectives(cudaStream_t s, size_t n) {
     CUDA_OK(cudaStreamSynchronize(s));
     check_async(name);
     long wrong = r != rcollSuccess;
-    for (size_t i = 0; i < out_count && n > 0; i++) {
+    for (size_t i = 0; i < out_count && n > 0 && (which != 6 || rank == root); i++) {
       double want = which == 0   ? expected(rcollFloat32, rcollSum, i)
-                    : which == 1 ? (double)input(rcollFloat32, rcollSum, (int)(i / n), i % n)
+                    : which == 1 || which == 6 ? (double)input(rcollFloat32, rcollSum, (int)(i / n), i % n)
                     : which == 2 ? expected(rcollFloat32, rcollSum, (size_t)rank * n + i)
                     : which == 3 ? (double)input(rcollFloat32, rcollSum, root, i)
+                    : which == 5 ? (double)input(rcollFloat32, rcollSum, (int)(i / n), (size_t)rank * n + i % n)
+                    : which == 7 ? (double)input(rcollFloat32, rcollSum, root, (size_t)rank * n + i)
                                  : (double)input(rcollFloat32, rcollSum, prev, i);
       wrong += out[i] != want;
     }

@@ -7,14 +7,21 @@
 
 #include "conformance_ref.h"
 
-const char *const coll_names[NCOLLS] = {"allreduce", "allgather", "reduce_scatter",
-                                        "broadcast", "reduce", "sendrecv", "alltoall"};
+const char *const coll_names[NCOLLS] = {
+    "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "sendrecv",
+    "alltoall_sendrecv", "alltoall", "gather", "scatter", "bcast"};
 
-int coll_has_root(int coll) { return coll == BROADCAST || coll == REDUCE; }
+int coll_has_root(int coll) {
+  return coll == BROADCAST || coll == REDUCE || coll == GATHER || coll == SCATTER || coll == BCAST;
+}
 int coll_has_op(int coll) {
   return coll == ALLREDUCE || coll == REDUCE_SCATTER || coll == REDUCE;
 }
-int coll_has_inplace(int coll) { return coll != SENDRECV && coll != ALLTOALL; }
+int coll_has_inplace(int coll) { return coll != SENDRECV && coll != A2A_SENDRECV; }
+int coll_only_inplace(int coll) { return coll == BCAST; }
+/* Only the root's buffer is read (send) or written (receive). */
+static int send_root_only(int coll) { return coll == BROADCAST || coll == BCAST || coll == SCATTER; }
+static int recv_root_only(int coll) { return coll == REDUCE || coll == GATHER; }
 
 #define GUARD_BYTES 64
 #define GUARD_BYTE 0xa5
@@ -53,11 +60,13 @@ void rank_bufs_free(rank_bufs_t *b) {
 
 /* Elements of send data and of the receive window for this rank. */
 static size_t case_send_elems(const ccase_t *c, int n) {
-  int whole = c->coll == REDUCE_SCATTER || c->coll == ALLTOALL;
+  int whole = c->coll == REDUCE_SCATTER || c->coll == A2A_SENDRECV || c->coll == ALLTOALL ||
+              c->coll == SCATTER;
   return whole ? (size_t)n * c->count : c->count;
 }
 static size_t case_recv_elems(const ccase_t *c, int n) {
-  int whole = c->coll == ALLGATHER || c->coll == ALLTOALL;
+  int whole = c->coll == ALLGATHER || c->coll == A2A_SENDRECV || c->coll == ALLTOALL ||
+              c->coll == GATHER;
   return whole ? (size_t)n * c->count : c->count;
 }
 
@@ -76,16 +85,16 @@ int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b) {
     if (base == NULL)
       return -1;
     b->send = b->recv = base;
-    if (c->coll == ALLGATHER)
+    if (c->coll == ALLGATHER || c->coll == GATHER)
       b->send = base + (size_t)rank * c->count * tsz;
-    if (c->coll == REDUCE_SCATTER)
+    if (c->coll == REDUCE_SCATTER || c->coll == SCATTER)
       b->recv = base + (size_t)rank * c->count * tsz;
-    if (c->coll != BROADCAST || is_root)
+    if (!send_root_only(c->coll) || is_root)
       fill_inputs(b->send, c, rank, s);
     return 0;
   }
-  int send_used = c->coll != BROADCAST || is_root;
-  int recv_used = c->coll != REDUCE || is_root;
+  int send_used = !send_root_only(c->coll) || is_root;
+  int recv_used = !recv_root_only(c->coll) || is_root;
   /* Ranks that NCCL says ignore a buffer pass NULL, to prove it is ignored. */
   if (send_used && (b->send = region_alloc(&b->a, s * tsz)) == NULL)
     return -1;
@@ -105,7 +114,7 @@ static rcollResult_t case_p2p(const ccase_t *c, int rank, int n, rank_bufs_t *b,
     if (r == rcollSuccess)
       r = rcollRecv(b->recv, c->count, c->type, (rank + n - 1) % n, comm, NULL);
   }
-  for (int p = 0; c->coll == ALLTOALL && p < n && r == rcollSuccess; p++) {
+  for (int p = 0; c->coll == A2A_SENDRECV && p < n && r == rcollSuccess; p++) {
     r = rcollSend((char *)b->send + (size_t)p * c->count * tsz, c->count, c->type, p, comm, NULL);
     if (r == rcollSuccess)
       r = rcollRecv((char *)b->recv + (size_t)p * c->count * tsz, c->count, c->type, p, comm, NULL);
@@ -122,6 +131,10 @@ rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcoll
     return rcollReduceScatter(b->send, b->recv, c->count, c->type, c->op, comm, NULL);
   case BROADCAST: return rcollBroadcast(b->send, b->recv, c->count, c->type, c->root, comm, NULL);
   case REDUCE: return rcollReduce(b->send, b->recv, c->count, c->type, c->op, c->root, comm, NULL);
+  case ALLTOALL: return rcollAlltoAll(b->send, b->recv, c->count, c->type, comm, NULL);
+  case GATHER: return rcollGather(b->send, b->recv, c->count, c->type, c->root, comm, NULL);
+  case SCATTER: return rcollScatter(b->send, b->recv, c->count, c->type, c->root, comm, NULL);
+  case BCAST: return rcollBcast(b->recv, c->count, c->type, c->root, comm, NULL);
   default: return case_p2p(c, rank, n, b, comm);
   }
 }
@@ -131,9 +144,10 @@ static uint64_t case_expect(const ccase_t *c, int rank, int n, size_t i) {
   size_t q = c->count ? i / c->count : 0, k = c->count ? i % c->count : 0;
   switch (c->coll) {
   case ALLREDUCE: case REDUCE: return ref_reduce(c->type, c->op, n, c->seed, i);
-  case ALLGATHER: return ref_input(c->type, c->op, c->seed, (int)q, k);
+  case ALLGATHER: case GATHER: return ref_input(c->type, c->op, c->seed, (int)q, k);
+  case SCATTER: return ref_input(c->type, c->op, c->seed, c->root, (size_t)rank * c->count + i);
   case REDUCE_SCATTER: return ref_reduce(c->type, c->op, n, c->seed, (size_t)rank * c->count + i);
-  case BROADCAST: return ref_input(c->type, c->op, c->seed, c->root, i);
+  case BROADCAST: case BCAST: return ref_input(c->type, c->op, c->seed, c->root, i);
   case SENDRECV: return ref_input(c->type, c->op, c->seed, (rank + n - 1) % n, i);
   default: return ref_input(c->type, c->op, c->seed, (int)q, (size_t)rank * c->count + k);
   }
@@ -162,7 +176,7 @@ static size_t check_window(const ccase_t *c, int rank, int n, const void *buf, s
 }
 
 int case_check(const ccase_t *c, int rank, int n, const rank_bufs_t *b, case_fault_t *f) {
-  int check_recv = c->coll != REDUCE || rank == c->root;
+  int check_recv = !recv_root_only(c->coll) || rank == c->root;
   if (check_recv && check_window(c, rank, n, b->recv, case_recv_elems(c, n), 0, f))
     return -1;
   /* Out of place, the send buffer is const: it must come back unchanged. */

@@ -4,9 +4,10 @@
  * check so that one thread can drive all ranks of rcollCommInitAll in a group
  * (tests/conformance.c). No Criterion: stand-alone programs link it.
  *
- * In-place follows NCCL: all-gather sendbuff = recvbuff + rank*count,
- * reduce-scatter recvbuff = sendbuff + rank*recvcount, the others
- * sendbuff == recvbuff. */
+ * In-place follows NCCL: all-gather and gather sendbuff = recvbuff +
+ * rank*count, reduce-scatter and scatter recvbuff = sendbuff + rank*count,
+ * the others sendbuff == recvbuff (all-to-all too, which rcoll defines and
+ * NCCL does not); the legacy rcollBcast is in place only. */
 #ifndef RCOLL_TESTS_SUPPORT_CONFORMANCE_CASE_H
 #define RCOLL_TESTS_SUPPORT_CONFORMANCE_CASE_H
 
@@ -15,12 +16,16 @@
 
 #include "rcoll.h"
 
-enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, SENDRECV, ALLTOALL, NCOLLS };
+/* A2A_SENDRECV is an all-to-all made of grouped sends and receives (as
+ * nccl-tests did before NCCL had one); ALLTOALL is rcollAlltoAll. */
+enum { ALLREDUCE, ALLGATHER, REDUCE_SCATTER, BROADCAST, REDUCE, SENDRECV, A2A_SENDRECV, ALLTOALL,
+       GATHER, SCATTER, BCAST, NCOLLS };
 extern const char *const coll_names[NCOLLS];
 
 int coll_has_root(int coll);
 int coll_has_op(int coll);
 int coll_has_inplace(int coll);
+int coll_only_inplace(int coll);
 
 typedef struct ccase {
   int coll;
