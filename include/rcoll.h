@@ -199,8 +199,9 @@ RCOLL_API rcollResult_t rcollCommDeregister(const rcollComm_t comm, void *handle
  * "socket eth0 10000 Mb/s"), and whether the library counts the peer on this
  * rank's node (RCOLL_HOSTID can say otherwise); and the algorithm and pipeline chunk in bytes a
  * call of `coll` ("allreduce", "broadcast", "reduce", "allgather",
- * "reduce_scatter") would use for `bytes` (the whole buffer: count x type
- * size, times the ranks for allgather and reduce_scatter). */
+ * "reduce_scatter", "alltoall", "gather", "scatter") would use for `bytes`
+ * (count x type size, times the ranks for the calls whose count is per
+ * rank: allgather, reduce_scatter, alltoall, gather, scatter). */
 RCOLL_API rcollResult_t rcollCommPeerTransport(rcollComm_t comm, int peer, int *sameNode, char *buf,
                                                size_t len);
 RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, size_t bytes,

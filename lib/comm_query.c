@@ -49,9 +49,16 @@ RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, s
   for (int k = 0; k < RCOLL_COLL_NKINDS; k++)
     if (strcmp(coll, rcoll_coll_name(k)) == 0)
       kind = k;
-  if (kind < 0 || kind == RCOLL_COLL_SEND || kind == RCOLL_COLL_RECV)
-    return rcoll_error(rcollInvalidArgument, "rcollCommAlgorithm: '%s' is not allreduce, broadcast, "
-                       "reduce, allgather or reduce_scatter", coll);
+  if (kind < 0 || kind == RCOLL_COLL_SEND || kind == RCOLL_COLL_RECV) {
+    char known[256];
+    size_t used = 0;
+    for (int k = 0; k < RCOLL_COLL_NKINDS && used < sizeof known; k++)
+      if (k != RCOLL_COLL_SEND && k != RCOLL_COLL_RECV)
+        used += (size_t)snprintf(known + used, sizeof known - used, "%s%s", used ? ", " : "",
+                                 rcoll_coll_name(k));
+    return rcoll_error(rcollInvalidArgument, "rcollCommAlgorithm: '%s' is not a collective (%s)", coll,
+                       known);
+  }
   if (comm->plan.tuner == NULL)
     return rcoll_error(rcollInternalError, "rcollCommAlgorithm: the communicator has no tuner");
   /* As a call plans itself (lib/coll.c): the tuner's choice, the chunk
