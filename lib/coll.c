@@ -10,6 +10,7 @@
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
+#include "trace.h"
 #include "reduce.h"
 #include "tuner.h"
 
@@ -127,6 +128,8 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,
              rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
              a->root, comm->plan.algo, comm->net_summary, comm->plan.chunk_bytes);
+  if (comm->trace != NULL)
+    rcoll_trace_call(comm->trace, d->name, a->count * rcoll_type_size(a->dtype));
   if (device >= 0) /* queued on the stream for the comm's CUDA proxy */
     return rcoll_device_ops.submit(comm, stream, device, d->name);
   if (rcoll_group_active())

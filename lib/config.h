@@ -26,6 +26,11 @@
   X(STR, debug, "DEBUG", "NCCL_DEBUG", "WARN", "Log level: NONE, WARN, INFO or TRACE")           \
   X(STR, debug_subsys, "DEBUG_SUBSYS", "NCCL_DEBUG_SUBSYS", "ALL",                                \
     "Subsystems to log: INIT,BOOTSTRAP,NET,COLL,P2P,ENV,ALLOC,TUNE or ALL; ^ excludes")          \
+  X(STR, trace, "TRACE", NULL, "",                                                               \
+    "Directory where every rank writes a Trace Event JSON of its calls and steps at comm destroy " \
+    "(rcoll-trace-<comm>-rank<R>.json; merge with scripts/rcoll-trace-merge); empty: no trace")  \
+  X(INT, trace_events, "TRACE_EVENTS", NULL, "1000000",                                          \
+    "Most events one rank's trace keeps (about 80 bytes each); later ones are counted, not kept") \
   X(INT, timeout, "TIMEOUT", NULL, "300",                                                        \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \
