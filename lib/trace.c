@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -49,9 +50,12 @@ static rcollResult_t trace_clock_sync(struct rcollComm *c, rcoll_trace_t *t) {
 }
 
 /* Creates the file now, so that a directory that cannot take it is reported
- * at init, once, and costs nothing afterwards. A name that is taken (another
- * process of the same id, a rerun into the same directory) gets a suffix. */
+ * at init, once, and costs nothing afterwards. The directory itself is made
+ * if missing (not its parents: a typo should not grow a tree). A name that
+ * is taken (another process of the same id, a rerun into the same
+ * directory) gets a suffix. */
 static int trace_create_file(rcoll_trace_t *t, const char *dir) {
+  (void)mkdir(dir, 0755); /* EEXIST is the usual case; a real failure shows below */
   for (int n = 1; n < 100; n++) {
     char suffix[16] = "";
     if (n > 1)

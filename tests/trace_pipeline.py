@@ -1,0 +1,83 @@
+#!/usr/bin/env python3
+"""Checks a merged rcoll trace (scripts/rcoll-trace-merge) for what
+tests/check_trace.sh promises: 4 ranks, ring all-reduce calls, and on every
+rank the pipeline overlap of a ring all-reduce: a chunk received from a peer
+while an earlier chunk from that peer was still being received or reduced
+(message k+1 posted before message k was done). Messages k and k+1 on one
+connection are different chunks: each chunk is one message.
+
+    trace_pipeline.py MERGED.json NRANKS     exit 0: all hold; 1: says which does not
+    trace_pipeline.py --selftest             the checks reject traces that lack them
+"""
+import json
+import sys
+
+
+def overlaps(doc):
+    """{pid: number of (k, k+1) receive pairs from one peer in one call that overlap}."""
+    recvs = {}
+    for e in doc["traceEvents"]:
+        if e.get("cat") == "step" and e["name"] in ("recv", "recv-reduce"):
+            a = e["args"]
+            recvs.setdefault((e["pid"], a["call"], a["peer"]), []).append(
+                (a["msg"], e["ts"], e["ts"] + e["dur"]))
+    found = {}
+    for (pid, _, _), ms in recvs.items():
+        ms.sort()
+        found.setdefault(pid, 0)
+        for (m0, _, done0), (m1, post1, _) in zip(ms, ms[1:]):
+            found[pid] += m1 == m0 + 1 and post1 < done0
+    return found
+
+
+def check(doc, nranks):
+    problems = []
+    calls = [e for e in doc["traceEvents"] if e.get("cat") == "call"]
+    pids = {e["pid"] for e in calls}
+    if len(pids) != nranks:
+        problems.append(f"calls from {len(pids)} ranks, expected {nranks}")
+    if not any(e["name"] == "rcollAllReduce" and e["args"]["algo"] == "ring" for e in calls):
+        problems.append("no ring all-reduce call in the trace")
+    found = overlaps(doc)
+    for pid in sorted(pids):
+        if found.get(pid, 0) == 0:
+            problems.append(f"rank {pid}: no chunk in flight while the previous one from the "
+                            "same peer was still received or reduced (no pipelining)")
+    return problems, found
+
+
+def step(pid, call, peer, msg, ts, dur):
+    return {"name": "recv-reduce", "cat": "step", "ph": "X", "pid": pid, "tid": 101, "ts": ts,
+            "dur": dur, "args": {"call": call, "peer": peer, "msg": msg, "bytes": 8, "step": msg}}
+
+
+def selftest():
+    call = {"name": "rcollAllReduce", "cat": "call", "ph": "X", "pid": 0, "tid": 1, "ts": 0,
+            "dur": 100, "args": {"call": 1, "algo": "ring"}}
+    serial = {"traceEvents": [call, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 10.5, 10)]}
+    piped = {"traceEvents": [call, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 5, 10)]}
+    other_call = {"traceEvents": [call, step(0, 1, 1, 0, 0, 10), step(0, 2, 1, 1, 5, 10)]}
+    assert check(piped, 1)[0] == [], check(piped, 1)
+    assert check(serial, 1)[0], "a serialized trace passed the pipeline check"
+    assert check(other_call, 1)[0], "steps of two calls passed as one pipeline"
+    assert check(piped, 4)[0], "a 1-rank trace passed as 4 ranks"
+    print("trace_pipeline.py: self-test passed (serialized steps, other calls and missing ranks "
+          "are rejected)")
+    return 0
+
+
+def main():
+    if sys.argv[1:] == ["--selftest"]:
+        return selftest()
+    with open(sys.argv[1]) as fh:
+        doc = json.load(fh)
+    problems, found = check(doc, int(sys.argv[2]))
+    for p in problems:
+        print("trace_pipeline.py: " + p)
+    print("trace_pipeline.py: overlapping chunk pairs per rank: "
+          + ", ".join(f"rank {p}: {n}" for p, n in sorted(found.items())))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
