@@ -14,7 +14,7 @@ import sys
 
 
 def overlaps(doc):
-    """{pid: number of (k, k+1) receive pairs from one peer in one call that overlap}."""
+    """{pid: (overlapping, all) pairs of messages k, k+1 received from one peer in one call}."""
     recvs = {}
     for e in doc["traceEvents"]:
         if e.get("cat") == "step" and e["name"] in ("recv", "recv-reduce"):
@@ -24,9 +24,11 @@ def overlaps(doc):
     found = {}
     for (pid, _, _), ms in recvs.items():
         ms.sort()
-        found.setdefault(pid, 0)
+        n, pairs = found.get(pid, (0, 0))
         for (m0, _, done0), (m1, post1, _) in zip(ms, ms[1:]):
-            found[pid] += m1 == m0 + 1 and post1 < done0
+            n += m1 == m0 + 1 and post1 < done0
+            pairs += 1
+        found[pid] = (n, pairs)
     return found
 
 
@@ -39,10 +41,17 @@ def check(doc, nranks):
     if not any(e["name"] == "rcollAllReduce" and e["args"]["algo"] == "ring" for e in calls):
         problems.append("no ring all-reduce call in the trace")
     found = overlaps(doc)
+    # Many pairs overlap when the engine posts ahead (check_trace.sh's runs:
+    # 70-95% on shared memory, 25-40% over sockets, whose staging slots
+    # bound the receives in flight); a trace whose post times were taken at completion has a few
+    # by accident of completion order (measured: 0-3 of 230 and 0-1 of 950).
+    # A tenth is the line.
     for pid in sorted(pids):
-        if found.get(pid, 0) == 0:
-            problems.append(f"rank {pid}: no chunk in flight while the previous one from the "
-                            "same peer was still received or reduced (no pipelining)")
+        n, pairs = found.get(pid, (0, 0))
+        if n == 0 or 10 * n < pairs:
+            problems.append(f"rank {pid}: only {n} of {pairs} chunks were in flight while the "
+                            "previous one from the same peer was still received or reduced "
+                            "(no pipelining)")
     return problems, found
 
 
@@ -74,8 +83,8 @@ def main():
     problems, found = check(doc, int(sys.argv[2]))
     for p in problems:
         print("trace_pipeline.py: " + p)
-    print("trace_pipeline.py: overlapping chunk pairs per rank: "
-          + ", ".join(f"rank {p}: {n}" for p, n in sorted(found.items())))
+    print("trace_pipeline.py: chunks in flight while the previous one was received or reduced: "
+          + ", ".join(f"rank {p}: {n} of {k}" for p, (n, k) in sorted(found.items())))
     return 1 if problems else 0
 
 
