@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# What execution traces cost: bench/allreduce_perf -t 2 at 8 B and 16 MiB,
+# in alternating rounds of three builds/settings:
+#   before  the commit before tracing was added, built in a /tmp worktree
+#   off     this tree, RCOLL_TRACE unset
+#   on      this tree, RCOLL_TRACE=<tmp dir>
+# Prints each round's out-of-place time (us) and the median of each, and
+# how far off and on are from before. Alternating rounds spread a busy
+# machine's noise over all three; still, run it on a quiet machine (the
+# numbers go with `uptime`).
+#
+#   scripts/trace-overhead.sh [ROUNDS]      (default 7; env BASE=<commit> to compare another)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROUNDS=${1:-7}
+FIRST=$(git log --diff-filter=A --format=%H -- lib/trace.c | tail -1)
+BASE=${BASE:-$(git rev-parse "${FIRST:?lib/trace.c is not committed}^")}
+BASE_TREE=${BASE_TREE:-/tmp/rcoll-trace-base-${BASE:0:10}}
+
+if [[ ! -x $BASE_TREE/bench/allreduce_perf ]]; then
+  echo "# building the baseline $BASE in $BASE_TREE"
+  [[ -d $BASE_TREE ]] || git worktree add --detach "$BASE_TREE" "$BASE" >/dev/null
+  make -C "$BASE_TREE" -j2 all >"$BASE_TREE.build.log" 2>&1 ||
+    { echo "baseline build failed: $BASE_TREE.build.log" >&2; exit 1; }
+fi
+[[ -x bench/allreduce_perf ]] || make -j2 all >/dev/null
+
+TRACE_DIR=$(mktemp -d)
+trap 'rm -rf "$TRACE_DIR"' EXIT
+export RCOLL_SOCKET_IFNAME=${RCOLL_SOCKET_IFNAME:-lo}
+unset RCOLL_TRACE
+
+# One run: prints the out-of-place time in us of the single size.
+run() { # variant size iters warmup
+  local bin=bench/allreduce_perf
+  [[ $1 == before ]] && bin=$BASE_TREE/bench/allreduce_perf
+  if [[ $1 == on ]]; then
+    rm -rf "${TRACE_DIR:?}"/*
+    RCOLL_TRACE=$TRACE_DIR "$bin" -t 2 -b "$2" -e "$2" -n "$3" -w "$4" -c 0
+  else
+    "$bin" -t 2 -b "$2" -e "$2" -n "$3" -w "$4" -c 0
+  fi | awk '$1 ~ /^[0-9]+$/ {print $6; exit}'
+}
+
+median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+echo "# $(date -u '+%F %T UTC'), $(nproc) CPUs, uptime:$(uptime | sed 's/.*load/ load/')"
+echo "# baseline $BASE; this tree $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
+declare -A T
+for size in 8 16M; do
+  if [[ $size == 8 ]]; then iters=2000 warm=200; else iters=20 warm=5; fi
+  for ((r = 1; r <= ROUNDS; r++)); do
+    line="size $size round $r:"
+    for v in before off on; do
+      t=$(run $v $size $iters $warm)
+      T[$size.$v]+="$t "
+      line+=" $v $t"
+    done
+    echo "# $line"
+  done
+done
+echo
+printf '%-6s %12s %12s %12s %9s %9s\n' size "before(us)" "off(us)" "on(us)" "off/bef" "on/bef"
+for size in 8 16M; do
+  b=$(tr ' ' '\n' <<<"${T[$size.before]}" | grep . | median)
+  o=$(tr ' ' '\n' <<<"${T[$size.off]}" | grep . | median)
+  n=$(tr ' ' '\n' <<<"${T[$size.on]}" | grep . | median)
+  awk -v s=$size -v b="$b" -v o="$o" -v n="$n" \
+    'BEGIN {printf "%-6s %12.2f %12.2f %12.2f %8.1f%% %8.1f%%\n", s, b, o, n, 100 * (o / b - 1), 100 * (n / b - 1)}'
+done
