@@ -128,10 +128,12 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,
              rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
              a->root, comm->plan.algo, comm->net_summary, comm->plan.chunk_bytes);
-  if (comm->trace != NULL)
-    rcoll_trace_call(comm->trace, d->name, a->count * rcoll_type_size(a->dtype));
   if (device >= 0) /* queued on the stream for the comm's CUDA proxy */
     return rcoll_device_ops.submit(comm, stream, device, d->name);
+  /* Host calls only: the proxy runs device plans later, on its own thread,
+   * and they appear in the trace as "plan" (their algorithm is named). */
+  if (comm->trace != NULL)
+    rcoll_trace_call(comm->trace, d->name, a->count * rcoll_type_size(a->dtype));
   if (rcoll_group_active())
     return rcoll_group_add(comm);
   rcoll_plan_t *plans[1] = {&comm->plan};

@@ -176,6 +176,7 @@ static void step_traced(rcoll_plan_t *p, int i, int was_pending) {
 /* One pass over a plan's window. Returns the number of steps that moved. */
 static int plan_progress(rcoll_plan_t *p, rcollResult_t *err) {
   int moved = 0, seen = 0;
+  const int traced = p->comm->trace != NULL;
   for (int i = p->head; i < p->nsteps && seen < ENGINE_WINDOW; i++) {
     rcoll_step_t *st = &p->steps[i];
     if (st->state == RCOLL_STEP_DONE)
@@ -187,7 +188,7 @@ static int plan_progress(rcoll_plan_t *p, rcollResult_t *err) {
     if (*err == rcollSuccess && st->state == RCOLL_STEP_POSTED)
       m += step_test(p, st, err);
     moved += m;
-    if (m && p->comm->trace != NULL) /* off: this test is tracing's whole cost */
+    if (traced && m) /* off: this test is tracing's whole cost */
       step_traced(p, i, was_pending);
     if (*err != rcollSuccess)
       return moved;
