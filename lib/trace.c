@@ -26,8 +26,18 @@ static uint64_t trace_comm_hash(const rcollUniqueId *id) {
   return h;
 }
 
-/* Chains the neighbours' offsets (each rank's left neighbour's clock minus
- * its own) into this rank's offset to rank 0. */
+void rcoll_trace_chain_offsets(const int64_t *left, int nranks, int rank, int64_t *offset,
+                               int64_t *closure) {
+  /* clock(k-1) = clock(k) + left[k], so clock(0) = clock(rank) + left[1] + ... + left[rank]. */
+  *offset = 0;
+  for (int k = 1; k <= rank; k++)
+    *offset += left[k];
+  *closure = 0;
+  for (int k = 0; k < nranks; k++)
+    *closure += left[k];
+}
+
+/* Measures the neighbours' offsets and chains them into this rank's. */
 static rcollResult_t trace_clock_sync(struct rcollComm *c, rcoll_trace_t *t) {
   int64_t left = 0, rtt = 0;
   RCOLL_CHECK(rcoll_bootstrap_clock_left(c->bootstrap, TRACE_CLOCK_ROUNDS, rcoll_trace_now, &left,
@@ -38,10 +48,7 @@ static rcollResult_t trace_clock_sync(struct rcollComm *c, rcoll_trace_t *t) {
   all[c->rank] = left;
   rcollResult_t r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
   if (r == rcollSuccess && t != NULL) {
-    for (int k = 1; k <= c->rank; k++)
-      t->offset_ns += all[k];
-    for (int k = 0; k < c->nranks; k++)
-      t->closure_ns += all[k];
+    rcoll_trace_chain_offsets(all, c->nranks, c->rank, &t->offset_ns, &t->closure_ns);
     t->rtt_ns = rtt;
     t->sync = "ring ping-pong over the bootstrap, shortest of 16 round trips per neighbour";
   }

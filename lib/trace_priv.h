@@ -59,6 +59,12 @@ struct rcoll_trace {
   int64_t created_ns;
 };
 
+/* From every rank's left[k] (rank k-1's clock minus rank k's, rank 0's from
+ * rank n-1), this rank's offset to rank 0 and the sum round the ring (0
+ * when every measurement is exact). */
+void rcoll_trace_chain_offsets(const int64_t *left, int nranks, int rank, int64_t *offset,
+                               int64_t *closure);
+
 /* Writes the records as Trace Event JSON to t->file; returns 0, or -1 with
  * errno on a write error. */
 int rcoll_trace_write(rcoll_trace_t *t);
