@@ -147,9 +147,18 @@ json.dump(d, open(sys.argv[1], "w"))
 EOF
 "$MERGE" "$TMP/broken" -o "$TMP/broken.json" 2>"$TMP/broken.err" && fail "a step without ts merged"
 grep -q "missing ts" "$TMP/broken.err" || fail "the merge did not name the missing field"
+cp "$TMP"/threads/*rank2.json "$TMP/broken/"
+python3 - "$f" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["traceEvents"].remove(next(e for e in d["traceEvents"] if e.get("ph") == "f"))
+json.dump(d, open(sys.argv[1], "w"))
+EOF
+"$MERGE" "$TMP/broken" -o "$TMP/broken.json" 2>"$TMP/broken.err" && fail "a message without its receive merged"
+grep -q "send without a receive" "$TMP/broken.err" || fail "the merge did not notice a lone send"
 rm "$f"
 "$MERGE" "$TMP/broken" -o "$TMP/broken.json" 2>"$TMP/broken.err" && fail "a missing rank merged"
-grep -q "send without a receive" "$TMP/broken.err" || fail "the merge did not notice a missing rank"
+grep -q "no file from rank(s) \[2\] of 4" "$TMP/broken.err" || fail "the merge did not notice a missing rank"
 
 if ((failed)); then
   echo "check_trace: FAILED"
