@@ -278,7 +278,11 @@ static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64
     sched_yield();
     return;
   }
+  rcoll_trace_t *trace = plans[0]->comm->trace;
+  int64_t slept_at = trace != NULL ? rcoll_trace_now() : 0;
   net->wait(comms, n, mixed ? 200 : 10000);
+  if (trace != NULL)
+    rcoll_trace_net_wait(trace, slept_at, n);
 }
 
 static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t r) {

@@ -254,6 +254,15 @@ void rcoll_trace_done(rcoll_trace_t *t, const rcoll_plan_t *p, int step) {
   e->join = st->kind == RCOLL_STEP_COPY && (st->src == NULL || st->src == st->dst);
 }
 
+void rcoll_trace_net_wait(rcoll_trace_t *t, int64_t begin_ns, int conns) {
+  rcoll_trace_rec_t *e = trace_add(t, RCOLL_TR_NET_WAIT);
+  if (e != NULL) {
+    e->t0 = begin_ns;
+    e->t2 = rcoll_trace_now();
+    e->a = (uint64_t)conns;
+  }
+}
+
 void rcoll_trace_idle(rcoll_trace_t *t, int64_t begin_ns, int64_t passes, int64_t sleeps) {
   rcoll_trace_rec_t *e = trace_add(t, RCOLL_TR_IDLE);
   if (e != NULL) {

@@ -47,6 +47,9 @@ void rcoll_trace_posted(rcoll_trace_t *t, const rcoll_plan_t *p, int step);
 /* A received chunk is in its staging slot; its reduction starts now. */
 void rcoll_trace_arrived(rcoll_trace_t *t, const rcoll_plan_t *p, int step);
 void rcoll_trace_done(rcoll_trace_t *t, const rcoll_plan_t *p, int step);
+/* The engine slept in the transport's wait op from begin_ns to now, on
+ * `conns` connections. */
+void rcoll_trace_net_wait(rcoll_trace_t *t, int64_t begin_ns, int conns);
 /* The engine waited from begin_ns to now: `passes` idle passes, of which
  * `sleeps` slept in the transport's wait. */
 void rcoll_trace_idle(rcoll_trace_t *t, int64_t begin_ns, int64_t passes, int64_t sleeps);

@@ -9,7 +9,7 @@
 
 #include "trace.h"
 
-enum rcoll_trace_type { RCOLL_TR_STEP, RCOLL_TR_CALL, RCOLL_TR_IDLE, RCOLL_TR_CONNECT };
+enum rcoll_trace_type { RCOLL_TR_STEP, RCOLL_TR_CALL, RCOLL_TR_IDLE, RCOLL_TR_CONNECT, RCOLL_TR_NET_WAIT };
 
 /* One event, kept in memory until the file is written. Times are the trace
  * clock's (rcoll_trace_now). */
@@ -17,7 +17,8 @@ typedef struct rcoll_trace_rec {
   int64_t t0;       /* STEP: posted; others: begin */
   int64_t t1;       /* STEP: data arrived (0 when arrival was completion) */
   int64_t t2;       /* STEP: done; others: end */
-  uint64_t a;       /* STEP: message number on its connection; CALL: bytes; IDLE: passes */
+  uint64_t a;       /* STEP: message number on its connection; CALL: bytes; IDLE: passes;
+                     * NET_WAIT: connections waited on */
   uint64_t b;       /* STEP: bytes; CALL: steps; IDLE: sleeps */
   const char *name; /* CALL: the call, e.g. rcollAllReduce (static strings only) */
   const char *algo; /* CALL: the algorithm that planned it */

@@ -2,7 +2,8 @@
  * chrome://tracing, which ui.perfetto.dev reads too): an object with
  * "traceEvents" and "otherData", pid = this rank, one tid ("lane") per kind
  * of work so that overlap shows as stacked slices:
- *   1 calls, 2 progress (engine waits, connects), 3 reduce, 4 local copy,
+ *   1 calls, 2 progress (engine waits, sleeps in the transport, connects),
+ *   3 reduce, 4 local copy,
  *   100 + 2p sends to rank p, 101 + 2p receives from rank p.
  * Steps are "X" slices from post to done; a message's send and its receive
  * on the other rank are joined by a flow arrow (id: sender, receiver and the
@@ -119,15 +120,19 @@ static void put_step(FILE *f, const rcoll_trace_t *t, const rcoll_trace_rec_t *e
   }
 }
 
+/* The progress lane: "wait" slices (nothing moved) hold the "transport
+ * wait" slices of the sleeps in the transport inside them. */
 static void put_other(FILE *f, const rcoll_trace_t *t, const rcoll_trace_rec_t *e) {
-  int idle = e->type == RCOLL_TR_IDLE;
-  put_head(f, t, idle ? "wait" : "connect", "progress", "X", LANE_PROGRESS, e->t0);
+  const char *name = e->type == RCOLL_TR_IDLE ? "wait"
+                     : e->type == RCOLL_TR_NET_WAIT ? "transport wait" : "connect";
+  put_head(f, t, name, "progress", "X", LANE_PROGRESS, e->t0);
   put_us(f, "dur", e->t2 - e->t0);
-  if (idle)
-    fprintf(f, ",\"args\":{\"call\":%u,\"idle passes\":%" PRIu64 ",\"transport waits\":%" PRIu64
-               "}}", e->call, e->a, e->b);
-  else
-    fprintf(f, ",\"args\":{\"call\":%u}}", e->call);
+  fprintf(f, ",\"args\":{\"call\":%u", e->call);
+  if (e->type == RCOLL_TR_IDLE)
+    fprintf(f, ",\"idle passes\":%" PRIu64 ",\"transport waits\":%" PRIu64, e->a, e->b);
+  if (e->type == RCOLL_TR_NET_WAIT)
+    fprintf(f, ",\"connections\":%" PRIu64, e->a);
+  fprintf(f, "}}");
 }
 
 static void put_meta(FILE *f, const rcoll_trace_t *t) {
