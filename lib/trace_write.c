@@ -4,19 +4,26 @@
  * of work so that overlap shows as stacked slices:
  *   1 calls, 2 progress (engine waits, sleeps in the transport, connects),
  *   3 reduce, 4 local copy,
- *   100 + 2p sends to rank p, 101 + 2p receives from rank p.
+ *   100 + 32 (2p + d) + s: sends to (d = 0) or receives from (d = 1) rank p.
+ * Slices on one lane must nest, and a connection's pipelined messages
+ * overlap without nesting, so a connection has as many lanes (s) as it had
+ * messages in flight at once: each message takes the first that is free at
+ * its post (assign_sublanes).
  * Steps are "X" slices from post to done; a message's send and its receive
  * on the other rank are joined by a flow arrow (id: sender, receiver and the
  * message's number on that connection, the same on both sides). Times are
  * this rank's CLOCK_MONOTONIC in microseconds; otherData.rcoll.clock_offset_ns
  * is what scripts/rcoll-trace-merge adds to align them with rank 0. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include "trace_priv.h"
 
 enum { LANE_CALLS = 1, LANE_PROGRESS = 2, LANE_REDUCE = 3, LANE_COPY = 4, LANE_PEERS = 100 };
+#define SUBLANES 32 /* lanes per connection; more messages in flight share the last */
 
 static const char *const STEP_NAMES[RCOLL_STEP_NKINDS] = {"send", "recv", "recv-reduce", "copy"};
 
@@ -47,15 +54,68 @@ static void put_head(FILE *f, const rcoll_trace_t *t, const char *name, const ch
   put_us(f, "ts", ts);
 }
 
-static void put_lane(FILE *f, const rcoll_trace_t *t, int tid, const char *label, int peer) {
-  fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"",
+static void put_lane(FILE *f, const rcoll_trace_t *t, int tid, const char *label) {
+  fprintf(f, ",\n{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":",
           t->rank, tid);
-  fprintf(f, label, peer);
-  fprintf(f, "\"}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
+  put_str(f, label);
+  fprintf(f, "}},\n{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,"
              "\"args\":{\"sort_index\":%d}}", t->rank, tid, tid);
 }
 
-static void put_lanes(FILE *f, const rcoll_trace_t *t) {
+/* A message step's connection: 2 peer + 1 when it receives; -1 for a local step. */
+static int step_conn(const rcoll_trace_rec_t *e) {
+  if (e->type != RCOLL_TR_STEP || e->kind == RCOLL_STEP_COPY)
+    return -1;
+  return 2 * e->peer + (e->kind != RCOLL_STEP_SEND);
+}
+
+typedef struct lane_order {
+  int conn;
+  int64_t t0;
+  size_t idx;
+} lane_order_t;
+
+static int lane_order_cmp(const void *pa, const void *pb) {
+  const lane_order_t *a = pa, *b = pb;
+  if (a->conn != b->conn)
+    return a->conn < b->conn ? -1 : 1;
+  return a->t0 < b->t0 ? -1 : a->t0 > b->t0;
+}
+
+/* Gives every message step a lane of its connection (sub[i]) and counts the
+ * lanes each connection used (used[conn]). Without memory for the sort, every
+ * message takes its connection's first lane (pipelined ones then misnest). */
+static void assign_sublanes(const rcoll_trace_t *t, uint8_t *sub, uint8_t *used) {
+  lane_order_t *o = malloc((t->n ? t->n : 1) * sizeof *o);
+  size_t m = 0;
+  for (size_t i = 0; i < t->n; i++) {
+    int conn = step_conn(&t->recs[i]);
+    if (conn >= 0 && o != NULL)
+      o[m++] = (lane_order_t){conn, t->recs[i].t0, i};
+    else if (conn >= 0)
+      used[conn] = 1;
+  }
+  qsort(o, m, sizeof *o, lane_order_cmp);
+  int64_t ends[SUBLANES];
+  for (size_t k = 0; k < m; k++) {
+    int conn = o[k].conn, s = 0;
+    if (k == 0 || o[k - 1].conn != conn)
+      used[conn] = 0;
+    while (s < used[conn] && ends[s] > o[k].t0)
+      s++;
+    if (s == SUBLANES)
+      s = SUBLANES - 1;
+    if (s == used[conn])
+      used[conn]++;
+    sub[o[k].idx] = (uint8_t)s;
+    ends[s] = t->recs[o[k].idx].t2;
+  }
+  free(o);
+}
+
+static int peer_lane(int conn, int sub) { return LANE_PEERS + SUBLANES * conn + sub; }
+
+static void put_lanes(FILE *f, const rcoll_trace_t *t, const uint8_t *used) {
   fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
           t->rank);
   char label[128];
@@ -63,16 +123,16 @@ static void put_lanes(FILE *f, const rcoll_trace_t *t) {
   put_str(f, label);
   fprintf(f, "}},\n{\"name\":\"process_sort_index\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,"
              "\"args\":{\"sort_index\":%d}}", t->rank, t->rank);
-  put_lane(f, t, LANE_CALLS, "calls", 0);
-  put_lane(f, t, LANE_PROGRESS, "progress: engine waits, connects", 0);
-  put_lane(f, t, LANE_REDUCE, "reduce", 0);
-  put_lane(f, t, LANE_COPY, "local copy", 0);
-  for (int p = 0; p < t->nranks; p++) {
-    if (p == t->rank)
-      continue;
-    put_lane(f, t, LANE_PEERS + 2 * p, "send to rank %d", p);
-    put_lane(f, t, LANE_PEERS + 2 * p + 1, "recv from rank %d", p);
-  }
+  put_lane(f, t, LANE_CALLS, "calls");
+  put_lane(f, t, LANE_PROGRESS, "progress: engine waits, connects");
+  put_lane(f, t, LANE_REDUCE, "reduce");
+  put_lane(f, t, LANE_COPY, "local copy");
+  for (int conn = 0; conn < 2 * t->nranks; conn++)
+    for (int s = 0; s < used[conn]; s++) {
+      snprintf(label, sizeof label, "%s rank %d%s", conn % 2 ? "recv from" : "send to", conn / 2,
+               s ? " (more in flight)" : "");
+      put_lane(f, t, peer_lane(conn, s), label);
+    }
 }
 
 static void put_call(FILE *f, const rcoll_trace_t *t, const rcoll_trace_rec_t *e) {
@@ -90,9 +150,9 @@ static void put_flow(FILE *f, const rcoll_trace_t *t, const rcoll_trace_rec_t *e
           e->a, ph[0] == 'f' ? ",\"bp\":\"e\"" : "");
 }
 
-static void put_step(FILE *f, const rcoll_trace_t *t, const rcoll_trace_rec_t *e) {
+static void put_step(FILE *f, const rcoll_trace_t *t, const rcoll_trace_rec_t *e, int sub) {
   int local = e->kind == RCOLL_STEP_COPY;
-  int tid = local ? LANE_COPY : LANE_PEERS + 2 * e->peer + (e->kind != RCOLL_STEP_SEND);
+  int tid = local ? LANE_COPY : peer_lane(step_conn(e), sub);
   const char *name = !local ? STEP_NAMES[e->kind] : !e->join ? "copy"
                      : (e->flags & RCOLL_STEP_FINISH) ? "finish" : "join";
   put_head(f, t, name, "step", "X", tid, e->t0);
@@ -150,12 +210,20 @@ static void put_meta(FILE *f, const rcoll_trace_t *t) {
 
 int rcoll_trace_write(rcoll_trace_t *t) {
   FILE *f = t->file;
+  uint8_t *sub = calloc(t->n ? t->n : 1, 1), *used = calloc(2 * (size_t)t->nranks, 1);
+  if (sub == NULL || used == NULL) {
+    free(sub);
+    free(used);
+    errno = ENOMEM;
+    return -1;
+  }
+  assign_sublanes(t, sub, used);
   fprintf(f, "{\"traceEvents\":[\n");
-  put_lanes(f, t);
+  put_lanes(f, t, used);
   for (size_t i = 0; i < t->n; i++) {
     const rcoll_trace_rec_t *e = &t->recs[i];
     if (e->type == RCOLL_TR_STEP)
-      put_step(f, t, e);
+      put_step(f, t, e, sub[i]);
     else if (e->type == RCOLL_TR_CALL)
       put_call(f, t, e);
     else
@@ -167,5 +235,7 @@ int rcoll_trace_write(rcoll_trace_t *t) {
                "\"RCOLL_TRACE_EVENTS\"}}", t->dropped, t->max);
   }
   put_meta(f, t);
+  free(sub);
+  free(used);
   return ferror(f) || fflush(f) != 0 ? -1 : 0;
 }

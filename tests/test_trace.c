@@ -156,9 +156,11 @@ Test(trace, records_steps_and_writes_their_fields) {
   cr_assert_eq(rcoll_trace_write(t), 0);
   fclose(t->file);
   cr_expect(strncmp(buf, "{\"traceEvents\":[", 16) == 0);
-  cr_expect(strstr(buf, "\"name\":\"send\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":0,\"tid\":102,"
+  cr_expect(strstr(buf, "\"name\":\"send\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":0,\"tid\":164,"
                         "\"ts\":1.234,\"dur\":2000.000") != NULL, "%s", buf);
   cr_expect(strstr(buf, "\"id\":\"01234567:0>1#7\"") != NULL, "the send's flow");
+  cr_expect(strstr(buf, "\"tid\":196,\"args\":{\"name\":\"recv from rank 1\"}") != NULL,
+            "lanes 100 + 32 (2 peer + receiving)");
   cr_expect(strstr(buf, "\"id\":\"01234567:1>0#9\",\"bp\":\"e\"") != NULL, "the receive's flow");
   cr_expect(strstr(buf, "\"name\":\"reduce\",\"cat\":\"reduce\"") != NULL, "the staged reduction");
   cr_expect(strstr(buf, "\"name\":\"rcollAllReduce\",\"cat\":\"call\"") != NULL);
@@ -198,6 +200,35 @@ Test(trace, a_group_is_one_call) {
   cr_expect_str_eq(t->recs[2].name, "group");
   cr_expect_eq(t->recs[2].a, 72, "bytes of both calls");
   fclose(t->file);
+  free(buf);
+  free_fake(t);
+}
+
+Test(trace, pipelined_messages_of_a_connection_get_lanes_that_nest) {
+  char *buf = NULL;
+  size_t len = 0;
+  rcoll_trace_t *t = fake_trace(100, &buf, &len);
+  rcoll_step_t steps[2];
+  rcoll_plan_t p = fake_plan(steps);
+  for (int i = 0; i < 3; i++)
+    run_fake_call(t, &p);
+  /* Three sends to rank 1: 0-10 and 5-15 overlap, 20-30 follows both. */
+  const int64_t times[3][2] = {{0, 10}, {5, 15}, {20, 30}};
+  int k = 0;
+  for (size_t i = 0; i < t->n; i++)
+    if (t->recs[i].type == RCOLL_TR_STEP && t->recs[i].kind == RCOLL_STEP_SEND) {
+      t->recs[i].t0 = times[k][0] * 1000;
+      t->recs[i].t2 = times[k][1] * 1000;
+      t->recs[i].a = (uint64_t)k++;
+    }
+  cr_assert_eq(k, 3);
+  cr_assert_eq(rcoll_trace_write(t), 0);
+  fclose(t->file);
+  cr_expect(strstr(buf, "\"tid\":164,\"ts\":0.000,\"dur\":10.000") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "\"tid\":165,\"ts\":5.000,\"dur\":10.000") != NULL, "the overlapping one");
+  cr_expect(strstr(buf, "\"tid\":164,\"ts\":20.000,\"dur\":10.000") != NULL, "the first lane again");
+  cr_expect(strstr(buf, "\"name\":\"send to rank 1 (more in flight)\"") != NULL);
+  cr_expect(strstr(buf, "\"tid\":166") == NULL, "two lanes are enough");
   free(buf);
   free_fake(t);
 }
