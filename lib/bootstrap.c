@@ -472,11 +472,13 @@ static rcollResult_t rcoll_clock_ping(const rcoll_bootstrap_t *b, int64_t (*now_
 
 /* Every rank pings its left neighbour `rounds` times (the ring's sockets
  * carry bytes both ways) and answers each ping of its right neighbour with
- * its clock. Rank 0 pings first and every other rank serves first, so each
- * round goes once round the ring and each ping finds its neighbour already
- * waiting for it: no cycle of waits, and no answer delayed by the
- * neighbour's own ping. The sample with the shortest round trip is kept, as
- * NTP does, because its two one-way delays are the most nearly equal. */
+ * its clock. Odd ranks ping first and even ranks serve first, so that a ping
+ * usually finds its neighbour waiting for it and a round takes a few round
+ * trips whatever the number of ranks. With an odd number of ranks the last
+ * one is even, like its right neighbour 0; it pings first too, so that no
+ * cycle of ranks waits on one another. The sample with the shortest round
+ * trip is kept, as NTP does: its two one-way delays are the most nearly
+ * equal. */
 rcollResult_t rcoll_bootstrap_clock_left(rcoll_bootstrap_t *b, int rounds, int64_t (*now_ns)(void),
                                          int64_t *offset_ns, int64_t *rtt_ns) {
   *offset_ns = 0;
@@ -488,12 +490,13 @@ rcollResult_t rcoll_bootstrap_clock_left(rcoll_bootstrap_t *b, int rounds, int64
                        "ring failure", b->rank);
   int64_t deadline = rcoll_now_ms() + b->timeout_ms, best = INT64_MAX;
   rcollResult_t rc = rcollSuccess;
+  int ping_first = b->rank % 2 == 1 || (b->nranks % 2 == 1 && b->rank == b->nranks - 1);
   for (int i = 0; i < rounds && rc == rcollSuccess; i++) {
-    if (b->rank != 0)
+    if (!ping_first)
       rc = rcoll_clock_serve(b, now_ns, deadline);
     if (rc == rcollSuccess)
       rc = rcoll_clock_ping(b, now_ns, deadline, &best, offset_ns);
-    if (rc == rcollSuccess && b->rank == 0)
+    if (rc == rcollSuccess && ping_first)
       rc = rcoll_clock_serve(b, now_ns, deadline);
   }
   if (rc != rcollSuccess) {
