@@ -9,7 +9,13 @@
 
 #include "trace.h"
 
-enum rcoll_trace_type { RCOLL_TR_STEP, RCOLL_TR_CALL, RCOLL_TR_IDLE, RCOLL_TR_CONNECT, RCOLL_TR_NET_WAIT };
+enum rcoll_trace_type {
+  RCOLL_TR_STEP,
+  RCOLL_TR_CALL,
+  RCOLL_TR_IDLE,    /* the engine found nothing to do */
+  RCOLL_TR_CONNECT, /* connections made on first use */
+  RCOLL_TR_NET_WAIT /* a sleep in the transport's wait op */
+};
 
 /* One event, kept in memory until the file is written. Times are the trace
  * clock's (rcoll_trace_now). */

@@ -49,8 +49,8 @@ static void put_str(FILE *f, const char *s) {
 
 static void put_head(FILE *f, const rcoll_trace_t *t, const char *name, const char *cat,
                      const char *ph, int tid, int64_t ts) {
-  fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"%s\",\"pid\":%d,\"tid\":%d", name, cat, ph,
-          t->rank, tid);
+  fprintf(f, ",\n{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"%s\",\"pid\":%d,\"tid\":%d", name, cat,
+          ph, t->rank, tid);
   put_us(f, "ts", ts);
 }
 
@@ -204,8 +204,8 @@ static void put_meta(FILE *f, const rcoll_trace_t *t) {
              ",\"clock_rtt_ns\":%" PRId64 ",\"clock_ring_closure_ns\":%" PRId64 ",\"clock_sync\":",
           (int)getpid(), t->offset_ns, t->rtt_ns, t->closure_ns);
   put_str(f, t->sync);
-  fprintf(f, ",\"events\":%zu,\"event_cap\":%zu,\"events_dropped\":%" PRIu64 ",\"complete\":%s}}}\n",
-          t->n, t->max, t->dropped, t->stopped ? "false" : "true");
+  fprintf(f, ",\"events\":%zu,\"event_cap\":%zu,\"events_dropped\":%" PRIu64
+             ",\"complete\":%s}}}\n", t->n, t->max, t->dropped, t->stopped ? "false" : "true");
 }
 
 int rcoll_trace_write(rcoll_trace_t *t) {

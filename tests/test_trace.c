@@ -53,7 +53,8 @@ static void clock_job(int nranks) {
   rcoll_sockaddr_t at;
   rcollUniqueId id;
   cr_assert_eq(rcoll_sockaddr_parse("127.0.0.1:0", -1, &at), rcollSuccess);
-  cr_assert_eq(rcoll_bootstrap_root_start(&s, &at, 77, &id), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert_eq(rcoll_bootstrap_root_start(&s, &at, 77, &id), rcollSuccess, "%s",
+               rcoll_error_text());
   clock_rank_t ranks[MAX_RANKS];
   pthread_t t[MAX_RANKS];
   for (int r = 0; r < nranks; r++) {
@@ -68,12 +69,15 @@ static void clock_job(int nranks) {
     cr_assert_eq(k->rc, rcollSuccess, "%d ranks, rank %d: %s", nranks, r, rcoll_error_text());
     int64_t want = skew_of((r + nranks - 1) % nranks) - skew_of(r);
     /* The estimate is off by at most half the round trip it came from. */
-    cr_expect(k->rtt > 0 && k->rtt < 1000000000, "rank %d: round trip %lld ns", r, (long long)k->rtt);
-    cr_expect(llabs(k->offset - want) <= k->rtt / 2 + 1, "rank %d: offset %lld ns, expected %lld +- %lld",
-              r, (long long)k->offset, (long long)want, (long long)k->rtt / 2);
+    cr_expect(k->rtt > 0 && k->rtt < 1000000000, "%d ranks, rank %d: round trip %lld ns", nranks, r,
+              (long long)k->rtt);
+    cr_expect(llabs(k->offset - want) <= k->rtt / 2 + 1,
+              "%d ranks, rank %d: offset %lld ns, expected %lld +- %lld", nranks, r,
+              (long long)k->offset, (long long)want, (long long)k->rtt / 2);
     closure += k->offset;
   }
-  cr_expect(llabs(closure) < 5000000, "the offsets round the ring sum to %lld ns", (long long)closure);
+  cr_expect(llabs(closure) < 5000000, "the offsets round the ring sum to %lld ns",
+            (long long)closure);
 }
 
 Test(trace, clock_left_measures_each_neighbours_skew) {
@@ -234,7 +238,8 @@ Test(trace, pipelined_messages_of_a_connection_get_lanes_that_nest) {
   fclose(t->file);
   cr_expect(strstr(buf, "\"tid\":164,\"ts\":0.000,\"dur\":10.000") != NULL, "%s", buf);
   cr_expect(strstr(buf, "\"tid\":165,\"ts\":5.000,\"dur\":10.000") != NULL, "the overlapping one");
-  cr_expect(strstr(buf, "\"tid\":164,\"ts\":20.000,\"dur\":10.000") != NULL, "the first lane again");
+  cr_expect(strstr(buf, "\"tid\":164,\"ts\":20.000,\"dur\":10.000") != NULL,
+            "the first lane again");
   cr_expect(strstr(buf, "\"name\":\"send to rank 1 (more in flight)\"") != NULL);
   cr_expect(strstr(buf, "\"tid\":166") == NULL, "two lanes are enough");
   free(buf);

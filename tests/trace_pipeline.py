@@ -3,7 +3,8 @@
 tests/check_trace.sh promises: 4 ranks, ring all-reduce calls, and on every
 rank the pipeline overlap of a ring all-reduce: a chunk received from a peer
 while an earlier chunk from that peer was still being received or reduced
-(message k+1 posted before message k was done). Messages k and k+1 on one
+(message k+1 posted before message k was done), which the viewer shows as a
+second lane of that connection. Messages k and k+1 on one
 connection are different chunks: each chunk is one message.
 
     trace_pipeline.py MERGED.json NRANKS     exit 0: all hold; 1: says which does not
@@ -52,6 +53,14 @@ def check(doc, nranks):
             problems.append(f"rank {pid}: only {n} of {pairs} chunks were in flight while the "
                             "previous one from the same peer was still received or reduced "
                             "(no pipelining)")
+    # What a viewer shows: a connection with chunks in flight at once has a
+    # second lane ("recv from rank p (more in flight)") with slices on it.
+    deep = {e["pid"] for e in doc["traceEvents"]
+            if e.get("ph") == "M" and e["name"] == "thread_name"
+            and e["args"]["name"].startswith("recv from rank")
+            and "more in flight" in e["args"]["name"]}
+    for pid in sorted(pids - deep):
+        problems.append(f"rank {pid}: no receive lane shows a second chunk in flight")
     return problems, found
 
 
@@ -63,15 +72,19 @@ def step(pid, call, peer, msg, ts, dur):
 def selftest():
     call = {"name": "rcollAllReduce", "cat": "call", "ph": "X", "pid": 0, "tid": 1, "ts": 0,
             "dur": 100, "args": {"call": 1, "algo": "ring"}}
-    serial = {"traceEvents": [call, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 10.5, 10)]}
-    piped = {"traceEvents": [call, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 5, 10)]}
-    other_call = {"traceEvents": [call, step(0, 1, 1, 0, 0, 10), step(0, 2, 1, 1, 5, 10)]}
+    lane = {"name": "thread_name", "ph": "M", "pid": 0, "tid": 133,
+            "args": {"name": "recv from rank 1 (more in flight)"}}
+    serial = {"traceEvents": [call, lane, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 10.5, 10)]}
+    piped = {"traceEvents": [call, lane, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 5, 10)]}
+    other_call = {"traceEvents": [call, lane, step(0, 1, 1, 0, 0, 10), step(0, 2, 1, 1, 5, 10)]}
+    one_lane = {"traceEvents": [call, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 5, 10)]}
     assert check(piped, 1)[0] == [], check(piped, 1)
+    assert check(one_lane, 1)[0], "a trace without a second receive lane passed"
     assert check(serial, 1)[0], "a serialized trace passed the pipeline check"
     assert check(other_call, 1)[0], "steps of two calls passed as one pipeline"
     assert check(piped, 4)[0], "a 1-rank trace passed as 4 ranks"
-    print("trace_pipeline.py: self-test passed (serialized steps, other calls and missing ranks "
-          "are rejected)")
+    print("trace_pipeline.py: self-test passed (serialized steps, other calls, missing ranks and "
+          "a single receive lane are rejected)")
     return 0
 
 
