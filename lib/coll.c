@@ -10,8 +10,8 @@
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
-#include "trace.h"
 #include "reduce.h"
+#include "trace.h"
 #include "tuner.h"
 
 typedef struct coll_desc {

@@ -188,7 +188,7 @@ static int plan_progress(rcoll_plan_t *p, rcollResult_t *err) {
     if (*err == rcollSuccess && st->state == RCOLL_STEP_POSTED)
       m += step_test(p, st, err);
     moved += m;
-    if (traced && m) /* off: this test is tracing's whole cost */
+    if (traced && m) /* off, tracing costs this test here and a few per call */
       step_traced(p, i, was_pending);
     if (*err != rcollSuccess)
       return moved;

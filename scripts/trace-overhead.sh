@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # What execution traces cost: bench/allreduce_perf -t 2 at 8 B and 16 MiB,
-# in alternating rounds of three builds/settings:
+# and -t 1 at 8 B (one rank: the call, the plan and the engine's loop with no
+# peer to wait for, so the machine's scheduling hardly matters and the
+# engine's own cost shows), in alternating rounds of three builds/settings:
 #   before  the commit before tracing was added, built in a /tmp worktree
 #   off     this tree, RCOLL_TRACE unset
 #   on      this tree, RCOLL_TRACE=<tmp dir>
@@ -31,14 +33,14 @@ export RCOLL_SOCKET_IFNAME=${RCOLL_SOCKET_IFNAME:-lo}
 unset RCOLL_TRACE
 
 # One run: prints the out-of-place time in us of the single size.
-run() { # variant size iters warmup
+run() { # variant ranks size iters warmup
   local bin=bench/allreduce_perf
   [[ $1 == before ]] && bin=$BASE_TREE/bench/allreduce_perf
   if [[ $1 == on ]]; then
     rm -rf "${TRACE_DIR:?}"/*
-    RCOLL_TRACE=$TRACE_DIR "$bin" -t 2 -b "$2" -e "$2" -n "$3" -w "$4" -c 0
+    RCOLL_TRACE=$TRACE_DIR "$bin" -t "$2" -b "$3" -e "$3" -n "$4" -w "$5" -c 0
   else
-    "$bin" -t 2 -b "$2" -e "$2" -n "$3" -w "$4" -c 0
+    "$bin" -t "$2" -b "$3" -e "$3" -n "$4" -w "$5" -c 0
   fi | awk '$1 ~ /^[0-9]+$/ {print $6; exit}'
 }
 
@@ -46,14 +48,16 @@ median() { sort -g | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (
 
 echo "# $(date -u '+%F %T UTC'), $(nproc) CPUs, uptime:$(uptime | sed 's/.*load/ load/')"
 echo "# baseline $BASE; this tree $(git rev-parse --short HEAD)$(git diff --quiet || echo ' (modified)')"
+# ranks:size:iterations:warmup
+CASES="2:8:2000:200 2:16M:20:5 1:8:100000:1000"
 declare -A T
-for size in 8 16M; do
-  if [[ $size == 8 ]]; then iters=2000 warm=200; else iters=20 warm=5; fi
+for c in $CASES; do
+  IFS=: read -r ranks size iters warm <<<"$c"
   for ((r = 1; r <= ROUNDS; r++)); do
-    line="size $size round $r:"
+    line="$ranks ranks, $size B, round $r:"
     for v in before off on; do
-      t=$(run $v $size $iters $warm)
-      T[$size.$v]+="$t "
+      t=$(run $v "$ranks" "$size" "$iters" "$warm")
+      T[$c.$v]+="$t "
       line+=" $v $t"
     done
     echo "# $line"
@@ -63,12 +67,17 @@ echo
 # The median, and the minimum: a busy machine adds delays (a rank that loses
 # its core waits a scheduler tick), never removes them, so the minimum is
 # the closer to what the code itself costs.
-printf '%-6s %-7s %12s %12s %12s %9s %9s\n' size stat "before(us)" "off(us)" "on(us)" "off/bef" "on/bef"
-for size in 8 16M; do
+printf '%-5s %-6s %-7s %12s %12s %12s %9s %9s\n' ranks size stat "before(us)" "off(us)" "on(us)" \
+  "off/bef" "on/bef"
+for c in $CASES; do
+  IFS=: read -r ranks size _ _ <<<"$c"
   for stat in median min; do
-    pick() { tr ' ' '\n' <<<"${T[$size.$1]}" | grep . | if [[ $stat == min ]]; then sort -g | head -1; else median; fi; }
+    pick() {
+      tr ' ' '\n' <<<"${T[$c.$1]}" | grep . | if [[ $stat == min ]]; then sort -g | head -1; else median; fi
+    }
     b=$(pick before) o=$(pick off) n=$(pick on)
-    awk -v s=$size -v st=$stat -v b="$b" -v o="$o" -v n="$n" 'BEGIN {
-      printf "%-6s %-7s %12.2f %12.2f %12.2f %8.1f%% %8.1f%%\n", s, st, b, o, n, 100 * (o / b - 1), 100 * (n / b - 1)}'
+    awk -v r="$ranks" -v s="$size" -v st=$stat -v b="$b" -v o="$o" -v n="$n" 'BEGIN {
+      printf "%-5s %-6s %-7s %12.2f %12.2f %12.2f %8.1f%% %8.1f%%\n", r, s, st, b, o, n,
+             100 * (o / b - 1), 100 * (n / b - 1)}'
   done
 done
