@@ -17,13 +17,20 @@
 #define TRACE_CLOCK_ROUNDS 16
 #define TRACE_FIRST_CAP 4096
 
-/* FNV-1a of the unique id: the same on every rank of the communicator, and
- * different for every communicator (the id holds a random secret). */
-static uint64_t trace_comm_hash(const rcollUniqueId *id) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < sizeof id->internal; i++)
-    h = (h ^ (unsigned char)id->internal[i]) * 0x100000001b3ull;
+/* FNV-1a, continued from h. */
+static uint64_t trace_hash(uint64_t h, const void *data, size_t bytes) {
+  for (size_t i = 0; i < bytes; i++)
+    h = (h ^ ((const unsigned char *)data)[i]) * 0x100000001b3ull;
   return h;
+}
+
+/* The communicator's name in the files: the same on all its ranks. The id
+ * alone is not enough: an environment launch without a secret derives its
+ * id from the root's address, which a rerun repeats. So rank 0's creation
+ * time is mixed in where the ranks exchange it (trace_clock_sync) or where
+ * there is no other rank. */
+static uint64_t trace_comm_hash(const rcollUniqueId *id) {
+  return trace_hash(0xcbf29ce484222325ull, id->internal, sizeof id->internal);
 }
 
 void rcoll_trace_chain_offsets(const int64_t *left, int nranks, int rank, int64_t *offset,
@@ -42,13 +49,20 @@ static rcollResult_t trace_clock_sync(struct rcollComm *c, rcoll_trace_t *t) {
   int64_t left = 0, rtt = 0;
   RCOLL_CHECK(rcoll_bootstrap_clock_left(c->bootstrap, TRACE_CLOCK_ROUNDS, rcoll_trace_now, &left,
                                          &rtt));
-  int64_t *all = calloc((size_t)c->nranks, sizeof *all);
+  /* Per rank: its offset to its left and its creation time (gathered);
+   * then room for the offsets alone. */
+  int64_t *all = calloc((size_t)c->nranks, 3 * sizeof *all);
   if (all == NULL)
     return rcoll_error(rcollSystemError, "rank %d: out of memory for the trace's clocks", c->rank);
-  all[c->rank] = left;
-  rcollResult_t r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
+  all[2 * c->rank] = left;
+  all[2 * c->rank + 1] = t != NULL ? t->created_ns : 0;
+  rcollResult_t r = rcoll_bootstrap_allgather(c->bootstrap, all, 2 * sizeof *all);
   if (r == rcollSuccess && t != NULL) {
-    rcoll_trace_chain_offsets(all, c->nranks, c->rank, &t->offset_ns, &t->closure_ns);
+    int64_t *lefts = all + 2 * c->nranks;
+    for (int k = 0; k < c->nranks; k++)
+      lefts[k] = all[2 * k];
+    t->comm_hash = trace_hash(t->comm_hash, &all[1], sizeof all[1]);
+    rcoll_trace_chain_offsets(lefts, c->nranks, c->rank, &t->offset_ns, &t->closure_ns);
     t->rtt_ns = rtt;
     t->sync = "ring ping-pong over the bootstrap, shortest of 16 round trips per neighbour";
   }
@@ -94,6 +108,8 @@ static rcoll_trace_t *trace_new(struct rcollComm *c, const rcollUniqueId *id) {
   t->max = c->settings.trace_events > 0 ? (size_t)c->settings.trace_events : 0;
   t->sync = c->nranks == 1 ? "one rank" : "none: not every rank sets RCOLL_TRACE";
   t->created_ns = rcoll_trace_now();
+  if (c->nranks == 1)
+    t->comm_hash = trace_hash(t->comm_hash, &t->created_ns, sizeof t->created_ns);
   snprintf(t->host, sizeof t->host, "%s", rcoll_bootstrap_host(c->bootstrap, c->rank));
   return t;
 }

@@ -38,7 +38,7 @@ BENCH_ARGS=(-b 4M -e 4M -n 2 -w 1 -c 1)
 # Runs NRANKS processes of allreduce_perf launched from the environment;
 # TRACE_OF_RANK <r> prints the RCOLL_TRACE value rank r gets.
 run_procs() { # nranks out_prefix extra_env...
-  local n=$1 out=$2 port=$((20000 + RANDOM % 30000))
+  local n=$1 out=$2 port=${PORT:-$((20000 + RANDOM % 30000))}
   shift 2
   local pids=()
   for ((r = 0; r < n; r++)); do
@@ -89,6 +89,24 @@ assert all(abs(m["clock_offset_ns"]) < 5_000_000 for m in metas), metas
 assert any(e.get("name") == "reduce" for f in glob.glob(sys.argv[1] + "/*.json")
            for e in json.load(open(f))["traceEvents"]), "socket: reductions from staging slots"
 EOF
+
+echo "-- a rerun with the same RCOLL_COMM_ID into the same directory: a communicator apart"
+PORT=$((20000 + RANDOM % 30000))
+BENCH_ARGS=(-b 8 -e 8 -n 2 -w 1 -c 1)
+trace_of_rank() { echo "$TMP/rerun"; }
+PORT=$PORT run_procs 2 "$TMP/rerun" || fail "the first run failed"
+PORT=$PORT run_procs 2 "$TMP/rerun" || fail "the rerun failed"
+hashes=$(ls "$TMP/rerun" | sed 's/rcoll-trace-\([0-9a-f]*\)-.*/\1/' | sort -u)
+[[ $(count "$TMP/rerun") == 4 && $(wc -w <<<"$hashes") == 2 ]] ||
+  fail "two runs of one id: $(ls "$TMP/rerun" | tr '\n' ' ')"
+for h in $hashes; do
+  "$MERGE" "$TMP/rerun" --comm "$h" -o "$TMP/rerun.$h.json" >/dev/null || fail "run $h does not merge"
+done
+cp "$(ls "$TMP"/rerun/*rank1.json | head -1)" "$TMP/rerun/rcoll-trace-${hashes%%$'\n'*}-rank1-2.json"
+"$MERGE" "$TMP/rerun" --comm "${hashes%%$'\n'*}" -o "$TMP/rerun.json" 2>"$TMP/rerun.err" >/dev/null &&
+  fail "a rank twice in one communicator merged"
+grep -q "in more than one file" "$TMP/rerun.err" || fail "the merge did not name the twice-seen rank"
+BENCH_ARGS=(-b 4M -e 4M -n 2 -w 1 -c 1)
 
 echo "-- RCOLL_TRACE unset or empty: no file"
 mkdir -p "$TMP/off" && cd "$TMP/off" || exit 1
