@@ -16,6 +16,7 @@ packages=(
   libibverbs-dev librdmacm-dev          # InfiniBand / RoCE transport
   libucx-dev                            # UCX transport
   iproute2                              # network-namespace tests (ip netns, tc)
+  python3                               # scripts/rcoll-trace-merge, tests/check_trace.sh
 )
 # shellcheck disable=SC2206 # word splitting is the point: a list of names
 packages+=(${RCOLL_EXTRA_DEPS:-})
