@@ -131,7 +131,7 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   if (device >= 0) /* queued on the stream for the comm's CUDA proxy */
     return rcoll_device_ops.submit(comm, stream, device, d->name);
   /* Host calls only: the proxy runs device plans later, on its own thread,
-   * and they appear in the trace as "plan" (their algorithm is named). */
+   * and they appear in the trace as "device plan" (with their algorithm). */
   if (comm->trace != NULL)
     rcoll_trace_call(comm->trace, d->name, a->count * rcoll_type_size(a->dtype));
   if (rcoll_group_active())

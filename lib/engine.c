@@ -386,7 +386,8 @@ rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
     engine_fail(plans, nplans, r);
   for (int i = 0; i < nplans; i++) {
     if (plans[i]->comm->trace != NULL)
-      rcoll_trace_run_end(plans[i]->comm->trace, plans[i], r);
+      rcoll_trace_run_end(plans[i]->comm->trace, plans[i], r,
+                          rcoll_device_ops.executing(plans[i]->comm));
     plans[i]->comm->active--;
   }
   return r;

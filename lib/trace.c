@@ -221,17 +221,19 @@ void rcoll_trace_connected(rcoll_trace_t *t, int64_t begin_ns) {
   }
 }
 
-void rcoll_trace_run_end(rcoll_trace_t *t, const rcoll_plan_t *p, rcollResult_t r) {
+void rcoll_trace_run_end(rcoll_trace_t *t, const rcoll_plan_t *p, rcollResult_t r, int device) {
   rcoll_trace_rec_t *e = trace_add(t, RCOLL_TR_CALL);
   if (e != NULL) {
     e->t0 = t->run_begin;
     e->t2 = rcoll_trace_now();
-    e->name = t->label ? t->label : "plan";
+    e->name = device ? "device plan" : t->label ? t->label : "plan";
     e->algo = p->algo ? p->algo : "?";
-    e->a = t->label_bytes;
+    e->a = device ? 0 : t->label_bytes;
     e->b = (uint64_t)p->nsteps;
     e->peer = (int32_t)r;
   }
+  if (device)
+    return;
   t->label = NULL;
   t->label_bytes = 0;
   t->label_calls = 0;

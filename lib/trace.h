@@ -42,7 +42,9 @@ void rcoll_trace_call(rcoll_trace_t *t, const char *name, size_t bytes);
 /* Engine hooks, called only when the communicator has a trace. */
 void rcoll_trace_run_begin(rcoll_trace_t *t, const rcoll_plan_t *p);
 void rcoll_trace_connected(rcoll_trace_t *t, int64_t begin_ns);
-void rcoll_trace_run_end(rcoll_trace_t *t, const rcoll_plan_t *p, rcollResult_t r);
+/* `device`: the CUDA proxy ran the plan; the call it names is left for
+ * the host call whose name the calling thread may be setting meanwhile. */
+void rcoll_trace_run_end(rcoll_trace_t *t, const rcoll_plan_t *p, rcollResult_t r, int device);
 void rcoll_trace_posted(rcoll_trace_t *t, const rcoll_plan_t *p, int step);
 /* A received chunk is in its staging slot; its reduction starts now. */
 void rcoll_trace_arrived(rcoll_trace_t *t, const rcoll_plan_t *p, int step);

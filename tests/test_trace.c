@@ -143,7 +143,7 @@ static void run_fake_call(rcoll_trace_t *t, const rcoll_plan_t *p) {
   rcoll_trace_done(t, p, 0);
   rcoll_trace_arrived(t, p, 1);
   rcoll_trace_done(t, p, 1);
-  rcoll_trace_run_end(t, p, rcollSuccess);
+  rcoll_trace_run_end(t, p, rcollSuccess, 0);
 }
 
 static void free_fake(rcoll_trace_t *t) {
