@@ -30,7 +30,7 @@
     "Directory where every rank writes a Trace Event JSON of its calls and steps at comm destroy " \
     "(rcoll-trace-<comm>-rank<R>.json; merge with scripts/rcoll-trace-merge); empty: no trace")  \
   X(INT, trace_events, "TRACE_EVENTS", NULL, "1000000",                                          \
-    "Most events one rank's trace keeps (about 80 bytes each); later ones are counted, not kept") \
+    "Most events one rank's trace keeps (72 bytes each in memory); later ones are counted, not kept") \
   X(INT, timeout, "TIMEOUT", NULL, "300",                                                        \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \

@@ -17,8 +17,9 @@ enum rcoll_trace_type {
   RCOLL_TR_NET_WAIT /* a sleep in the transport's wait op */
 };
 
-/* One event, kept in memory until the file is written. Times are the trace
- * clock's (rcoll_trace_now). */
+/* One event, kept in memory until the file is written (72 bytes: keep it
+ * small, a long run holds a million). Times are the trace clock's
+ * (rcoll_trace_now). */
 typedef struct rcoll_trace_rec {
   int64_t t0;       /* STEP: posted; others: begin */
   int64_t t1;       /* STEP: data arrived (0 when arrival was completion) */
