@@ -18,6 +18,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "trace_priv.h"
@@ -129,8 +130,9 @@ static void put_lanes(FILE *f, const rcoll_trace_t *t, const uint8_t *used) {
   put_lane(f, t, LANE_COPY, "local copy");
   for (int conn = 0; conn < 2 * t->nranks; conn++)
     for (int s = 0; s < used[conn]; s++) {
-      snprintf(label, sizeof label, "%s rank %d%s", conn % 2 ? "recv from" : "send to", conn / 2,
-               s ? " (more in flight)" : "");
+      snprintf(label, sizeof label, "%s rank %d", conn % 2 ? "recv from" : "send to", conn / 2);
+      if (s > 0) /* the n-th message in flight at once */
+        snprintf(label + strlen(label), sizeof label - strlen(label), " (%d)", s + 1);
       put_lane(f, t, peer_lane(conn, s), label);
     }
 }

@@ -240,7 +240,7 @@ Test(trace, pipelined_messages_of_a_connection_get_lanes_that_nest) {
   cr_expect(strstr(buf, "\"tid\":165,\"ts\":5.000,\"dur\":10.000") != NULL, "the overlapping one");
   cr_expect(strstr(buf, "\"tid\":164,\"ts\":20.000,\"dur\":10.000") != NULL,
             "the first lane again");
-  cr_expect(strstr(buf, "\"name\":\"send to rank 1 (more in flight)\"") != NULL);
+  cr_expect(strstr(buf, "\"name\":\"send to rank 1 (2)\"") != NULL);
   cr_expect(strstr(buf, "\"tid\":166") == NULL, "two lanes are enough");
   free(buf);
   free_fake(t);

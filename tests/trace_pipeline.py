@@ -54,11 +54,11 @@ def check(doc, nranks):
                             "previous one from the same peer was still received or reduced "
                             "(no pipelining)")
     # What a viewer shows: a connection with chunks in flight at once has a
-    # second lane ("recv from rank p (more in flight)") with slices on it.
+    # second lane ("recv from rank p (2)") with slices on it.
     deep = {e["pid"] for e in doc["traceEvents"]
             if e.get("ph") == "M" and e["name"] == "thread_name"
             and e["args"]["name"].startswith("recv from rank")
-            and "more in flight" in e["args"]["name"]}
+            and e["args"]["name"].endswith(" (2)")}
     for pid in sorted(pids - deep):
         problems.append(f"rank {pid}: no receive lane shows a second chunk in flight")
     return problems, found
@@ -73,7 +73,7 @@ def selftest():
     call = {"name": "rcollAllReduce", "cat": "call", "ph": "X", "pid": 0, "tid": 1, "ts": 0,
             "dur": 100, "args": {"call": 1, "algo": "ring"}}
     lane = {"name": "thread_name", "ph": "M", "pid": 0, "tid": 133,
-            "args": {"name": "recv from rank 1 (more in flight)"}}
+            "args": {"name": "recv from rank 1 (2)"}}
     serial = {"traceEvents": [call, lane, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 10.5, 10)]}
     piped = {"traceEvents": [call, lane, step(0, 1, 1, 0, 0, 10), step(0, 1, 1, 1, 5, 10)]}
     other_call = {"traceEvents": [call, lane, step(0, 1, 1, 0, 0, 10), step(0, 2, 1, 1, 5, 10)]}
