@@ -23,7 +23,8 @@
 #include "reduce.h"
 #include "trace.h"
 
-/* Steps examined per pass: far more than can be in flight at once. */
+/* Steps examined per pass: far more than can be in flight at once. (Traces
+ * give a connection as many lanes as this, trace_write.c.) */
 #define ENGINE_WINDOW 512
 
 static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
@@ -164,8 +165,9 @@ static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
 }
 
 /* Records a step that moved in the communicator's trace: posted, done, or
- * both at once (a local copy). */
-static void step_traced(rcoll_plan_t *p, int i, int was_pending) {
+ * both at once (a local copy). Cold: kept out of the loop that calls it,
+ * which runs untraced almost always. */
+__attribute__((cold)) static void step_traced(rcoll_plan_t *p, int i, int was_pending) {
   rcoll_trace_t *t = p->comm->trace;
   if (was_pending)
     rcoll_trace_posted(t, p, i);
@@ -301,13 +303,14 @@ typedef struct engine_idle_trace {
   int64_t begin_ns, passes, sleeps;
 } engine_idle_trace_t;
 
-static void idle_trace_pass(engine_idle_trace_t *it, int64_t idle_us, int64_t spin_us) {
+__attribute__((cold)) static void idle_trace_pass(engine_idle_trace_t *it, int64_t idle_us,
+                                                  int64_t spin_us) {
   if (it->passes++ == 0)
     it->begin_ns = rcoll_trace_now();
   it->sleeps += idle_us >= spin_us;
 }
 
-static void idle_trace_end(engine_idle_trace_t *it) {
+__attribute__((cold)) static void idle_trace_end(engine_idle_trace_t *it) {
   rcoll_trace_idle(it->trace, it->begin_ns, it->passes, it->sleeps);
   it->passes = it->sleeps = 0;
 }

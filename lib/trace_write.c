@@ -4,7 +4,7 @@
  * of work so that overlap shows as stacked slices:
  *   1 calls, 2 progress (engine waits, sleeps in the transport, connects),
  *   3 reduce, 4 local copy,
- *   100 + 32 (2p + d) + s: sends to (d = 0) or receives from (d = 1) rank p.
+ *   100 + 512 (2p + d) + s: sends to (d = 0) or receives from (d = 1) rank p.
  * Slices on one lane must nest, and a connection's pipelined messages
  * overlap without nesting, so a connection has as many lanes (s) as it had
  * messages in flight at once: each message takes the first that is free at
@@ -24,7 +24,10 @@
 #include "trace_priv.h"
 
 enum { LANE_CALLS = 1, LANE_PROGRESS = 2, LANE_REDUCE = 3, LANE_COPY = 4, LANE_PEERS = 100 };
-#define SUBLANES 32 /* lanes per connection; more messages in flight share the last */
+/* Lanes per connection. The engine has at most 512 steps in flight
+ * (ENGINE_WINDOW in engine.c), so no connection needs more; were it to,
+ * the extra messages would share the last lane. */
+#define SUBLANES 512
 
 static const char *const STEP_NAMES[RCOLL_STEP_NKINDS] = {"send", "recv", "recv-reduce", "copy"};
 
@@ -86,7 +89,7 @@ static int lane_order_cmp(const void *pa, const void *pb) {
 /* Gives every message step a lane of its connection (sub[i]) and counts the
  * lanes each connection used (used[conn]). Without memory for the sort, every
  * message takes its connection's first lane (pipelined ones then misnest). */
-static void assign_sublanes(const rcoll_trace_t *t, uint8_t *sub, uint8_t *used) {
+static void assign_sublanes(const rcoll_trace_t *t, uint16_t *sub, uint16_t *used) {
   lane_order_t *o = malloc((t->n ? t->n : 1) * sizeof *o);
   size_t m = 0;
   for (size_t i = 0; i < t->n; i++) {
@@ -108,7 +111,7 @@ static void assign_sublanes(const rcoll_trace_t *t, uint8_t *sub, uint8_t *used)
       s = SUBLANES - 1;
     if (s == used[conn])
       used[conn]++;
-    sub[o[k].idx] = (uint8_t)s;
+    sub[o[k].idx] = (uint16_t)s;
     ends[s] = t->recs[o[k].idx].t2;
   }
   free(o);
@@ -116,7 +119,7 @@ static void assign_sublanes(const rcoll_trace_t *t, uint8_t *sub, uint8_t *used)
 
 static int peer_lane(int conn, int sub) { return LANE_PEERS + SUBLANES * conn + sub; }
 
-static void put_lanes(FILE *f, const rcoll_trace_t *t, const uint8_t *used) {
+static void put_lanes(FILE *f, const rcoll_trace_t *t, const uint16_t *used) {
   fprintf(f, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"name\":",
           t->rank);
   char label[128];
@@ -212,7 +215,8 @@ static void put_meta(FILE *f, const rcoll_trace_t *t) {
 
 int rcoll_trace_write(rcoll_trace_t *t) {
   FILE *f = t->file;
-  uint8_t *sub = calloc(t->n ? t->n : 1, 1), *used = calloc(2 * (size_t)t->nranks, 1);
+  uint16_t *sub = calloc(t->n ? t->n : 1, sizeof *sub);
+  uint16_t *used = calloc(2 * (size_t)t->nranks, sizeof *used);
   if (sub == NULL || used == NULL) {
     free(sub);
     free(used);

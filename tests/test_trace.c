@@ -168,11 +168,11 @@ Test(trace, records_steps_and_writes_their_fields) {
   cr_assert_eq(rcoll_trace_write(t), 0);
   fclose(t->file);
   cr_expect(strncmp(buf, "{\"traceEvents\":[", 16) == 0);
-  cr_expect(strstr(buf, "\"name\":\"send\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":0,\"tid\":164,"
+  cr_expect(strstr(buf, "\"name\":\"send\",\"cat\":\"step\",\"ph\":\"X\",\"pid\":0,\"tid\":1124,"
                         "\"ts\":1.234,\"dur\":2000.000") != NULL, "%s", buf);
   cr_expect(strstr(buf, "\"id\":\"01234567:0>1#7\"") != NULL, "the send's flow");
-  cr_expect(strstr(buf, "\"tid\":196,\"args\":{\"name\":\"recv from rank 1\"}") != NULL,
-            "lanes 100 + 32 (2 peer + receiving)");
+  cr_expect(strstr(buf, "\"tid\":1636,\"args\":{\"name\":\"recv from rank 1\"}") != NULL,
+            "lanes 100 + 512 (2 peer + receiving)");
   cr_expect(strstr(buf, "\"id\":\"01234567:1>0#9\",\"bp\":\"e\"") != NULL, "the receive's flow");
   cr_expect(strstr(buf, "\"name\":\"reduce\",\"cat\":\"reduce\"") != NULL, "the staged reduction");
   cr_expect(strstr(buf, "\"name\":\"rcollAllReduce\",\"cat\":\"call\"") != NULL);
@@ -236,12 +236,12 @@ Test(trace, pipelined_messages_of_a_connection_get_lanes_that_nest) {
   cr_assert_eq(k, 3);
   cr_assert_eq(rcoll_trace_write(t), 0);
   fclose(t->file);
-  cr_expect(strstr(buf, "\"tid\":164,\"ts\":0.000,\"dur\":10.000") != NULL, "%s", buf);
-  cr_expect(strstr(buf, "\"tid\":165,\"ts\":5.000,\"dur\":10.000") != NULL, "the overlapping one");
-  cr_expect(strstr(buf, "\"tid\":164,\"ts\":20.000,\"dur\":10.000") != NULL,
+  cr_expect(strstr(buf, "\"tid\":1124,\"ts\":0.000,\"dur\":10.000") != NULL, "%s", buf);
+  cr_expect(strstr(buf, "\"tid\":1125,\"ts\":5.000,\"dur\":10.000") != NULL, "the overlapping one");
+  cr_expect(strstr(buf, "\"tid\":1124,\"ts\":20.000,\"dur\":10.000") != NULL,
             "the first lane again");
   cr_expect(strstr(buf, "\"name\":\"send to rank 1 (2)\"") != NULL);
-  cr_expect(strstr(buf, "\"tid\":166") == NULL, "two lanes are enough");
+  cr_expect(strstr(buf, "\"tid\":1126") == NULL, "two lanes are enough");
   free(buf);
   free_fake(t);
 }
