@@ -12,6 +12,9 @@
 # numbers go with `uptime`).
 #
 #   scripts/trace-overhead.sh [ROUNDS]      (default 7; env BASE=<commit> to compare another)
+#
+# The baseline is a git worktree, /tmp/rcoll-trace-base-<commit> (BASE_TREE),
+# built once and kept for reruns; `git worktree remove --force` it when done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROUNDS=${1:-7}
