@@ -418,3 +418,91 @@ rcollResult_t rcoll_bootstrap_barrier(rcoll_bootstrap_t *b) {
   free(bytes);
   return rc;
 }
+
+/* ------------------------------------------------------------------ */
+/* Clock offsets (for execution traces, lib/trace.c)                    */
+
+/* Sends or receives all of an 8-byte message on a socket before the deadline. */
+static rcollResult_t rcoll_clock_io(const rcoll_bootstrap_t *b, int fd, int peer, int64_t *v,
+                                    int out, int64_t deadline) {
+  char *p = (char *)v;
+  size_t done = 0;
+  while (done < sizeof *v) {
+    ssize_t n = out ? send(fd, p + done, sizeof *v - done, MSG_DONTWAIT | MSG_NOSIGNAL)
+                    : recv(fd, p + done, sizeof *v - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += (size_t)n;
+      continue;
+    }
+    if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+      return rcoll_ring_fail(b, peer, n == 0 ? 0 : errno, "clock exchange");
+    int64_t left = deadline - rcoll_now_ms();
+    if (left <= 0)
+      return rcoll_error(rcollTimeout, "bootstrap: rank %d timed out in the clock exchange with "
+                         "rank %d (%s)", b->rank, peer, b->hosts[peer]);
+    struct pollfd pf = {.fd = fd, .events = out ? POLLOUT : POLLIN};
+    (void)poll(&pf, 1, left > 1000 ? 1000 : (int)left);
+  }
+  return rcollSuccess;
+}
+
+/* Answers one ping of the right neighbour with our clock. */
+static rcollResult_t rcoll_clock_serve(const rcoll_bootstrap_t *b, int64_t (*now_ns)(void),
+                                       int64_t deadline) {
+  int64_t ping = 0;
+  RCOLL_CHECK(rcoll_clock_io(b, b->right_fd, rcoll_ring_right(b), &ping, 0, deadline));
+  int64_t mine = now_ns();
+  return rcoll_clock_io(b, b->right_fd, rcoll_ring_right(b), &mine, 1, deadline);
+}
+
+/* Pings the left neighbour once; keeps the sample if its round trip is the
+ * shortest so far. */
+static rcollResult_t rcoll_clock_ping(const rcoll_bootstrap_t *b, int64_t (*now_ns)(void),
+                                      int64_t deadline, int64_t *best, int64_t *offset_ns) {
+  int64_t t1 = now_ns(), t2 = 0;
+  RCOLL_CHECK(rcoll_clock_io(b, b->left_fd, rcoll_ring_left(b), &t1, 1, deadline));
+  RCOLL_CHECK(rcoll_clock_io(b, b->left_fd, rcoll_ring_left(b), &t2, 0, deadline));
+  int64_t t3 = now_ns();
+  if (t3 - t1 < *best) {
+    *best = t3 - t1;
+    *offset_ns = t2 - t1 - (t3 - t1) / 2;
+  }
+  return rcollSuccess;
+}
+
+/* Every rank pings its left neighbour `rounds` times (the ring's sockets
+ * carry bytes both ways) and answers each ping of its right neighbour with
+ * its clock. Odd ranks ping first and even ranks serve first, so that a ping
+ * usually finds its neighbour waiting for it and a round takes a few round
+ * trips whatever the number of ranks. With an odd number of ranks the last
+ * one is even, like its right neighbour 0; it pings first too, so that no
+ * cycle of ranks waits on one another. The sample with the shortest round
+ * trip is kept, as NTP does: its two one-way delays are the most nearly
+ * equal. */
+rcollResult_t rcoll_bootstrap_clock_left(rcoll_bootstrap_t *b, int rounds, int64_t (*now_ns)(void),
+                                         int64_t *offset_ns, int64_t *rtt_ns) {
+  *offset_ns = 0;
+  *rtt_ns = 0;
+  if (b->nranks == 1)
+    return rcollSuccess;
+  if (b->broken)
+    return rcoll_error(rcollInvalidUsage, "bootstrap: rank %d: clock exchange after an earlier "
+                       "ring failure", b->rank);
+  int64_t deadline = rcoll_now_ms() + b->timeout_ms, best = INT64_MAX;
+  rcollResult_t rc = rcollSuccess;
+  int ping_first = b->rank % 2 == 1 || (b->nranks % 2 == 1 && b->rank == b->nranks - 1);
+  for (int i = 0; i < rounds && rc == rcollSuccess; i++) {
+    if (!ping_first)
+      rc = rcoll_clock_serve(b, now_ns, deadline);
+    if (rc == rcollSuccess)
+      rc = rcoll_clock_ping(b, now_ns, deadline, &best, offset_ns);
+    if (rc == rcollSuccess && ping_first)
+      rc = rcoll_clock_serve(b, now_ns, deadline);
+  }
+  if (rc != rcollSuccess) {
+    b->broken = 1;
+    return rc;
+  }
+  *rtt_ns = best;
+  return rcollSuccess;
+}

@@ -45,6 +45,12 @@ rcollResult_t rcoll_bootstrap_init(const rcoll_settings_t *s, const rcollUniqueI
  * block is filled on return. */
 rcollResult_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *b, void *data, size_t bytes);
 rcollResult_t rcoll_bootstrap_barrier(rcoll_bootstrap_t *b);
+/* How far the left neighbour's clock (now_ns) is ahead of ours, from the
+ * shortest of `rounds` ping-pongs over the ring (collective: every rank
+ * calls it). rtt_ns is that round trip. Execution traces (trace.c) chain
+ * the neighbours' offsets into offsets to rank 0. */
+rcollResult_t rcoll_bootstrap_clock_left(rcoll_bootstrap_t *b, int rounds, int64_t (*now_ns)(void),
+                                         int64_t *offset_ns, int64_t *rtt_ns);
 /* Host name of a rank, as it reported it ("?" when unknown). */
 const char *rcoll_bootstrap_host(const rcoll_bootstrap_t *b, int rank);
 /* Closes connections; safe on NULL and after a failure. Abort-safe: never blocks. */

@@ -12,6 +12,7 @@
 #include "memtype.h"
 #include "redop.h"
 #include "reduce.h"
+#include "trace.h"
 #include "tuner.h"
 
 /* Where a call reads its send buffer or writes its receive buffer. */
@@ -156,6 +157,10 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
              a->root, comm->plan.algo, comm->net_summary, comm->plan.chunk_bytes);
   if (device >= 0) /* queued on the stream for the comm's CUDA proxy */
     return rcoll_device_ops.submit(comm, stream, device, d->name);
+  /* Host calls only: the proxy runs device plans later, on its own thread,
+   * and they appear in the trace as "device plan" (with their algorithm). */
+  if (comm->trace != NULL)
+    rcoll_trace_call(comm->trace, d->name, a->count * rcoll_type_size(a->dtype));
   if (rcoll_group_active())
     return rcoll_group_add(comm);
   rcoll_plan_t *plans[1] = {&comm->plan};

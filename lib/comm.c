@@ -13,6 +13,7 @@
 #include "log.h"
 #include "memtype.h"
 #include "redop.h"
+#include "trace.h"
 #include "tuner.h"
 
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
@@ -71,6 +72,7 @@ static rcollResult_t comm_alloc(struct rcollComm *c) {
 
 static void comm_free(struct rcollComm *c) {
   rcoll_device_ops.comm_destroy(c); /* first: its proxy may still use the connections */
+  rcoll_trace_close(c);
   rcoll_reg_free_all(c);
   rcoll_conn_close_all(c);
   rcoll_comm_close_nets(c);
@@ -145,6 +147,8 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
     r = rcoll_comm_open_nets(c, config ? config->netName : NULL, bid.secret);
   if (r == rcollSuccess)
     comm_spin_policy(c);
+  if (r == rcollSuccess)
+    r = rcoll_trace_open(c, id);
   /* Now, not at the first call: the tuner agrees its figures with every
    * rank over the bootstrap, and a first call may be a send that only two
    * ranks make. */

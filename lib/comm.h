@@ -31,9 +31,11 @@ typedef struct rcoll_comm_net {
 typedef struct rcoll_rank_info {
   char hostid[RCOLL_HOSTID_MAX];
   uint32_t nets;  /* bit t: transport t of the table is open, handles[t] valid */
-  uint32_t pad;
+  uint32_t flags; /* RCOLL_RANK_TRACING: RCOLL_TRACE is set (trace.c syncs clocks if all do) */
   char handles[RCOLL_MAX_NETS][RCOLL_NET_HANDLE_BYTES];
 } rcoll_rank_info_t;
+
+#define RCOLL_RANK_TRACING 1u
 
 /* The first message on every connection: who sent it (conn.c). */
 typedef struct rcoll_conn_hello {
@@ -116,6 +118,10 @@ struct rcollComm {
   struct rcoll_user_op *user_ops;
   void **premul_bufs;
   int npremul, premul_cap;
+
+  /* Execution trace (trace.h); NULL unless RCOLL_TRACE is set: the
+   * engine's only cost when tracing is off is testing this. */
+  struct rcoll_trace *trace;
 
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;

@@ -39,6 +39,11 @@
   X(STR, net_require, "NET_REQUIRE", NULL, "",                                                   \
     "Transports that must carry traffic, comma-separated (e.g. ib): creating a communicator "    \
     "fails, saying why, where one cannot start instead of falling back to a slower one")         \
+  X(STR, trace, "TRACE", NULL, "",                                                               \
+    "Directory where every rank writes a Trace Event JSON of its calls and steps at comm destroy " \
+    "(rcoll-trace-<comm>-rank<R>.json; merge with scripts/rcoll-trace-merge); empty: no trace")  \
+  X(INT_IN(1, 2147483647), trace_events, "TRACE_EVENTS", NULL, "1000000",                       \
+    "Most events one rank's trace keeps (72 bytes each in memory); later ones are counted, not kept") \
   X(INT_IN(1, 2147483647), timeout, "TIMEOUT", NULL, "300",                                      \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \

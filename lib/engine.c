@@ -21,8 +21,10 @@
 #include "device.h"
 #include "log.h"
 #include "reduce.h"
+#include "trace.h"
 
-/* Steps examined per pass: far more than can be in flight at once. */
+/* Steps examined per pass: far more than can be in flight at once. (Traces
+ * give a connection as many lanes as this, trace_write.c.) */
 #define ENGINE_WINDOW 512
 
 static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
@@ -149,6 +151,8 @@ static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   if (st->kind == RCOLL_STEP_RECV_REDUCE && st->slot < 0) {
     finish_local(c, st); /* reduced by the transport on arrival */
   } else if (st->kind == RCOLL_STEP_RECV_REDUCE) {
+    if (c->trace != NULL)
+      rcoll_trace_arrived(c->trace, p, (int)(st - p->steps));
     rcoll_peer_t *pe = &c->peers[st->peer];
     const void *staged = pe->staging + (size_t)st->slot * c->chunk_bytes;
     rcollDataType_t t = (rcollDataType_t)st->dtype;
@@ -160,18 +164,34 @@ static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   return 1;
 }
 
+/* Records a step that moved in the communicator's trace: posted, done, or
+ * both at once (a local copy). Cold: kept out of the loop that calls it,
+ * which runs untraced almost always. */
+__attribute__((cold)) static void step_traced(rcoll_plan_t *p, int i, int was_pending) {
+  rcoll_trace_t *t = p->comm->trace;
+  if (was_pending)
+    rcoll_trace_posted(t, p, i);
+  if (p->steps[i].state == RCOLL_STEP_DONE)
+    rcoll_trace_done(t, p, i);
+}
+
 /* One pass over a plan's window. Returns the number of steps that moved. */
 static int plan_progress(rcoll_plan_t *p, rcollResult_t *err) {
   int moved = 0, seen = 0;
+  const int traced = p->comm->trace != NULL;
   for (int i = p->head; i < p->nsteps && seen < ENGINE_WINDOW; i++) {
     rcoll_step_t *st = &p->steps[i];
     if (st->state == RCOLL_STEP_DONE)
       continue;
     seen++;
-    if (st->state == RCOLL_STEP_PENDING)
-      moved += step_post(p, st, err);
+    int was_pending = st->state == RCOLL_STEP_PENDING, m = 0;
+    if (was_pending)
+      m = step_post(p, st, err);
     if (*err == rcollSuccess && st->state == RCOLL_STEP_POSTED)
-      moved += step_test(p, st, err);
+      m += step_test(p, st, err);
+    moved += m;
+    if (traced && m) /* off, tracing costs this test here and a few per call */
+      step_traced(p, i, was_pending);
     if (*err != rcollSuccess)
       return moved;
   }
@@ -260,7 +280,11 @@ static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64
     sched_yield();
     return;
   }
+  rcoll_trace_t *trace = plans[0]->comm->trace;
+  int64_t slept_at = trace != NULL ? rcoll_trace_now() : 0;
   net->wait(comms, n, mixed ? 200 : 10000);
+  if (trace != NULL)
+    rcoll_trace_net_wait(trace, slept_at, n);
 }
 
 static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t r) {
@@ -272,10 +296,30 @@ static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t
   return r;
 }
 
+/* The engine's waits, for the first plan's trace: one "wait" slice from
+ * the first idle pass to the next progress. */
+typedef struct engine_idle_trace {
+  rcoll_trace_t *trace;
+  int64_t begin_ns, passes, sleeps;
+} engine_idle_trace_t;
+
+__attribute__((cold)) static void idle_trace_pass(engine_idle_trace_t *it, int64_t idle_us,
+                                                  int64_t spin_us) {
+  if (it->passes++ == 0)
+    it->begin_ns = rcoll_trace_now();
+  it->sleeps += idle_us >= spin_us;
+}
+
+__attribute__((cold)) static void idle_trace_end(engine_idle_trace_t *it) {
+  rcoll_trace_idle(it->trace, it->begin_ns, it->passes, it->sleeps);
+  it->passes = it->sleeps = 0;
+}
+
 static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
   int64_t last_progress = rcoll_now_us();
   int64_t timeout_us = plans[0]->comm->timeout_ms * 1000;
   int64_t spin_us = plans[0]->comm->spin_us;
+  engine_idle_trace_t it = {.trace = plans[0]->comm->trace};
   for (;;) {
     int moved = 0, busy = 0;
     rcollResult_t err = rcollSuccess;
@@ -291,6 +335,8 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
         return err;
       busy += p->head < p->nsteps;
     }
+    if (it.passes && (moved || !busy))
+      idle_trace_end(&it);
     if (!busy)
       return rcollSuccess;
     int64_t now = rcoll_now_us();
@@ -298,6 +344,8 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       last_progress = now;
       continue;
     }
+    if (it.trace != NULL)
+      idle_trace_pass(&it, now - last_progress, spin_us);
     if (now - last_progress > timeout_us)
       for (int i = 0; i < nplans; i++)
         if (plans[i]->head < plans[i]->nsteps)
@@ -316,6 +364,12 @@ rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans) {
   return rcoll_engine_run_now(plans, nplans);
 }
 
+static void engine_trace_begin(rcoll_plan_t **plans, int nplans) {
+  for (int i = 0; i < nplans; i++)
+    if (plans[i]->comm->trace != NULL)
+      rcoll_trace_run_begin(plans[i]->comm->trace, plans[i]);
+}
+
 rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
   for (int i = 0; i < nplans; i++) {
     if (plans[i]->failed)
@@ -324,12 +378,20 @@ rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
                                      plans[i]->comm->rank));
     plans[i]->comm->active++;
   }
+  engine_trace_begin(plans, nplans);
+  int64_t connect_ns = plans[0]->comm->trace != NULL ? rcoll_trace_now() : 0;
   rcollResult_t r = rcoll_conn_ensure(plans, nplans);
+  if (plans[0]->comm->trace != NULL)
+    rcoll_trace_connected(plans[0]->comm->trace, connect_ns);
   if (r == rcollSuccess)
     r = engine_loop(plans, nplans);
   if (r != rcollSuccess)
     engine_fail(plans, nplans, r);
-  for (int i = 0; i < nplans; i++)
+  for (int i = 0; i < nplans; i++) {
+    if (plans[i]->comm->trace != NULL)
+      rcoll_trace_run_end(plans[i]->comm->trace, plans[i], r,
+                          rcoll_device_ops.executing(plans[i]->comm));
     plans[i]->comm->active--;
+  }
   return r;
 }

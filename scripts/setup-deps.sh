@@ -17,7 +17,7 @@ packages=(
   libucx-dev                            # UCX transport
   iproute2                              # network-namespace tests (ip netns, tc)
   librsvg2-bin                          # rcoll_sched draws PNGs beside its SVGs (check_sched looks at them)
-  python3                               # check_bench_json reads -J output against nccl-tests' JSON schema
+  python3                               # check_bench_json (nccl-tests JSON schema), scripts/rcoll-trace-merge
 )
 # shellcheck disable=SC2206 # word splitting is the point: a list of names
 packages+=(${RCOLL_EXTRA_DEPS:-})
