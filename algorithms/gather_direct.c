@@ -30,15 +30,8 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
     }
 }
 
-/* The root receives n-1 blocks, all in flight: one latency, then each
- * chunk's overhead and transfer one after the other on the root's links. */
-static double cost(const rcoll_tuner_t *t, double m, size_t c) {
-  int n = t->nranks;
-  rcoll_cost_link_t l = rcoll_cost_link(t, t->nnodes > 1, 1);
-  double block = m / n, k = rcoll_cost_chunks(block, c), cs = block < (double)c ? block : (double)c;
-  double msg = rcoll_cost_msg_us(l, cs) + cs * l.b, win = rcoll_cost_window_slot(t, l.lat, k);
-  return l.lat + (n - 1) * k * (msg > win ? msg : win);
-}
+/* The root receives n-1 blocks, all in flight (tune_cost.h). */
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_fan(t, m, c); }
 
 /* A block leaves every rank but the root; the root takes in n-1. */
 static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {

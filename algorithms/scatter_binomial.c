@@ -14,8 +14,6 @@
  * the buffer's end (relative order is rotated by the root). Every wait
  * points up the tree to an earlier message of the same stream, so
  * unbuffered connections cannot deadlock. */
-#include <math.h>
-
 #include "algo.h"
 #include "reduce.h"
 #include "tree.h"
@@ -111,38 +109,9 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   }
 }
 
-/* Messages of v's subtree (as rcoll_binomial_msgs lists them). */
-static double msgs_of(int n, int v, double block, double c) {
-  double subtree = rcoll_binomial_size(n, v) * block;
-  if (subtree <= c)
-    return 1;
-  double k = rcoll_cost_chunks(block, (size_t)c);
-  for (int d = 1; d < rcoll_binomial_span(n, v) && v + d < n; d *= 2)
-    k += msgs_of(n, v + d, block, c);
-  return k;
-}
-
-/* The root sends every child's messages one after the other on its links
- * ((n-1) blocks, and a message per subtree that fits a chunk); the last
- * of them still descends log2 n hops, each paying a latency and an
- * overhead, and a subtree that is forwarded whole must first arrive whole. */
-static double cost(const rcoll_tuner_t *t, double m, size_t c) {
-  int n = t->nranks, height = 0;
-  rcoll_cost_link_t l = rcoll_cost_link(t, t->nnodes > 1, 1);
-  double block = m / n, msgs = 0, cs = block < (double)c ? block : (double)c;
-  int big = 1; /* the root's largest child */
-  for (int d = 1; d < n; d *= 2) {
-    msgs += msgs_of(n, d, block, (double)c);
-    height++;
-    big = d;
-  }
-  /* A subtree that travels as one message is stored and forwarded whole
-   * (a larger one, chunk by chunk: a chunk's delay):
-   * the largest one waits for its other s-1 blocks to go down after it. */
-  double s = rcoll_binomial_size(n, big), forwarded = fmin((s - 1) * block, (double)c) * l.b;
-  return height * (l.lat + rcoll_cost_msg_us(l, cs)) + msgs * rcoll_cost_msg_us(l, cs) +
-         (n - 1) * block * l.b + forwarded;
-}
+/* The root sends every child's messages one after the other on its links;
+ * the last of them still descends log2 n hops (tune_cost.h). */
+static double cost(const rcoll_tuner_t *t, double m, size_t c) { return rcoll_cost_binomial(t, m, c); }
 
 /* Relative rank v receives its subtree's blocks and sends its children's. */
 static void traffic(const rcoll_coll_args_t *a, const rcoll_topo_t *topo, rcoll_traffic_t *out) {

@@ -1,8 +1,10 @@
-/* Building blocks of the cost model (tune_cost.h), and the costs of the two
- * shapes several algorithms share: the ring and the chain. */
+/* Building blocks of the cost model (tune_cost.h), and the costs of the
+ * shapes several algorithms share: ring, chain, fan and binomial tree. */
 #include "tune_cost.h"
 
 #include <math.h>
+
+#include "tree.h"
 
 double rcoll_cost_beta(double gbps) { return 1.0 / ((gbps > 1e-6 ? gbps : 1e-6) * 1e3); }
 
@@ -52,4 +54,47 @@ double rcoll_cost_chain(const rcoll_tuner_t *t, double m, size_t c, int laps, in
                 cs * (laps * l.b + (reduce ? rcoll_cost_beta(t->prm.reduce_gbps) : 0));
   slot = fmax(slot, rcoll_cost_window_slot(t, l.lat, k));
   return rcoll_cost_pipeline(laps * t->chain_us + extra * l.lat, k, laps * (t->nranks - 1) + extra, slot);
+}
+
+/* One latency, then each chunk's overhead and transfer one after the other
+ * on the root's links. */
+double rcoll_cost_fan(const rcoll_tuner_t *t, double m, size_t c) {
+  int n = t->nranks;
+  rcoll_cost_link_t l = rcoll_cost_link(t, t->nnodes > 1, 1);
+  double block = m / n, k = rcoll_cost_chunks(block, c), cs = block < (double)c ? block : (double)c;
+  double msg = rcoll_cost_msg_us(l, cs) + cs * l.b, win = rcoll_cost_window_slot(t, l.lat, k);
+  return l.lat + (n - 1) * k * (msg > win ? msg : win);
+}
+
+/* Messages of v's subtree (as rcoll_binomial_msgs lists them). */
+static double msgs_of(int n, int v, double block, double c) {
+  double subtree = rcoll_binomial_size(n, v) * block;
+  if (subtree <= c)
+    return 1;
+  double k = rcoll_cost_chunks(block, (size_t)c);
+  for (int d = 1; d < rcoll_binomial_span(n, v) && v + d < n; d *= 2)
+    k += msgs_of(n, v + d, block, c);
+  return k;
+}
+
+/* The root's links carry every child's messages one after the other
+ * ((n-1) blocks, and a message per subtree that fits a chunk); the blocks
+ * of the deepest subtree pass log2 n hops, each paying a latency and an
+ * overhead, and a subtree that is forwarded whole must first be whole. */
+double rcoll_cost_binomial(const rcoll_tuner_t *t, double m, size_t c) {
+  int n = t->nranks, height = 0;
+  rcoll_cost_link_t l = rcoll_cost_link(t, t->nnodes > 1, 1);
+  double block = m / n, msgs = 0, cs = block < (double)c ? block : (double)c;
+  int big = 1; /* the root's largest child */
+  for (int d = 1; d < n; d *= 2) {
+    msgs += msgs_of(n, d, block, (double)c);
+    height++;
+    big = d;
+  }
+  /* A subtree that travels as one message is stored and forwarded whole
+   * (a larger one, chunk by chunk: a chunk's delay):
+   * the largest one waits for its other s-1 blocks to pass. */
+  double s = rcoll_binomial_size(n, big), forwarded = fmin((s - 1) * block, (double)c) * l.b;
+  return height * (l.lat + rcoll_cost_msg_us(l, cs)) + msgs * rcoll_cost_msg_us(l, cs) +
+         (n - 1) * block * l.b + forwarded;
 }

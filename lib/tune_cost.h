@@ -72,4 +72,11 @@ double rcoll_cost_ring(const rcoll_tuner_t *t, double m, size_t c, int phases, i
  * `reduce`: each hop adds what it received. */
 double rcoll_cost_chain(const rcoll_tuner_t *t, double m, size_t c, int laps, int extra, int reduce);
 
+/* Gather or scatter by direct messages: the root exchanges a block of
+ * m / n bytes with each of the n - 1 others, all in flight. */
+double rcoll_cost_fan(const rcoll_tuner_t *t, double m, size_t c);
+/* Gather or scatter through the binomial tree of lib/tree.h: blocks of
+ * m / n bytes, a subtree that fits a chunk as one message. */
+double rcoll_cost_binomial(const rcoll_tuner_t *t, double m, size_t c);
+
 #endif
