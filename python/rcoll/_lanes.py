@@ -25,12 +25,14 @@ class Lane:
         self._thread.start()
 
     def submit(self, fn, done, nbytes):
-        """Runs fn(comm) in order; then done(None) or done(exception)."""
+        """Runs fn(comm) in order; then done(None) or done(exception). When it
+        runs here (inline) or the lane is already broken, a failure is also
+        raised here, to the caller."""
         with self._cv:
             if self._closed:
                 raise RuntimeError("rcoll: the process group was shut down (lane %s)" % self.name)
             inline = (self.comm is not None and not self._q and not self._busy
-                      and nbytes <= self._inline_bytes)
+                      and (nbytes <= self._inline_bytes or self.error is not None))
             if inline:
                 self._busy = True
             else:
@@ -38,11 +40,13 @@ class Lane:
                 self._cv.notify_all()
         if inline:
             try:
-                self._run(fn, done)
+                err = self._run(fn, done)
             finally:
                 with self._cv:
                     self._busy = False
                     self._cv.notify_all()
+            if err is not None:
+                raise err
 
     def _run(self, fn, done):
         err = self.error
@@ -59,6 +63,7 @@ class Lane:
             err = _Earlier("rcoll: an earlier operation on this process group failed, so this one "
                            "did not run; the first error was: %s" % err)
         done(err)
+        return err
 
     def _loop(self):
         while True:

@@ -113,6 +113,13 @@ def _stream_for(ts):
     return None
 
 
+# Collectives of at most this many bytes run in the calling thread when the
+# group's thread is idle. torch 1.13's DDP Reducer crashes (SIGSEGV) on a
+# gradient future completed with an exception, so there every collective runs
+# in the caller and a failure raises there, out of backward(), naming the peer.
+_INLINE_DEFAULT = str(1 << 62) if torch.__version__.split(".")[0] == "1" else str(256 << 10)
+
+
 class Work(_c10d.Work):
     """The handle of one operation: wait() raises its error, get_future() is
     completed with its output tensors (or the error)."""
@@ -180,7 +187,7 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         else:
             self._timeout_s = max(1, int(timeout.total_seconds()))
             self._timeout_ms = self._timeout_s * 1000
-        self._inline = int(os.environ.get("RCOLL_TORCH_INLINE_BYTES", str(256 << 10)))
+        self._inline = int(os.environ.get("RCOLL_TORCH_INLINE_BYTES", _INLINE_DEFAULT))
         self._net = os.environ.get("RCOLL_TORCH_NET") or None
         self._works = collections.deque()
         self._works_lock = threading.Lock()
