@@ -26,6 +26,7 @@ import datetime
 import inspect
 import os
 import threading
+import time
 
 import torch
 import torch.distributed as dist
@@ -196,6 +197,7 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         self._coll = Lane("coll", comm=self.comm, inline_bytes=self._inline)
         self._p2p = {}
         self._p2p_lock = threading.Lock()
+        self._store_lock = threading.Lock()
 
     def getBackendName(self):
         return BACKEND
@@ -219,13 +221,37 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
             lane = self._p2p.get(key)
             if lane is None:
                 def make(src=src, dst=dst):
-                    return _comm.Communicator.from_store(
-                        self._store, 0 if self._rank == src else 1, 2,
-                        key="rcoll/p2p/%d-%d" % (src, dst), timeout_ms=self._timeout_ms,
-                        net=self._net)
-                lane = self._p2p[key] = Lane("p2p-%d-%d" % key, make_comm=make,
-                                             inline_bytes=self._inline)
+                    return self._p2p_comm(src, dst)
+                # Never inline: a send blocks until its receiver posts, and the
+                # caller may post that receive's counterpart next (isend, irecv).
+                lane = self._p2p[key] = Lane("p2p-%d-%d" % key, make_comm=make, inline_bytes=-1)
         return lane
+
+    def _p2p_comm(self, src, dst):
+        """The two-rank communicator for messages src -> dst; src makes the id.
+        Several lane threads may do this at once, and a torch store client is
+        not for concurrent use: each store call holds a lock, and the receiver
+        polls a counter (PrefixStore has no check() in torch 1.13, and a timed-out
+        wait() leaves 1.13's TCPStore client out of step) rather than blocking."""
+        key = "rcoll/p2p/%d-%d" % (src, dst)
+        if self._rank == src:
+            uid = rcoll.UniqueId()
+            with self._store_lock:
+                self._store.set(key, bytes(uid))
+                self._store.add(key + "/ready", 1)
+        else:
+            deadline = time.monotonic() + self._timeout_s
+            while True:
+                with self._store_lock:  # add(k, 0) reads a counter without blocking
+                    if self._store.add(key + "/ready", 0) > 0:
+                        uid = rcoll.UniqueId(self._store.get(key))
+                        break
+                if time.monotonic() > deadline:
+                    raise rcoll.TimeoutError("rcoll backend: recv", 8, "rank %d did not start "
+                                             "sending to rank %d within %d s" % (src, dst, self._timeout_s))
+                time.sleep(0.005)
+        return _comm.Communicator(uid, 0 if self._rank == src else 1, 2,
+                                  timeout_ms=self._timeout_ms, net=self._net)
 
     def _check_peer(self, peer, what):
         if not 0 <= peer < self._size or peer == self._rank:
