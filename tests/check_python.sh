@@ -31,6 +31,14 @@ step "examples/python/numpy_allreduce.py" "$PY" examples/python/numpy_allreduce.
 if [[ -x examples/bin/c_trainer ]]; then
   step "examples/c_trainer under mpiexec -n 2" timeout 120 mpiexec -n 2 \
     env RCOLL_COMM_ID=127.0.0.1:$((29700 + RANDOM % 200)) examples/bin/c_trainer
+  torchrun_style() { # two ranks from RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, as torchrun sets them
+    local port=$((29900 + RANDOM % 90)) rc1
+    RANK=1 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 examples/bin/c_trainer &
+    RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 examples/bin/c_trainer || return 1
+    wait $!; rc1=$?
+    return $rc1
+  }
+  step "examples/c_trainer with torchrun-style variables" torchrun_style
 fi
 
 if ! "$PY" -c 'import torch.distributed' 2>/dev/null; then
