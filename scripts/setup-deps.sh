@@ -16,6 +16,7 @@ packages=(
   libibverbs-dev librdmacm-dev          # InfiniBand / RoCE transport
   libucx-dev                            # UCX transport
   iproute2                              # network-namespace tests (ip netns, tc)
+  python3-numpy python3-torch           # tests/check_python.sh: the Python package, torch backend
 )
 # shellcheck disable=SC2206 # word splitting is the point: a list of names
 packages+=(${RCOLL_EXTRA_DEPS:-})
