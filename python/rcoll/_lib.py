@@ -22,7 +22,9 @@ def _candidates():
         yield env, "RCOLL_LIBRARY", True
         return
     yield os.path.join(_HERE, "librcoll.so"), "package", False
-    yield os.path.join(os.path.dirname(os.path.dirname(_HERE)), "lib", "librcoll.so"), "build tree", False
+    tree = os.path.dirname(os.path.dirname(_HERE))
+    if os.path.exists(os.path.join(tree, "include", "rcoll.h")):  # python/rcoll in a source tree
+        yield os.path.join(tree, "lib", "librcoll.so"), "build tree", False
     for name in ("librcoll.so.0", "librcoll.so"):
         yield name, "system loader", True
 
