@@ -44,7 +44,8 @@ class Lane:
             finally:
                 with self._cv:
                     self._busy = False
-                    self._cv.notify_all()
+                    if self._q:  # only then is the lane's thread waiting for us
+                        self._cv.notify_all()
             if err is not None:
                 raise err
 
