@@ -134,6 +134,11 @@ def sweep(rank, size, port):
     w = dist.all_reduce(inputs(rank, torch.float32), async_op=True)
     fut_val = w.get_future().wait()[0]
     out.append(("async work future", fut_val, everyone(torch.float32).sum(0)))
+    sub = dist.new_group([0, 2], backend="rcoll")  # a second rcoll group, not every rank in it
+    if rank != 1:
+        t = torch.full((5,), float(rank + 1))
+        dist.all_reduce(t, group=sub)
+        out.append(("new_group([0, 2]) all_reduce", t, torch.full((5,), 4.0)))
     dist.barrier()
     errors = []
     for bad in (lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int32), op=R.BAND),
