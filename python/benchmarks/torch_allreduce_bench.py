@@ -116,16 +116,19 @@ def main():
     print("# uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
     times = {c: {s: [] for s in SIZES} for c in CONFIGS}
     ddp = {"gloo": [], "rcoll": []}
+    perf_runs = {sz: [] for sz in SIZES}
     port = 29300
     for rnd in range(args.rounds):
         for c in CONFIGS:  # alternating: every round runs every configuration once
             port += 1
             for s, t in run_config(c, port).items():
                 times[c][s].append(t)
+        for sz, t in allreduce_perf({}).items():  # rcoll without Python, same round
+            perf_runs[sz].append(t)
         for b in ddp:
             ddp[b].append(ddp_step(b))
         print("# round %d done" % (rnd + 1), flush=True)
-    perf = allreduce_perf({})
+    perf = {sz: statistics.median(v) for sz, v in perf_runs.items() if v}
     med = {c: {s: statistics.median(v) for s, v in times[c].items()} for c in CONFIGS}
     print("\n%-9s %14s %14s %14s %14s %10s %10s" % ("size", "gloo", "rcoll-shm", "rcoll-socket",
                                                    "allreduce_perf", "shm/gloo", "sock/gloo"))
