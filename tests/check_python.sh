@@ -48,6 +48,8 @@ if ! "$PY" -c 'import torch.distributed' 2>/dev/null; then
   exit 77
 fi
 step "torch backend against gloo" "$PY" -m unittest -v test_torch
+step "torch backend against gloo, collectives over 4 KiB on the group's thread" \
+  env RCOLL_TORCH_INLINE_BYTES=4096 "$PY" -m unittest -v test_torch
 step "a rank killed mid-training" "$PY" -m unittest -v test_torch_death
 
 losses() { # backend nproc [env...]: the loss lines of ddp_train.py

@@ -120,10 +120,13 @@ def _stream_for(ts):
 
 
 # Collectives of at most this many bytes run in the calling thread when the
-# group's thread is idle. torch 1.13's DDP Reducer crashes (SIGSEGV) on a
-# gradient future completed with an exception, so there every collective runs
-# in the caller and a failure raises there, out of backward(), naming the peer.
-_INLINE_DEFAULT = str(1 << 62) if torch.__version__.split(".")[0] == "1" else str(256 << 10)
+# group's thread is idle; larger ones on that thread, so that DDP's backward
+# goes on meanwhile. The default is every collective in the caller: torch
+# 1.13's DDP Reducer crashes (SIGSEGV) on a gradient future completed with an
+# exception, and run in the caller a failure raises out of backward() naming
+# the peer instead. Whether torch 2.x's Reducer takes a failed future is not
+# verified, so the thread is opt-in there too (e.g. RCOLL_TORCH_INLINE_BYTES=262144).
+_INLINE_DEFAULT = str(1 << 62)
 
 
 class Work(_c10d.Work):
