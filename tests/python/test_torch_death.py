@@ -1,5 +1,7 @@
-"""A rank killed (SIGKILL) mid-training under DDP with "rcoll": the others
-must raise an error that names it within RCOLL_TIMEOUT + 5 s, not hang."""
+"""A rank killed (SIGKILL) or frozen (SIGSTOP) mid-training under DDP with
+"rcoll": the others must raise an error that names it within RCOLL_TIMEOUT + 5 s,
+not hang. A killed peer is seen at once (its connections close); a frozen one
+only by the timeout."""
 import os
 import signal
 import time
@@ -10,7 +12,7 @@ from spawn import run
 TIMEOUT_S = 10
 
 
-def train(rank, size, port):
+def train(rank, size, port, sig):
     os.environ["RCOLL_TIMEOUT"] = str(TIMEOUT_S)
     import torch
     import torch.distributed as dist
@@ -21,7 +23,7 @@ def train(rank, size, port):
     net = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(256, 256))
     for step in range(1000):
         if rank == size - 1 and step == 5:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), sig)
         t0 = time.time()
         try:
             net(torch.randn(8, 256)).sum().backward()
@@ -31,18 +33,24 @@ def train(rank, size, port):
 
 
 class KilledRank(unittest.TestCase):
-    def test_survivors_name_the_dead_rank(self):
+    def check(self, sig):
         size = 3
-        res = run(train, size, (29500 + os.getpid() % 400,), timeout=TIMEOUT_S + 60,
+        res = run(train, size, (29500 + os.getpid() % 400, sig), timeout=TIMEOUT_S + 60,
                   ranks=range(size - 1))
         for rank in range(size - 1):
             self.assertIsNotNone(res[rank], "rank %d trained on after its peer died" % rank)
             step, took, text = res[rank]
-            print("\n  rank %d, step %d, after %.1f s: %s" % (rank, step, took, text[:300]))
+            print("\n  %s: rank %d, step %d, after %.1f s: %s" % (sig.name, rank, step, took, text[:300]))
             self.assertLessEqual(took, TIMEOUT_S + 5)
-        # The first to notice names the killed rank; a survivor can also see
+        # The first to notice names the stopped rank; a survivor can also see
         # another survivor leave after its own error (this test ends them).
         self.assertTrue(any("rank %d " % (size - 1) in res[r][2] for r in range(size - 1)), res)
+
+    def test_killed(self):
+        self.check(signal.SIGKILL)
+
+    def test_frozen(self):
+        self.check(signal.SIGSTOP)
 
 
 if __name__ == "__main__":
