@@ -142,6 +142,7 @@ class Work(_c10d.Work):
         self._lock.acquire()
         self._error = None
         self._timeout_s = timeout_s
+        self._cuda_lane = None
 
     def _finish(self, error):
         self._error = error
@@ -162,6 +163,10 @@ class Work(_c10d.Work):
             self._lock.release()
         if self._error is not None:
             raise self._error
+        if self._cuda_lane is not None and self._cuda_lane.comm is not None:
+            # UNVERIFIED (no GPU here): a device call returned once queued on
+            # its stream; what went wrong since shows in rcollCommGetAsyncError.
+            self._cuda_lane.comm.check_async_error()
         return True
 
     def is_completed(self):
@@ -221,6 +226,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
     # -- plumbing
     def _submit(self, lane, result, fn, nbytes):
         work = Work(result, self._timeout_s)
+        if any(t.is_cuda for t in _tensors_in(result)):
+            work._cuda_lane = lane  # stream-ordered: errors come later, from the communicator
         with self._works_lock:
             self._works.append(work)
             while len(self._works) > self.KEEP_WORKS and self._works[0].is_completed():
@@ -487,6 +494,14 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         raise _unsupported("all_gather_coalesced (call all_gather per tensor)")
+
+
+def _tensors_in(result):
+    for x in result:
+        if isinstance(x, (list, tuple)):
+            yield from (t for t in x if torch.is_tensor(t))
+        elif torch.is_tensor(x):
+            yield x
 
 
 def _one_list(lists, what):
