@@ -13,8 +13,9 @@ whose get_future() is what DDP's comm hooks chain on.
 
 The unique id travels through the store torch hands the backend (rank 0 sets
 it, the others wait for it), as ProcessGroupNCCL does. Collectives run on one
-communicator, in submission order, on one thread per group (small ones in the
-caller when that thread is idle). Point-to-point messages from rank a to rank
+communicator, in submission order: in the calling thread, or above
+RCOLL_TORCH_INLINE_BYTES on the group's own thread (see _INLINE_DEFAULT for
+why the caller is the default). Point-to-point messages from rank a to rank
 b use their own two-rank communicator, made on first use, so that isend/irecv
 pairs in any order (batch_isend_irecv's exchanges) cannot block each other.
 

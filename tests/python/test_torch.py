@@ -127,6 +127,16 @@ def sweep(rank, size, port):
         t = torch.zeros(12, dtype=torch.float64)
         dist.recv(t, 0)
         out.append(("send/recv", t, inputs(0, torch.float64)))
+    bools = torch.stack([torch.tensor([r == 0, False, True, r != 1]) for r in range(size)])
+    for opname, ref in (("SUM", bools.any(0)), ("PRODUCT", bools.all(0)), ("MAX", bools.any(0)),
+                        ("MIN", bools.all(0))):
+        b = bools[rank].clone()
+        dist.all_reduce(b, op=getattr(R, opname))
+        out.append(("all_reduce bool %s vs torch" % opname, b.to(torch.uint8), ref.to(torch.uint8)))
+    cx = torch.tensor([1 + 2j, 3 - 1j, 0.5j]) * (rank + 1)
+    dist.all_reduce(cx)
+    want = torch.tensor([1 + 2j, 3 - 1j, 0.5j]) * sum(range(1, size + 1))
+    out.append(("all_reduce complex64 SUM vs torch", torch.view_as_real(cx), torch.view_as_real(want)))
     nc = torch.zeros(6, 4)[:, 1]  # a strided tensor is staged and written back
     nc += rank + 1
     dist.all_reduce(nc)
