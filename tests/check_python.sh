@@ -6,7 +6,7 @@
 # between every rcoll all-reduce algorithm under RCOLL_DETERMINISTIC=1 (4 ranks).
 # Exit 77 (skip) when that Python lacks numpy or torch.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 PY=${RCOLL_PYTHON:-/usr/bin/python3}
 if ! "$PY" -c 'import numpy' 2>/dev/null; then
   echo "check_python: SKIP: $PY cannot import numpy (apt-get install python3-numpy)"

@@ -71,7 +71,7 @@ def _op(op):
 
 
 def _store_get(store, key, timeout_s):
-    """store.get(key); torch stores wait for the key, plain dicts do not."""
+    """store.get(key), after store.wait([key], timeout) where the store has one."""
     if hasattr(store, "wait"):
         import datetime
         try:
@@ -123,8 +123,9 @@ class Communicator:
 
     @classmethod
     def from_store(cls, store, rank, size, key="rcoll/unique_id", timeout_ms=0, net=None):
-        """Rank 0 makes the id and sets it under `key`; the others get it (a
-        torch Store waits for it, up to the timeout; a dict must already hold it)."""
+        """Rank 0 makes the id and sets it under `key` (store.set(key, bytes));
+        the others get it: a store with wait() (a torch Store) is waited on up
+        to the timeout, any other store's get() must block or already hold it."""
         if rank == 0:
             uid = UniqueId()
             store.set(key, bytes(uid))
