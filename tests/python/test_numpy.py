@@ -121,6 +121,55 @@ def dead_peer(rank, size, uid):
     return None
 
 
+class DirStore:
+    """The least a store needs: set(key, bytes) and a get(key) that waits (bounded)."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def set(self, key, value):
+        tmp = os.path.join(self.path, key.replace("/", "_") + ".tmp")
+        with open(tmp, "wb") as f:
+            f.write(value)
+        os.rename(tmp, os.path.join(self.path, key.replace("/", "_")))
+
+    def get(self, key):
+        import time
+        path = os.path.join(self.path, key.replace("/", "_"))
+        for _ in range(3000):
+            if os.path.exists(path):
+                with open(path, "rb") as f:
+                    return f.read()
+            time.sleep(0.01)
+        raise KeyError(key)
+
+
+def from_store(rank, size, path):
+    with rcoll.Communicator.from_store(DirStore(path), rank, size) as c:
+        x = np.full(3, rank + 1, np.int32)
+        c.all_reduce(x)
+        return x.tolist()
+
+
+def from_env(rank, size, port):
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(size), RCOLL_COMM_ID="127.0.0.1:%d" % port)
+    with rcoll.Communicator.from_env() as c:
+        x = np.full(3, rank + 1, np.float64)
+        c.all_reduce(x, op="max")
+        return (c.rank, c.size, x.tolist())
+
+
+class NumpyInit(unittest.TestCase):
+    def test_from_store(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            self.assertEqual(run(from_store, 3, (d,)), [[6, 6, 6]] * 3)
+
+    def test_from_env(self):
+        res = run(from_env, 2, (29200 + os.getpid() % 500,))
+        self.assertEqual(res, [(0, 2, [2.0] * 3), (1, 2, [2.0] * 3)])
+
+
 class NumpyErrors(unittest.TestCase):
     def test_bad_arguments_name_the_problem(self):
         msgs = run(bad_calls, 2, (rcoll.UniqueId(),))[0]
