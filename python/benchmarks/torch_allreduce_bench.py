@@ -105,6 +105,33 @@ def ddp_step(backend):
     return float(m.group(1)) if m else float("nan")
 
 
+LAYER = r"""
+import time, ctypes, numpy as np, torch, torch.distributed as dist
+import rcoll, rcoll.torch
+c = rcoll.Communicator(rcoll.UniqueId(), 0, 1)
+x = np.ones(2, np.float32); t = torch.ones(2)
+dist.init_process_group("rcoll", store=dist.HashStore(), rank=0, world_size=1)
+p, h, f = x.ctypes.data, c.handle, rcoll._lib.lib.rcollAllReduce
+def per_call(fn, n=20000):
+    for _ in range(n // 10): fn()
+    t0 = time.perf_counter()
+    for _ in range(n): fn()
+    return (time.perf_counter() - t0) / n * 1e6
+raw = min(per_call(lambda: f(p, p, 2, 7, 0, h, None)) for _ in range(3))
+npy = min(per_call(lambda: c.all_reduce(x)) for _ in range(3))
+tor = min(per_call(lambda: dist.all_reduce(t)) for _ in range(3))
+print("%.2f %.2f %.2f" % (raw, npy, tor))
+"""
+
+
+def layer_cost():
+    """Per-call cost of each layer at 8 B on a 1-rank communicator, where no
+    peer or transport adds its own time: the C call through ctypes, the NumPy
+    method, and dist.all_reduce through the backend (best of 3)."""
+    out = subprocess.run([sys.executable, "-c", LAYER], capture_output=True, text=True, timeout=300)
+    return [float(v) for v in out.stdout.split()[-3:]]
+
+
 def fmt_size(n):
     return "%d B" % n if n < 1024 else "%d MiB" % (n >> 20)
 
@@ -146,6 +173,10 @@ def main():
             extra = med["rcoll-shm"][s] - perf[s]
             print("torch layer cost at %s: %+.1f us per call (%+.1f %% of allreduce_perf's time)"
                   % (fmt_size(s), extra * 1e6, 100 * extra / perf[s]))
+    raw, npy, tor = layer_cost()
+    print("1 rank, 8 B: C call via ctypes %.1f us, Communicator.all_reduce %.1f us, "
+          "dist.all_reduce %.1f us: the torch layer costs %.1f us per call"
+          % (raw, npy, tor, tor - raw))
     print("DDP step (examples/python/ddp_train.py, 2 ranks): gloo %.2f ms, rcoll %.2f ms (medians of %s / %s)"
           % (statistics.median(ddp["gloo"]), statistics.median(ddp["rcoll"]), ddp["gloo"], ddp["rcoll"]))
     print("# uptime:", subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip())
