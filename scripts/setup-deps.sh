@@ -18,6 +18,7 @@ packages=(
   iproute2                              # network-namespace tests (ip netns, tc)
   librsvg2-bin                          # rcoll_sched draws PNGs beside its SVGs (check_sched looks at them)
   python3                               # check_bench_json (nccl-tests JSON schema), scripts/rcoll-trace-merge
+  python3-numpy python3-torch           # tests/check_python.sh: the Python package, torch backend
 )
 # shellcheck disable=SC2206 # word splitting is the point: a list of names
 packages+=(${RCOLL_EXTRA_DEPS:-})

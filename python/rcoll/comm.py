@@ -1,0 +1,298 @@
+"""Communicator, UniqueId and group(): the Python face of rcoll's C API."""
+import base64
+import contextlib
+import ctypes
+import os
+
+from . import _abi
+from ._buffers import as_buf, stream_of, type_name
+from ._lib import lib
+from .errors import InvalidArgumentError, InvalidUsageError, check
+
+SUM, PROD, MAX, MIN, AVG = (_abi.REDOPS[n] for n in
+                            ("rcollSum", "rcollProd", "rcollMax", "rcollMin", "rcollAvg"))
+_OPS = {"sum": SUM, "prod": PROD, "max": MAX, "min": MIN, "avg": AVG}
+
+
+class UniqueId:
+    """The 128 bytes rank 0 makes (rcollGetUniqueId) and every rank passes to
+    Communicator. Picklable; `bytes(uid)` and `UniqueId(b)` round-trip, and
+    `str(uid)` / `UniqueId.from_str` give a text form for stores and CLIs."""
+    __slots__ = ("_b",)
+
+    def __init__(self, data=None):
+        if data is None:
+            s = _abi.UniqueIdStruct()
+            check("rcollGetUniqueId", lib.rcollGetUniqueId(ctypes.byref(s)))
+            data = bytes(s.internal)
+        data = bytes(data)
+        if len(data) != _abi.UNIQUE_ID_BYTES:
+            raise InvalidArgumentError("UniqueId", 4, "a unique id is %d bytes, not %d"
+                                       % (_abi.UNIQUE_ID_BYTES, len(data)))
+        self._b = data
+
+    def __bytes__(self):
+        return self._b
+
+    def __str__(self):
+        return base64.b64encode(self._b).decode()
+
+    @classmethod
+    def from_str(cls, s):
+        return cls(base64.b64decode(s))
+
+    def __eq__(self, other):
+        return isinstance(other, UniqueId) and other._b == self._b
+
+    def __hash__(self):
+        return hash(self._b)
+
+    def __reduce__(self):
+        return (UniqueId, (self._b,))
+
+    def _struct(self):
+        s = _abi.UniqueIdStruct()
+        ctypes.memmove(s.internal, self._b, _abi.UNIQUE_ID_BYTES)
+        return s
+
+
+def get_unique_id():
+    return UniqueId()
+
+
+def _op(op):
+    if isinstance(op, str):
+        if op.lower() not in _OPS:
+            raise InvalidArgumentError("op", 4, "op %r is not one of %s" % (op, ", ".join(_OPS)))
+        return _OPS[op.lower()]
+    if op not in _OPS.values():
+        raise InvalidArgumentError("op", 4, "op %r is not an rcoll op (0..%d)" % (op, _abi.NUM_OPS - 1))
+    return int(op)
+
+
+def _store_get(store, key, timeout_s):
+    """store.get(key), after store.wait([key], timeout) where the store has one."""
+    if hasattr(store, "wait"):
+        import datetime
+        try:
+            store.wait([key], datetime.timedelta(seconds=timeout_s))
+        except TypeError:
+            store.wait([key])
+    v = store.get(key)
+    return v.encode() if isinstance(v, str) else bytes(v)
+
+
+def _timeout_s():
+    try:
+        return int(os.environ.get("RCOLL_TIMEOUT", "300"))
+    except ValueError:
+        return 300
+
+
+class Communicator:
+    """A group of ranks that run collectives together.
+
+        Communicator(uid, rank, size)          every rank passes the same UniqueId
+        Communicator.from_env()                RANK/WORLD_SIZE + MASTER_ADDR, mpiexec, Slurm
+        Communicator.from_store(store, rank, size, key="rcoll")   any store with set/get
+    Use it as a context manager (it is destroyed on exit) or call destroy().
+    `timeout_ms` and `net` set rcollConfig_t's timeoutMs and netName."""
+
+    def __init__(self, uid, rank, size, timeout_ms=0, net=None, _handle=None):
+        self._h = None
+        if _handle is not None:
+            self._h = _handle
+        else:
+            if not isinstance(uid, UniqueId):
+                uid = UniqueId(uid)
+            cfg = _abi.ConfigStruct.make(timeout_ms, net)
+            h = ctypes.c_void_p()
+            check("rcollCommInitRank(rank %d of %d)" % (rank, size),
+                  lib.rcollCommInitRankConfig(ctypes.byref(h), int(size), uid._struct(), int(rank),
+                                              ctypes.byref(cfg)))
+            self._h = h.value
+        self.rank = self._query(lib.rcollCommUserRank, "rcollCommUserRank")
+        self.size = self._query(lib.rcollCommCount, "rcollCommCount")
+
+    @classmethod
+    def from_env(cls, timeout_ms=0, net=None):
+        cfg = _abi.ConfigStruct.make(timeout_ms, net)
+        h = ctypes.c_void_p()
+        check("rcollCommInitFromEnv", lib.rcollCommInitFromEnv(ctypes.byref(h), ctypes.byref(cfg)))
+        return cls(None, 0, 0, _handle=h.value)
+
+    @classmethod
+    def from_store(cls, store, rank, size, key="rcoll/unique_id", timeout_ms=0, net=None):
+        """Rank 0 makes the id and sets it under `key` (store.set(key, bytes));
+        the others get it: a store with wait() (a torch Store) is waited on up
+        to the timeout, any other store's get() must block or already hold it."""
+        if rank == 0:
+            uid = UniqueId()
+            store.set(key, bytes(uid))
+        else:
+            uid = UniqueId(_store_get(store, key, timeout_ms / 1000 if timeout_ms else _timeout_s()))
+        return cls(uid, rank, size, timeout_ms=timeout_ms, net=net)
+
+    def _query(self, fn, name):
+        v = ctypes.c_int()
+        check(name, fn(self._handle(name), ctypes.byref(v)))
+        return v.value
+
+    def _handle(self, call):
+        if self._h is None:
+            raise InvalidUsageError(call, 5, "the communicator was destroyed or aborted")
+        return self._h
+
+    @property
+    def handle(self):
+        """The rcollComm_t as an int, for C code that shares this communicator."""
+        return self._handle("handle")
+
+    def __repr__(self):
+        if self._h is None:
+            return "<rcoll.Communicator (destroyed)>"
+        return "<rcoll.Communicator rank %d of %d>" % (self.rank, self.size)
+
+    # -- lifetime
+    def split(self, color, key=None, timeout_ms=0, net=None):
+        """Collective: ranks with the same color form a new communicator ordered
+        by key (default: rank). color None or -1 returns None for this rank."""
+        if color is None:
+            color = _abi.SPLIT_NOCOLOR
+        cfg = _abi.ConfigStruct.make(timeout_ms, net)
+        h = ctypes.c_void_p()
+        check("rcollCommSplit", lib.rcollCommSplit(self._handle("split"), int(color),
+                                                   self.rank if key is None else int(key),
+                                                   ctypes.byref(h), ctypes.byref(cfg)), self._h)
+        return None if not h.value else Communicator(None, 0, 0, _handle=h.value)
+
+    def destroy(self):
+        if self._h is not None:
+            h, self._h = self._h, None
+            check("rcollCommDestroy", lib.rcollCommDestroy(h))
+
+    def abort(self):
+        """Ends the communicator at once; peers' pending calls fail naming this rank."""
+        if self._h is not None:
+            h, self._h = self._h, None
+            check("rcollCommAbort", lib.rcollCommAbort(h))
+
+    def async_error(self):
+        r = ctypes.c_int()
+        check("rcollCommGetAsyncError", lib.rcollCommGetAsyncError(self._handle("async_error"),
+                                                                  ctypes.byref(r)))
+        return r.value
+
+    def check_async_error(self):
+        """Raises what a stream-ordered (CUDA) call reported, if anything."""
+        r = self.async_error()
+        if r not in (0, _abi.RESULTS["rcollInProgress"]):
+            check("rcollCommGetAsyncError", r, self._h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        if exc_type is None:
+            self.destroy()
+        else:
+            self.abort()  # peers may be waiting on a call this rank will never make
+        return False
+
+    def __del__(self):
+        # No destroy here: it is collective and may wait on peers. Leaked
+        # communicators end with the process.
+        pass
+
+    # -- collectives. recvbuf None means in place (into sendbuf).
+    def _call(self, name, fn, args, bufs, stream):
+        h = self._handle(name)
+        s = stream_of(bufs, stream)
+        check(name, fn(*args, h, s), h)
+
+    @staticmethod
+    def _same_type(name, a, b):
+        if a.dtype != b.dtype:
+            raise InvalidArgumentError(name, 4, "sendbuf is %s but recvbuf is %s"
+                                       % (type_name(a.dtype), type_name(b.dtype)))
+
+    def all_reduce(self, sendbuf, recvbuf=None, op=SUM, stream=None):
+        s = as_buf(sendbuf, "rcollAllReduce", "sendbuf", writable=recvbuf is None)
+        r = s if recvbuf is None else as_buf(recvbuf, "rcollAllReduce", "recvbuf", True)
+        self._same_type("rcollAllReduce", s, r)
+        if r.count != s.count:
+            raise InvalidArgumentError("rcollAllReduce", 4, "recvbuf has %d elements, sendbuf %d"
+                                       % (r.count, s.count))
+        self._call("rcollAllReduce", lib.rcollAllReduce, (s.ptr, r.ptr, s.count, s.dtype, _op(op)),
+                   (s, r), stream)
+        return r.obj
+
+    def broadcast(self, sendbuf, recvbuf=None, root=0, stream=None):
+        s = as_buf(sendbuf, "rcollBroadcast", "sendbuf", writable=recvbuf is None)
+        r = s if recvbuf is None else as_buf(recvbuf, "rcollBroadcast", "recvbuf", True)
+        self._same_type("rcollBroadcast", s, r)
+        self._call("rcollBroadcast", lib.rcollBroadcast, (s.ptr, r.ptr, r.count, r.dtype, int(root)),
+                   (s, r), stream)
+        return r.obj
+
+    def reduce(self, sendbuf, recvbuf=None, op=SUM, root=0, stream=None):
+        s = as_buf(sendbuf, "rcollReduce", "sendbuf", writable=recvbuf is None)
+        r = s if recvbuf is None else as_buf(recvbuf, "rcollReduce", "recvbuf", True)
+        self._same_type("rcollReduce", s, r)
+        self._call("rcollReduce", lib.rcollReduce,
+                   (s.ptr, r.ptr, s.count, s.dtype, _op(op), int(root)), (s, r), stream)
+        return r.obj
+
+    def all_gather(self, sendbuf, recvbuf, stream=None):
+        """recvbuf holds size * len(sendbuf) elements, rank i's block at i.
+        In place: sendbuf may be recvbuf's block at this rank."""
+        s = as_buf(sendbuf, "rcollAllGather", "sendbuf")
+        r = as_buf(recvbuf, "rcollAllGather", "recvbuf", True)
+        self._same_type("rcollAllGather", s, r)
+        if r.count != s.count * self.size:
+            raise InvalidArgumentError("rcollAllGather", 4, "recvbuf has %d elements; %d ranks x %d "
+                                       "need %d" % (r.count, self.size, s.count, s.count * self.size))
+        self._call("rcollAllGather", lib.rcollAllGather, (s.ptr, r.ptr, s.count, s.dtype), (s, r), stream)
+        return r.obj
+
+    def reduce_scatter(self, sendbuf, recvbuf, op=SUM, stream=None):
+        """sendbuf holds size * len(recvbuf) elements; this rank gets its block reduced."""
+        s = as_buf(sendbuf, "rcollReduceScatter", "sendbuf")
+        r = as_buf(recvbuf, "rcollReduceScatter", "recvbuf", True)
+        self._same_type("rcollReduceScatter", s, r)
+        if s.count != r.count * self.size:
+            raise InvalidArgumentError("rcollReduceScatter", 4, "sendbuf has %d elements; %d ranks x "
+                                       "%d need %d" % (s.count, self.size, r.count, r.count * self.size))
+        self._call("rcollReduceScatter", lib.rcollReduceScatter,
+                   (s.ptr, r.ptr, r.count, r.dtype, _op(op)), (s, r), stream)
+        return r.obj
+
+    def send(self, buf, peer, stream=None):
+        b = as_buf(buf, "rcollSend", "buf")
+        self._call("rcollSend", lib.rcollSend, (b.ptr, b.count, b.dtype, int(peer)), (b,), stream)
+
+    def recv(self, buf, peer, stream=None):
+        b = as_buf(buf, "rcollRecv", "buf", True)
+        self._call("rcollRecv", lib.rcollRecv, (b.ptr, b.count, b.dtype, int(peer)), (b,), stream)
+        return b.obj
+
+    def barrier(self):
+        """A one-byte all-reduce: returns when every rank has called it."""
+        import numpy
+        self.all_reduce(numpy.zeros(1, dtype=numpy.uint8), op=MAX)
+
+
+@contextlib.contextmanager
+def group():
+    """Calls inside run together when the block ends (rcollGroupStart/End):
+    send and recv pairs that would deadlock one by one, or collectives on
+    several communicators. Buffers must stay alive until the block ends."""
+    check("rcollGroupStart", lib.rcollGroupStart())
+    ok = False
+    try:
+        yield
+        ok = True
+    finally:
+        r = lib.rcollGroupEnd()
+        if ok:
+            check("rcollGroupEnd", r)

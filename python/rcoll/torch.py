@@ -1,0 +1,550 @@
+"""The torch.distributed backend "rcoll".
+
+    import rcoll.torch                      # registers the backend
+    dist.init_process_group("rcoll")        # under torchrun or mp.spawn, as with "gloo"
+
+Mechanism: a Python subclass of c10d's ProcessGroup, returned by the creator
+that Backend.register_backend takes. This is what both torch 1.13 (Debian 12's
+python3-torch) and torch 2.x accept without compiling anything: 1.13 has no
+Python Backend class, and 2.x's init_process_group keeps a ProcessGroup
+subclass that a creator returns as the group itself. Every operation returns a
+Work (a Python subclass of c10d's Work) whose wait() raises rcoll's error and
+whose get_future() is what DDP's comm hooks chain on.
+
+The unique id travels through the store torch hands the backend (rank 0 sets
+it, the others wait for it), as ProcessGroupNCCL does. Collectives run on one
+communicator, in submission order: in the calling thread, or above
+RCOLL_TORCH_INLINE_BYTES on the group's own thread (see _INLINE_DEFAULT for
+why the caller is the default). Point-to-point messages from rank a to rank
+b use their own two-rank communicator, made on first use, so that isend/irecv
+pairs in any order (batch_isend_irecv's exchanges) cannot block each other.
+
+Every wait is bounded: rcoll's own by RCOLL_TIMEOUT (or init_process_group's
+timeout when RCOLL_TIMEOUT is not set), the store's by the same.
+"""
+import collections
+import datetime
+import inspect
+import os
+import threading
+import time
+
+import torch
+import torch.distributed as dist
+from torch._C import _distributed_c10d as _c10d
+
+import rcoll
+from . import comm as _comm
+from ._lanes import Lane
+from ._lib import lib as _lib
+from .errors import check as _check
+
+__all__ = ["ProcessGroupRcoll", "Work", "BACKEND"]
+BACKEND = "rcoll"
+
+_R = dist.ReduceOp
+_REDOPS = [(_R.SUM, rcoll.SUM, "SUM"), (_R.PRODUCT, rcoll.PROD, "PRODUCT"),
+           (_R.MIN, rcoll.MIN, "MIN"), (_R.MAX, rcoll.MAX, "MAX")]
+if hasattr(_R, "AVG"):
+    _REDOPS.append((_R.AVG, rcoll.AVG, "AVG"))
+
+
+_RCOLL_TYPES = {torch.int8: 0, torch.uint8: 1, torch.int32: 2, torch.int64: 4, torch.float16: 6,
+                torch.float32: 7, torch.float64: 8, torch.bfloat16: 9}
+
+
+def _unsupported(what):
+    return NotImplementedError("rcoll backend: %s is not supported" % what)
+
+
+def _redop(op, dtype):
+    for top, rop, name in _REDOPS:
+        if op == top:
+            break
+    else:
+        raise _unsupported("ReduceOp.%s (rcoll reduces with SUM, PRODUCT, MIN, MAX and AVG)"
+                           % str(getattr(op, "op", op)).split(".")[-1])
+    if dtype == torch.bool:  # torch's bool arithmetic: sum is "any", product is "all"
+        if rop == rcoll.AVG:
+            raise _unsupported("ReduceOp.AVG on bool tensors")
+        rop = {rcoll.SUM: rcoll.MAX, rcoll.PROD: rcoll.MIN}.get(rop, rop)
+    if dtype.is_complex and rop not in (rcoll.SUM, rcoll.AVG):
+        raise _unsupported("ReduceOp.%s on complex tensors (SUM and AVG work)" % name)
+    return rop
+
+
+def _flat(t):
+    """What to hand to rcoll for a contiguous t (rcoll needs only its address
+    and element count): complex as pairs of reals."""
+    return torch.view_as_real(t) if t.dtype.is_complex else t
+
+
+def _one(tensors, what):
+    if len(tensors) != 1:
+        raise _unsupported("%s with %d tensors per process (one device per process: pass one "
+                           "tensor)" % (what, len(tensors)))
+    t = tensors[0]
+    if t.is_sparse:
+        raise _unsupported("%s on sparse tensors" % what)
+    return t
+
+
+class _Staged:
+    """t itself when rcoll can use it directly, else a contiguous copy that
+    is written back after the operation."""
+
+    def __init__(self, t, copy_in=True):
+        self.t = t
+        self.direct = t.is_contiguous()
+        self.c = t if self.direct else (t.contiguous() if copy_in else torch.empty_like(
+            t, memory_format=torch.contiguous_format))
+
+    def flat(self):
+        return _flat(self.c)
+
+    def back(self):
+        if not self.direct:
+            self.t.copy_(self.c)
+
+
+def _nbytes(*ts):
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def _stream_for(ts):
+    """CUDA: the caller's current stream, captured in the calling thread
+    (torch's current stream is per thread). UNVERIFIED: written without a GPU."""
+    for t in ts:
+        if t.is_cuda:
+            return torch.cuda.current_stream(t.device).cuda_stream
+    return None
+
+
+# Collectives of at most this many bytes run in the calling thread when the
+# group's thread is idle; larger ones on that thread, so that DDP's backward
+# goes on meanwhile. The default is every collective in the caller: torch
+# 1.13's DDP Reducer crashes (SIGSEGV) on a gradient future completed with an
+# exception, and run in the caller a failure raises out of backward() naming
+# the peer instead. Whether torch 2.x's Reducer takes a failed future is not
+# verified, so the thread is opt-in there too (e.g. RCOLL_TORCH_INLINE_BYTES=262144).
+_INLINE_DEFAULT = str(1 << 62)
+
+
+class Work(_c10d.Work):
+    """The handle of one operation: wait() raises its error, get_future() is
+    completed with its output tensors (or the error)."""
+
+    def __init__(self, result, timeout_s):
+        super().__init__()
+        self._result = result
+        self._fut = torch.futures.Future()
+        self._done = False
+        self._lock = threading.Lock()  # held until the operation ends (cheaper than an Event)
+        self._lock.acquire()
+        self._error = None
+        self._timeout_s = timeout_s
+        self._cuda_lane = None
+
+    def _finish(self, error):
+        self._error = error
+        self._done = True
+        self._lock.release()
+        if error is None:
+            self._fut.set_result(self._result)
+        else:
+            self._fut.set_exception(error)
+
+    def wait(self, timeout=None):
+        limit = self._timeout_s + 30  # rcoll itself gives up after timeout_s
+        if isinstance(timeout, datetime.timedelta) and timeout.total_seconds() > 0:
+            limit = min(limit, timeout.total_seconds())
+        if not self._done:
+            if not self._lock.acquire(timeout=limit):
+                raise RuntimeError("rcoll backend: an operation did not finish within %.0f s" % limit)
+            self._lock.release()
+        if self._error is not None:
+            raise self._error
+        if self._cuda_lane is not None and self._cuda_lane.comm is not None:
+            # UNVERIFIED (no GPU here): a device call returned once queued on
+            # its stream; what went wrong since shows in rcollCommGetAsyncError.
+            self._cuda_lane.comm.check_async_error()
+        return True
+
+    def is_completed(self):
+        return self._done
+
+    def is_success(self):
+        return self._done and self._error is None
+
+    def exception(self):
+        return self._error
+
+    def get_future(self):
+        return self._fut
+
+    def result(self):
+        return self._result
+
+    def synchronize(self):
+        self.wait()
+
+
+class ProcessGroupRcoll(_c10d.ProcessGroup):
+    """The "rcoll" process group. init_process_group makes it; see the module doc."""
+
+    # Completed Work objects are kept this long (a count): C++ callers such as
+    # DDP hold only the C++ half of a Python Work and call wait()/get_future()
+    # right after the call returns, which needs the Python half alive.
+    KEEP_WORKS = 64
+
+    def __init__(self, store, rank, size, timeout=None):
+        super().__init__(rank, size)
+        self._store = store
+        self._rank, self._size = rank, size
+        if "RCOLL_TIMEOUT" in os.environ or timeout is None:
+            self._timeout_ms = 0
+            self._timeout_s = _comm._timeout_s()
+        else:
+            self._timeout_s = max(1, int(timeout.total_seconds()))
+            self._timeout_ms = self._timeout_s * 1000
+        self._inline = int(os.environ.get("RCOLL_TORCH_INLINE_BYTES", _INLINE_DEFAULT))
+        self._net = os.environ.get("RCOLL_TORCH_NET") or None
+        self._works = collections.deque()
+        self._works_lock = threading.Lock()
+        self.comm = _comm.Communicator.from_store(store, rank, size, key="rcoll/uid",
+                                                  timeout_ms=self._timeout_ms, net=self._net)
+        self._coll = Lane("coll", comm=self.comm, inline_bytes=self._inline)
+        self._p2p = {}
+        self._p2p_lock = threading.Lock()
+        self._store_lock = threading.Lock()
+
+    def getBackendName(self):
+        return BACKEND
+
+    def __repr__(self):
+        return "<ProcessGroupRcoll rank %d of %d>" % (self._rank, self._size)
+
+    # -- plumbing
+    def _submit(self, lane, result, fn, nbytes):
+        work = Work(result, self._timeout_s)
+        if any(t.is_cuda for t in _tensors_in(result)):
+            work._cuda_lane = lane  # stream-ordered: errors come later, from the communicator
+        with self._works_lock:
+            self._works.append(work)
+            while len(self._works) > self.KEEP_WORKS and self._works[0].is_completed():
+                self._works.popleft()
+        lane.submit(fn, work._finish, nbytes)
+        return work
+
+    def _p2p_lane(self, src, dst):
+        key = (src, dst)
+        with self._p2p_lock:
+            lane = self._p2p.get(key)
+            if lane is None:
+                def make(src=src, dst=dst):
+                    return self._p2p_comm(src, dst)
+                # Never inline: a send blocks until its receiver posts, and the
+                # caller may post that receive's counterpart next (isend, irecv).
+                lane = self._p2p[key] = Lane("p2p-%d-%d" % key, make_comm=make, inline_bytes=-1)
+        return lane
+
+    def _p2p_comm(self, src, dst):
+        """The two-rank communicator for messages src -> dst; src makes the id.
+        Several lane threads may do this at once, and a torch store client is
+        not for concurrent use: each store call holds a lock, and the receiver
+        polls a counter (PrefixStore has no check() in torch 1.13, and a timed-out
+        wait() leaves 1.13's TCPStore client out of step) rather than blocking."""
+        key = "rcoll/p2p/%d-%d" % (src, dst)
+        if self._rank == src:
+            uid = rcoll.UniqueId()
+            with self._store_lock:
+                self._store.set(key, bytes(uid))
+                self._store.add(key + "/ready", 1)
+        else:
+            deadline = time.monotonic() + self._timeout_s
+            while True:
+                with self._store_lock:  # add(k, 0) reads a counter without blocking
+                    if self._store.add(key + "/ready", 0) > 0:
+                        uid = rcoll.UniqueId(self._store.get(key))
+                        break
+                if time.monotonic() > deadline:
+                    raise rcoll.TimeoutError("rcoll backend: recv", 8, "rank %d did not start "
+                                             "sending to rank %d within %d s" % (src, dst, self._timeout_s))
+                time.sleep(0.005)
+        return _comm.Communicator(uid, 0 if self._rank == src else 1, 2,
+                                  timeout_ms=self._timeout_ms, net=self._net)
+
+    def _check_peer(self, peer, what):
+        if not 0 <= peer < self._size or peer == self._rank:
+            raise ValueError("rcoll backend: %s peer %d is not another rank of this group (0..%d, "
+                             "this is %d)" % (what, peer, self._size - 1, self._rank))
+
+    # -- collectives
+    def allreduce(self, tensors, opts=None):
+        t = _one(tensors, "allreduce")
+        op = _redop(opts.reduceOp if opts is not None else _R.SUM, t.dtype)
+        dt = _RCOLL_TYPES.get(t.dtype)
+        if dt is not None and t.is_contiguous() and not t.is_cuda:
+            # The common case, without the generic path's checks: the call
+            # costs microseconds at small sizes and this is most of them.
+            ptr, n = t.data_ptr(), t.numel()
+
+            def fast(comm):
+                _check("rcollAllReduce", _lib.rcollAllReduce(ptr, ptr, n, dt, op, comm._h, None), comm._h)
+            return self._submit(self._coll, tensors, fast, n * t.element_size())
+        s, stream = _Staged(t), _stream_for([t])
+
+        def run(comm):
+            comm.all_reduce(s.flat(), op=op, stream=stream)
+            s.back()
+        return self._submit(self._coll, tensors, run, _nbytes(t))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        op_in = opts.reduceOp if opts is not None else _R.SUM
+        staged = [(_Staged(t), _redop(op_in, t.dtype)) for t in tensors]
+        stream = _stream_for(tensors)
+
+        def run(comm):
+            for s, op in staged:
+                comm.all_reduce(s.flat(), op=op, stream=stream)
+                s.back()
+        return self._submit(self._coll, tensors, run, _nbytes(*tensors))
+
+    def broadcast(self, tensors, opts):
+        t = _one(tensors, "broadcast")
+        root = opts.rootRank
+        s, stream = _Staged(t), _stream_for([t])
+
+        def run(comm):
+            comm.broadcast(s.flat(), root=root, stream=stream)
+            s.back()
+        return self._submit(self._coll, tensors, run, _nbytes(t))
+
+    def reduce(self, tensors, opts):
+        t = _one(tensors, "reduce")
+        op, root = _redop(opts.reduceOp, t.dtype), opts.rootRank
+        s, stream = _Staged(t), _stream_for([t])
+
+        def run(comm):
+            comm.reduce(s.flat(), op=op, root=root, stream=stream)
+            if comm.rank == root:
+                s.back()
+        return self._submit(self._coll, tensors, run, _nbytes(t))
+
+    def _allgather_base(self, output, input, opts=None):
+        if output.numel() != input.numel() * self._size or output.dtype != input.dtype:
+            raise ValueError("rcoll backend: all_gather_into_tensor needs an output of %d x %d "
+                             "%s elements, got %d %s" % (self._size, input.numel(), input.dtype,
+                                                         output.numel(), output.dtype))
+        si, so = _Staged(input), _Staged(output, copy_in=False)
+        stream = _stream_for([input, output])
+
+        def run(comm):
+            comm.all_gather(si.flat(), so.flat(), stream=stream)
+            so.back()
+        return self._submit(self._coll, [output], run, _nbytes(output))
+
+    def allgather(self, output_tensors, input_tensors, opts=None):
+        t = _one(input_tensors, "allgather")
+        outs = _one_list(output_tensors, "allgather")
+        _check_list(outs, t, self._size, "allgather output")
+        flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
+        si, stream = _Staged(t), _stream_for([t])
+
+        def run(comm):
+            comm.all_gather(si.flat(), _flat(flat), stream=stream)
+            for i, o in enumerate(outs):
+                o.copy_(flat[i])
+        return self._submit(self._coll, output_tensors, run, _nbytes(flat))
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        if input.numel() != output.numel() * self._size or output.dtype != input.dtype:
+            raise ValueError("rcoll backend: reduce_scatter_tensor needs an input of %d x %d "
+                             "%s elements, got %d %s" % (self._size, output.numel(), output.dtype,
+                                                         input.numel(), input.dtype))
+        op = _redop(opts.reduceOp if opts is not None else _R.SUM, input.dtype)
+        si, so = _Staged(input), _Staged(output, copy_in=False)
+        stream = _stream_for([input, output])
+
+        def run(comm):
+            comm.reduce_scatter(si.flat(), so.flat(), op=op, stream=stream)
+            so.back()
+        return self._submit(self._coll, [output], run, _nbytes(input))
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        out = _one(output_tensors, "reduce_scatter")
+        ins = _one_list(input_tensors, "reduce_scatter")
+        _check_list(ins, out, self._size, "reduce_scatter input")
+        op = _redop(opts.reduceOp if opts is not None else _R.SUM, out.dtype)
+        so, stream = _Staged(out, copy_in=False), _stream_for([out])
+
+        def run(comm):
+            flat = torch.stack([i.contiguous() for i in ins])
+            comm.reduce_scatter(_flat(flat), so.flat(), op=op, stream=stream)
+            so.back()
+        return self._submit(self._coll, output_tensors, run, _nbytes(out) * self._size)
+
+    def barrier(self, opts=None):
+        one = torch.zeros(1, dtype=torch.uint8)
+
+        def run(comm):
+            comm.all_reduce(one.numpy(), op=rcoll.MAX)
+        return self._submit(self._coll, [], run, 1)
+
+    def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
+        n = self._size
+        outs = _split(output, output_split_sizes, n, "all_to_all_single output")
+        ins = _split(input, input_split_sizes, n, "all_to_all_single input")
+        return self._alltoall(outs, ins, [output])
+
+    def alltoall(self, output_tensors, input_tensors, opts=None):
+        if len(output_tensors) != self._size or len(input_tensors) != self._size:
+            raise ValueError("rcoll backend: all_to_all needs %d input and %d output tensors"
+                             % (self._size, self._size))
+        return self._alltoall(list(output_tensors), list(input_tensors), output_tensors)
+
+    def _alltoall(self, outs, ins, result):
+        so = [_Staged(o, copy_in=False) for o in outs]
+        si = [_Staged(i) for i in ins]
+        stream = _stream_for(ins + outs)
+        me = self._rank
+
+        def run(comm):
+            so[me].flat().copy_(si[me].flat())
+            with rcoll.group():
+                for p in range(comm.size):
+                    if p != me:
+                        comm.send(si[p].flat(), p, stream=stream)
+                        comm.recv(so[p].flat(), p, stream=stream)
+            for s in so:
+                s.back()
+        return self._submit(self._coll, result, run, _nbytes(*ins))
+
+    def gather(self, output_tensors, input_tensors, opts):
+        t, root, me = _one(input_tensors, "gather"), opts.rootRank, self._rank
+        outs = _one_list(output_tensors, "gather") if me == root else []
+        if me == root:
+            _check_list(outs, t, self._size, "gather output")
+        si, so = _Staged(t), [_Staged(o, copy_in=False) for o in outs]
+        stream = _stream_for([t])
+
+        def run(comm):
+            with rcoll.group():
+                if me == root:
+                    for p in range(comm.size):
+                        if p != me:
+                            comm.recv(so[p].flat(), p, stream=stream)
+                else:
+                    comm.send(si.flat(), root, stream=stream)
+            if me == root:
+                so[me].c.copy_(si.c)
+                for s in so:
+                    s.back()
+        return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size)
+
+    def scatter(self, output_tensors, input_tensors, opts):
+        t, root, me = _one(output_tensors, "scatter"), opts.rootRank, self._rank
+        ins = _one_list(input_tensors, "scatter") if me == root else []
+        if me == root:
+            _check_list(ins, t, self._size, "scatter input")
+        so, si = _Staged(t, copy_in=False), [_Staged(i) for i in ins]
+        stream = _stream_for([t])
+
+        def run(comm):
+            with rcoll.group():
+                if me == root:
+                    for p in range(comm.size):
+                        if p != me:
+                            comm.send(si[p].flat(), p, stream=stream)
+                else:
+                    comm.recv(so.flat(), root, stream=stream)
+            if me == root:
+                so.c.copy_(si[me].c)
+            so.back()
+        return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size)
+
+    # -- point to point
+    def send(self, tensors, dstRank, tag=0):
+        t = _one(tensors, "send")
+        self._check_peer(dstRank, "send")
+        if tag:
+            raise _unsupported("send with tag=%d (messages between two ranks match in order; "
+                               "use tag 0)" % tag)
+        s, stream = _Staged(t), _stream_for([t])
+        return self._submit(self._p2p_lane(self._rank, dstRank), tensors,
+                            lambda comm: comm.send(s.flat(), 1, stream=stream), _nbytes(t))
+
+    def recv(self, tensors, srcRank, tag=0):
+        t = _one(tensors, "recv")
+        self._check_peer(srcRank, "recv")
+        if tag:
+            raise _unsupported("recv with tag=%d (messages between two ranks match in order; "
+                               "use tag 0)" % tag)
+        s, stream = _Staged(t, copy_in=False), _stream_for([t])
+
+        def run(comm):
+            comm.recv(s.flat(), 0, stream=stream)
+            s.back()
+        return self._submit(self._p2p_lane(srcRank, self._rank), tensors, run, _nbytes(t))
+
+    def recv_anysource(self, tensors, tag=0):
+        raise _unsupported("recv from any source (src=None); name the sender")
+
+    def monitored_barrier(self, opts=None, wait_all_ranks=False):
+        raise _unsupported("monitored_barrier (use barrier: rcoll's timeout names a missing rank)")
+
+    def allgather_coalesced(self, output_lists, input_list, opts=None):
+        raise _unsupported("all_gather_coalesced (call all_gather per tensor)")
+
+
+def _tensors_in(result):
+    for x in result:
+        if isinstance(x, (list, tuple)):
+            yield from (t for t in x if torch.is_tensor(t))
+        elif torch.is_tensor(x):
+            yield x
+
+
+def _one_list(lists, what):
+    if len(lists) != 1:
+        raise _unsupported("%s with %d tensor lists per process (one device per process)"
+                           % (what, len(lists)))
+    return lists[0]
+
+
+def _check_list(ts, like, n, what):
+    if len(ts) != n:
+        raise ValueError("rcoll backend: %s has %d tensors; the group has %d ranks" % (what, len(ts), n))
+    for i, o in enumerate(ts):
+        if o.numel() != like.numel() or o.dtype != like.dtype:
+            raise ValueError("rcoll backend: %s[%d] is %d %s elements; expected %d %s"
+                             % (what, i, o.numel(), o.dtype, like.numel(), like.dtype))
+
+
+def _split(t, sizes, n, what):
+    if not sizes:
+        if t.shape[0] % n:
+            raise ValueError("rcoll backend: %s's first dimension %d does not divide by %d ranks"
+                             % (what, t.shape[0], n))
+        sizes = [t.shape[0] // n] * n
+    if len(sizes) != n or sum(sizes) != t.shape[0]:
+        raise ValueError("rcoll backend: %s split sizes %s do not cover %d rows for %d ranks"
+                         % (what, list(sizes), t.shape[0], n))
+    return list(torch.split(t, list(sizes)))
+
+
+def _create(store, rank, size, timeout=None):
+    return ProcessGroupRcoll(store, rank, size, timeout)
+
+
+def _register():
+    if hasattr(dist.Backend, BACKEND.upper()):
+        return
+    params = inspect.signature(dist.Backend.register_backend).parameters
+    if "devices" in params:
+        dist.Backend.register_backend(BACKEND, _create, devices=["cpu", "cuda"])
+    else:  # torch 1.13: no per-device backends; the group serves whatever it is given
+        dist.Backend.register_backend(BACKEND, _create)
+
+
+_register()

@@ -1,0 +1,202 @@
+"""The torch.distributed backend "rcoll" against "gloo" on the same inputs:
+every collective torch maps, every dtype, every ReduceOp, 3 processes.
+Integers must be equal; floats within a relative 1e-6 (1e-2 for 16-bit types),
+since the two libraries may add in different orders. Where gloo lacks an
+operation (AVG, reduce_scatter, the *_tensor forms on 1.13) the reference is
+torch's own arithmetic on the gathered inputs."""
+import os
+import unittest
+
+from spawn import run
+
+SIZE = 3
+
+
+def inputs(rank, dtype, n=12):
+    import torch
+    x = (torch.arange(n, dtype=torch.int64) * 7 + rank * 3) % 5 + 1
+    return x.to(dtype)
+
+
+def sweep(rank, size, port):
+    import torch
+    import torch.distributed as dist
+    import rcoll.torch  # noqa: F401 - registers "rcoll"
+    dist.init_process_group("rcoll", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=size)
+    gloo = dist.new_group(backend="gloo")
+    R = dist.ReduceOp
+    dtypes = [torch.int8, torch.uint8, torch.int32, torch.int64, torch.float16, torch.bfloat16,
+              torch.float32, torch.float64]
+    out = []  # (name, rcoll result, reference)
+
+    def both(name, f):
+        a = f(None)
+        try:
+            b = f(gloo)
+        except (RuntimeError, NotImplementedError, ValueError):
+            b = "gloo-lacks"
+        out.append((name, a, b))
+
+    def everyone(dtype, n=12):
+        return torch.stack([inputs(r, dtype, n) for r in range(size)])
+
+    local = {R.SUM: lambda s: s.sum(0), R.PRODUCT: lambda s: s.prod(0),
+             R.MIN: lambda s: s.min(0).values, R.MAX: lambda s: s.max(0).values}
+    for dt in dtypes:
+        for opname in ("SUM", "PRODUCT", "MIN", "MAX"):
+            op = getattr(R, opname)
+            ref = local[op](everyone(dt).double() if dt.is_floating_point else everyone(dt)).to(dt)
+
+            def ar(g, dt=dt, op=op):
+                t = inputs(rank, dt)
+                dist.all_reduce(t, op=op, group=g)
+                return t
+            both("all_reduce %s %s" % (dt, opname), ar)
+            out.append(("all_reduce %s %s vs torch" % (dt, opname), ar(None), ref))
+
+            def red(g, dt=dt, op=op):
+                t = inputs(rank, dt)
+                dist.reduce(t, dst=1, op=op, group=g)
+                return t if rank == 1 else None
+            both("reduce %s %s" % (dt, opname), red)
+
+            def rs(g, dt=dt, op=op):
+                o = torch.zeros(4, dtype=dt)
+                dist.reduce_scatter(o, list(inputs(rank, dt).chunk(size)), op=op, group=g)
+                return o
+            out.append(("reduce_scatter %s %s" % (dt, opname), rs(None), ref.chunk(size)[rank]))
+            if hasattr(dist, "reduce_scatter_tensor"):
+                def rst(g, dt=dt, op=op):
+                    o = torch.zeros(4, dtype=dt)
+                    dist.reduce_scatter_tensor(o, inputs(rank, dt), op=op, group=g)
+                    return o
+                out.append(("reduce_scatter_tensor %s %s" % (dt, opname), rst(None), ref.chunk(size)[rank]))
+        if dt.is_floating_point and hasattr(R, "AVG"):
+            t = inputs(rank, dt)
+            dist.all_reduce(t, op=R.AVG)
+            out.append(("all_reduce %s AVG vs torch" % dt, t, everyone(dt).double().mean(0).to(dt)))
+
+        def ag(g, dt=dt):
+            o = [torch.zeros(12, dtype=dt) for _ in range(size)]
+            dist.all_gather(o, inputs(rank, dt), group=g)
+            return torch.stack(o)
+        both("all_gather %s" % dt, ag)
+        agt = torch.zeros(12 * size, dtype=dt)
+        (dist.all_gather_into_tensor if hasattr(dist, "all_gather_into_tensor")
+         else dist._all_gather_base)(agt, inputs(rank, dt))
+        out.append(("all_gather_into_tensor %s" % dt, agt, everyone(dt).reshape(-1)))
+
+        def bc(g, dt=dt):
+            t = inputs(rank, dt)
+            dist.broadcast(t, src=2, group=g)
+            return t
+        both("broadcast %s" % dt, bc)
+
+        def a2a(g, dt=dt):
+            o = torch.zeros(12, dtype=dt)
+            dist.all_to_all_single(o, inputs(rank, dt), group=g)
+            return o
+        both("all_to_all_single %s" % dt, a2a)
+
+        def ga(g, dt=dt):
+            o = [torch.zeros(12, dtype=dt) for _ in range(size)] if rank == 0 else None
+            dist.gather(inputs(rank, dt), o, dst=0, group=g)
+            return torch.stack(o) if rank == 0 else None
+        both("gather %s" % dt, ga)
+
+        def sc(g, dt=dt):
+            o = torch.zeros(12, dtype=dt)
+            dist.scatter(o, [inputs(r, dt) * 1 for r in range(size)] if rank == 1 else None, src=1, group=g)
+            return o
+        both("scatter %s" % dt, sc)
+
+        # send/recv in a ring with isend/irecv both ways at once
+        s, r = inputs(rank, dt, 1 << 18), torch.zeros(1 << 18, dtype=dt)
+        reqs = [dist.isend(s, (rank + 1) % size), dist.irecv(r, (rank - 1) % size)]
+        for q in reqs:
+            q.wait()
+        out.append(("isend/irecv ring %s" % dt, r, inputs((rank - 1) % size, dt, 1 << 18)))
+    ops = [dist.P2POp(dist.isend, inputs(rank, torch.float32), (rank + 1) % size),
+           dist.P2POp(dist.irecv, torch.zeros(12), (rank - 1) % size)]
+    for q in dist.batch_isend_irecv(ops):
+        q.wait()
+    out.append(("batch_isend_irecv", ops[1].tensor, inputs((rank - 1) % size, torch.float32)))
+    if rank == 0:
+        dist.send(inputs(rank, torch.float64), 1)
+    elif rank == 1:
+        t = torch.zeros(12, dtype=torch.float64)
+        dist.recv(t, 0)
+        out.append(("send/recv", t, inputs(0, torch.float64)))
+    bools = torch.stack([torch.tensor([r == 0, False, True, r != 1]) for r in range(size)])
+    for opname, ref in (("SUM", bools.any(0)), ("PRODUCT", bools.all(0)), ("MAX", bools.any(0)),
+                        ("MIN", bools.all(0))):
+        b = bools[rank].clone()
+        dist.all_reduce(b, op=getattr(R, opname))
+        out.append(("all_reduce bool %s vs torch" % opname, b.to(torch.uint8), ref.to(torch.uint8)))
+    cx = torch.tensor([1 + 2j, 3 - 1j, 0.5j]) * (rank + 1)
+    dist.all_reduce(cx)
+    want = torch.tensor([1 + 2j, 3 - 1j, 0.5j]) * sum(range(1, size + 1))
+    out.append(("all_reduce complex64 SUM vs torch", torch.view_as_real(cx), torch.view_as_real(want)))
+    nc = torch.zeros(6, 4)[:, 1]  # a strided tensor is staged and written back
+    nc += rank + 1
+    dist.all_reduce(nc)
+    out.append(("all_reduce non-contiguous", nc, torch.full((6,), float(sum(range(1, size + 1))))))
+    w = dist.all_reduce(inputs(rank, torch.float32), async_op=True)
+    fut_val = w.get_future().wait()[0]
+    out.append(("async work future", fut_val, everyone(torch.float32).sum(0)))
+    sub = dist.new_group([0, 2], backend="rcoll")  # a second rcoll group, not every rank in it
+    if rank != 1:
+        t = torch.full((5,), float(rank + 1))
+        dist.all_reduce(t, group=sub)
+        out.append(("new_group([0, 2]) all_reduce", t, torch.full((5,), 4.0)))
+    dist.barrier()
+    errors = []
+    for bad in (lambda: dist.all_reduce(torch.zeros(2, dtype=torch.int32), op=R.BAND),
+                lambda: dist.recv(torch.zeros(2)),
+                lambda: dist.send(torch.zeros(2), (rank + 1) % size, tag=5)):
+        try:
+            bad()
+            errors.append(None)
+        except (NotImplementedError, RuntimeError) as e:
+            errors.append(str(e))
+    dist.barrier()
+    dist.destroy_process_group()
+    def plain(t):  # tensors would travel back as shared-memory handles of an exited process
+        if t is None or isinstance(t, str):
+            return t
+        return (t.element_size() if t.is_floating_point() else 0,
+                (t.double() if t.is_floating_point() else t.long()).reshape(-1).tolist())
+    return [(n, plain(a), plain(b)) for n, a, b in out], errors
+
+
+class TorchAgainstGloo(unittest.TestCase):
+    def test_sweep(self):
+        import torch
+        res = run(sweep, SIZE, (29000 + os.getpid() % 500,), timeout=600)
+        checked, lacks = 0, set()
+        for rank, (cases, errors) in enumerate(res):
+            for name, a, b in cases:
+                if a is None and b is None:
+                    continue
+                if isinstance(b, str):  # gloo lacks it: the rcoll rank result must still exist
+                    if not name.startswith(("reduce ", "gather ")):
+                        self.assertIsNotNone(a, name)
+                    lacks.add(name.split(" ")[0] + " " + name.split(" ")[1])
+                    continue
+                msg = "rank %d: %s: rcoll %s, reference %s" % (rank, name, a, b)
+                if a[0]:
+                    tol = 1e-2 if a[0] == 2 else 1e-6
+                    torch.testing.assert_close(torch.tensor(a[1]), torch.tensor(b[1]), rtol=tol,
+                                               atol=0, msg=msg)
+                else:
+                    self.assertEqual(a[1], b[1], msg)
+                checked += 1
+            self.assertIn("BAND", errors[0] or "", errors)
+            self.assertIn("any source", errors[1] or "", errors)
+            self.assertIn("tag=5", errors[2] or "", errors)
+        print("\n  %d results compared, %d ranks; gloo lacks: %s" % (checked, SIZE, sorted(lacks)))
+        self.assertGreater(checked, 300)
+
+
+if __name__ == "__main__":
+    unittest.main()
