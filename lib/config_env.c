@@ -16,7 +16,7 @@ extern char **environ;
  * but not mistakes either. A name ending in '_' is a prefix. */
 static const char *const not_settings[] = {
     "LIBRARY", "NCCL_PLUGIN", "NETNS_HOSTS", "SKIP_DEPS", "EXTRA_DEPS", "ROOT", "MPI", "BENCH", "LIBOUT",
-    "HAVE_", "TEST_",
+    "PYTHON", "TORCH_", "HAVE_", "TEST_",
 };
 
 static int is_not_setting(const char *name, size_t len) {
