@@ -114,7 +114,7 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
   if (rcoll_coll_per_rank(d->coll))
     bytes *= (size_t)a->nranks;
   rcoll_tune_choice_t ch = rcoll_tune_choose(p->tuner, d->coll, bytes);
-  const rcoll_algorithm_t *algo = rcoll_algorithm_find(d->coll, ch.algo);
+  const rcoll_algorithm_t *algo = ch.desc;
   if (algo == NULL)
     return rcoll_error(rcollInternalError, "%s: no algorithm implements %s", d->name,
                        rcoll_coll_name(d->coll));

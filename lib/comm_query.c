@@ -64,7 +64,7 @@ RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, s
   /* As a call plans itself (lib/coll.c): the tuner's choice, the chunk
    * capped by the communicator's. */
   rcoll_tune_choice_t ch = rcoll_tune_choose(comm->plan.tuner, kind, bytes);
-  const rcoll_algorithm_t *a = rcoll_algorithm_find(kind, ch.algo);
+  const rcoll_algorithm_t *a = ch.desc;
   if (a == NULL)
     return rcoll_error(rcollInternalError, "rcollCommAlgorithm: no algorithm implements %s", coll);
   snprintf(algo, len, "%s", a->name);

@@ -165,7 +165,8 @@ rcoll_tune_choice_t rcoll_tune_best(const rcoll_tuner_t *t, int coll, int algo, 
   size_t c = t->prm.max_chunk & ~(size_t)63;
   while (cap >= 4096 && c > cap) /* halves of the slot, as below */
     c /= 2;
-  rcoll_tune_choice_t best = {algo, c, rcoll_tune_predict(t, coll, algo, bytes, c)};
+  rcoll_tune_choice_t best = {algo, c, rcoll_tune_predict(t, coll, algo, bytes, c),
+                              rcoll_algorithm_find(coll, algo)};
   for (c /= 2; c >= 4096 && best.time_us >= 0 && (double)c >= (double)bytes / 8192; c /= 2) {
     double time = rcoll_tune_predict(t, coll, algo, bytes, c);
     if (time < best.time_us) {
@@ -226,7 +227,7 @@ static int try_order(int coll, const rcoll_algorithm_t *out[MAX_PER_COLL]) {
 static rcoll_tune_choice_t choose(const rcoll_tuner_t *t, int coll, size_t bytes) {
   const rcoll_algorithm_t *order[MAX_PER_COLL];
   int n = try_order(coll, order);
-  rcoll_tune_choice_t best = {-1, 0, -1};
+  rcoll_tune_choice_t best = {-1, 0, -1, NULL};
   for (int i = 0; i < n; i++) {
     int a = rcoll_algorithm_family(order[i]);
     if (!candidate(t, coll, a))

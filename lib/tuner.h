@@ -54,6 +54,9 @@ typedef struct rcoll_tune_choice {
   int algo;         /* family (algo.h); -1: none */
   size_t chunk;     /* pipeline chunk in bytes, a multiple of 64 */
   double time_us;   /* predicted */
+  /* The family's algorithm for the collective asked about (NULL with
+   * algo -1), kept so that a call need not look it up again. */
+  const rcoll_algorithm_t *desc;
 } rcoll_tune_choice_t;
 
 /* A communicator's model: parameters plus what the placement implies for
