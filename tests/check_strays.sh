@@ -39,7 +39,13 @@ fail() { echo "   FAILED: $*"; failed=1; }
 now_ms() { date +%s%3N; }
 
 # A port for the root; a collision shows as a failed listen, rarely.
-new_port() { P=$((20000 + RANDOM % 30000)); }
+# Below the kernel's ephemeral range: the floods here leave hundreds of
+# client ports in use, and a root port among them would fail to bind.
+new_port() {
+  local low
+  low=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+  P=$((20000 + RANDOM % (low - 20000)))
+}
 
 # Waits (10 s at most) until FILE holds a line matching PATTERN.
 wait_for() {
@@ -166,18 +172,20 @@ KEY=$(head -1 "$TMP/secret")
 
 echo "-- secret: RCOLL_COMM_SECRET on both ranks"
 pair env "RCOLL_COMM_SECRET=$KEY" "RCOLL_COMM_SECRET=$KEY"
-[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "exit status $rc0 and $rc1: $(tail -1 "$TMP/env.1.err")"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+  fail "exit status $rc0 and $rc1: $(tail -1 "$TMP/env.0.err") / $(tail -1 "$TMP/env.1.err")"
 ! grep -q "$NOSECRET" "$TMP"/env.*.err || fail "warned about a missing secret"
 
 echo "-- secret: RCOLL_COMM_SECRET_FILE on one rank, the same text in RCOLL_COMM_SECRET on the other"
 pair file "RCOLL_COMM_SECRET_FILE=$TMP/secret" "RCOLL_COMM_SECRET=$KEY"
-[[ $rc0 -eq 0 && $rc1 -eq 0 ]] || fail "exit status $rc0 and $rc1: $(tail -1 "$TMP/file.1.err")"
+[[ $rc0 -eq 0 && $rc1 -eq 0 ]] ||
+  fail "exit status $rc0 and $rc1: $(tail -1 "$TMP/file.0.err") / $(tail -1 "$TMP/file.1.err")"
 ! grep -q "$NOSECRET" "$TMP"/file.*.err || fail "warned about a missing secret"
 
 echo "-- secret: a rank with another secret is refused"
 RCOLL_TIMEOUT=4 pair wrong "RCOLL_COMM_SECRET=$KEY" "RCOLL_COMM_SECRET=x$KEY"
 [[ $rc1 -ne 0 ]] && grep -q "wrong secret" "$TMP/wrong.1.err" ||
-  fail "rank 1 was not refused (exit status $rc1): $(tail -1 "$TMP/wrong.1.err")"
+  fail "rank 1 was not refused (exit status $rc1): $(tail -1 "$TMP/wrong.1.err"); rank 0: $(tail -1 "$TMP/wrong.0.err")"
 [[ $rc0 -ne 0 ]] || fail "rank 0 completed a job without rank 1"
 
 echo "-- secret: none set warns once per process, however many communicators"

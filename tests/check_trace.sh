@@ -40,7 +40,7 @@ BENCH_ARGS=(-b 4M -e 4M -n 2 -w 1 -c 1)
 # Runs NRANKS processes of allreduce_perf launched from the environment;
 # TRACE_OF_RANK <r> prints the RCOLL_TRACE value rank r gets.
 run_procs() { # nranks out_prefix extra_env...
-  local n=$1 out=$2 port=${PORT:-$((20000 + RANDOM % 30000))}
+  local n=$1 out=$2 port=${PORT:-$((20000 + RANDOM % 12000))}
   shift 2
   local pids=()
   for ((r = 0; r < n; r++)); do
@@ -93,7 +93,7 @@ assert any(e.get("name") == "reduce" for f in glob.glob(sys.argv[1] + "/*.json")
 EOF
 
 echo "-- a rerun with the same RCOLL_COMM_ID into the same directory: a communicator apart"
-PORT=$((20000 + RANDOM % 30000))
+PORT=$((20000 + RANDOM % 12000)) # below the ephemeral ports (32768-)
 BENCH_ARGS=(-b 8 -e 8 -n 2 -w 1 -c 1)
 trace_of_rank() { echo "$TMP/rerun"; }
 PORT=$PORT run_procs 2 "$TMP/rerun" || fail "the first run failed"

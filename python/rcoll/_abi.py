@@ -51,6 +51,7 @@ REDOPS = {
     "rcollAvg": 4,
 }
 NUM_OPS = 5
+MAX_REDOP = 0x7FFFFFFF  # rcollMaxRedOp: ops made on a communicator lie below it
 
 UNIQUE_ID_BYTES = 128  # RCOLL_UNIQUE_ID_BYTES
 SPLIT_NOCOLOR = -1     # RCOLL_SPLIT_NOCOLOR

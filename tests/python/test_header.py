@@ -17,7 +17,8 @@ def header_text():
 def enum_body(text, typedef):
     m = re.search(r"typedef enum \{([^{}]*)\}\s*%s;" % typedef, text, re.S)
     assert m, "no enum %s in rcoll.h" % typedef
-    return dict((k, int(v)) for k, v in re.findall(r"(rcoll\w+)\s*=\s*(-?\d+)", m.group(1)))
+    return dict((k, int(v, 0))
+                for k, v in re.findall(r"(rcoll\w+)\s*=\s*(-?(?:0x[0-9a-fA-F]+|\d+))", m.group(1)))
 
 
 class HeaderAgrees(unittest.TestCase):
@@ -46,6 +47,7 @@ class HeaderAgrees(unittest.TestCase):
     def test_ops(self):
         got = enum_body(self.text, "rcollRedOp_t")
         self.assertEqual(got.pop("rcollNumOps"), _abi.NUM_OPS)
+        self.assertEqual(got.pop("rcollMaxRedOp"), _abi.MAX_REDOP)
         self.assertEqual(got, _abi.REDOPS)
 
     def test_sizes(self):
