@@ -416,6 +416,18 @@ check-rxe: $(LIB_A)
 	@tests/check_rxe.sh
 .PHONY: check-rxe
 
+# The lab course (docs/lab/README.md): `make lab-check EX=n` grades exercise
+# n in LAB_DIR (the student's copy, docs/lab, by default; tests/check_lab.sh
+# also grades the reference solutions, LAB_DIR=tests/lab/solutions).
+# tests/lab/lab-check.sh builds what an exercise needs from these objects
+# under $(BUILD)/lab/, never in the source tree.
+LAB_DIR ?= docs/lab
+lab-check: all $(LIB_INTERNAL) $(TEST_SUPPORT_A) $(TESTBIN)/conformance
+	@LAB_CC='$(CC)' LAB_CFLAGS='$(CFLAGS_BASE) $(DEP_CFLAGS) $(CFLAGS)' \
+	  LAB_LIB_CFLAGS='$(LIB_CFLAGS) $(CFLAGS)' LAB_LDLIBS='$(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)' \
+	  LAB_BUILD='$(BUILD)' tests/lab/lab-check.sh '$(EX)' '$(LAB_DIR)'
+.PHONY: lab-check
+
 # The library and the Criterion tests built and run as on a machine without
 # any optional library (no CUDA, verbs, UCX, hwloc), in build-nodeps/: CI
 # installs them all, so `make check` never sees this build. Not part of
@@ -514,6 +526,7 @@ help:
 	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
 	@echo "make check-without-deps  library and Criterion tests built without CUDA, verbs, UCX, hwloc (build-nodeps/)"
 	@echo "make tests      build the Criterion test binaries into tests/bin/"
+	@echo "make lab-check EX=n  grade exercise n of the lab course (docs/lab/README.md)"
 	@echo "make deps       install the Debian packages the build and tests need (scripts/setup-deps.sh)"
 	@echo "make install    [DESTDIR=] into configure's --prefix/--libdir/--includedir/--bindir (default"
 	@echo "                /usr/local/...), or PREFIX=, LIBDIR=, INCLUDEDIR=, BINDIR= given here:"
