@@ -57,6 +57,14 @@ conform() {
 if [[ $LAB_FAILED -eq 0 ]]; then
   conform "threads 1..8" -t 1,2,3,4,5,6,7,8 -s sweep -c 0,1,7,1031,65537
   conform "processes 3 and 5" -p 3,5 -s sweep -c 0,1,4099
+  # The library logs the algorithm of each call: make sure it was ours, not
+  # a fallback (an applies() that refuses, a name that does not match).
+  if RCOLL_ALGO=recdbl RCOLL_DEBUG=INFO lab_run 60 "$W/conformance" -t 3 -s sweep -c 100 2>&1 |
+       grep -q 'rcollAllReduce: .* via recdbl/'; then
+    lab_pass "the library really ran recdbl (RCOLL_DEBUG=INFO logs \"rcollAllReduce ... via recdbl\")"
+  else
+    lab_fail "with RCOLL_ALGO=recdbl the library's log shows no all-reduce run by recdbl"
+  fi
 else
   lab_fail "conformance not run: the plans must pass first (a wrong plan can hang real ranks)"
 fi

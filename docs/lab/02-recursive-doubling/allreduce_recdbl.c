@@ -6,6 +6,8 @@
  * its whole partial result with partner rank ^ 2^s and adds the partner's
  * copy into its own. After k steps every rank holds the sum of all.
  * Rank counts that are not a power of two fold first (see the README). */
+#include <math.h>
+
 #include "algo.h"
 #include "reduce.h"
 #include "tune_cost.h"
@@ -46,15 +48,14 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 /* Each step pays a latency and moves the whole vector, then adds it
  * (given: the tuner's model, not graded). */
 static double cost(const rcoll_tuner_t *t, double m, size_t c) {
-  (void)c;
-  double gamma = rcoll_cost_beta(t->prm.reduce_gbps), time = 0;
+  double gamma = rcoll_cost_beta(t->prm.reduce_gbps), time = 0, cs = fmin((double)c, m);
   if (t->rhd_rem > 0) { /* fold in and hand back: the whole vector twice */
     rcoll_cost_link_t l = rcoll_cost_link(t, t->fold_cross, t->fold_share);
-    time += 2 * (l.lat + m * l.b) + m * gamma;
+    time += 2 * (l.lat + rcoll_cost_chunks(m, c) * rcoll_cost_msg_us(l, cs) + m * l.b) + m * gamma;
   }
   for (int s = 0; s < t->rhd_steps && s < RCOLL_TUNE_MAX_STEPS; s++) {
     rcoll_cost_link_t l = rcoll_cost_link(t, t->step_cross[s], t->step_share[s]);
-    time += l.lat + m * l.b + m * gamma;
+    time += l.lat + rcoll_cost_chunks(m, c) * rcoll_cost_msg_us(l, cs) + m * l.b + m * gamma;
   }
   return time;
 }

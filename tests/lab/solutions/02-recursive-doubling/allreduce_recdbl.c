@@ -27,6 +27,8 @@
  * (chunk, step) is a round with one send and one receive per rank, both
  * depending only on earlier rounds, planned in the same order by both
  * partners: the earliest unfinished round can always complete. */
+#include <math.h>
+
 #include "algo.h"
 #include "reduce.h"
 #include "tune_cost.h"
@@ -114,17 +116,17 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
   }
 }
 
-/* Each step pays a latency and moves the whole vector, then adds it. */
+/* Each step pays a latency, a message per chunk and the whole vector, then
+ * adds it. */
 static double cost(const rcoll_tuner_t *t, double m, size_t c) {
-  (void)c;
-  double gamma = rcoll_cost_beta(t->prm.reduce_gbps), time = 0;
+  double gamma = rcoll_cost_beta(t->prm.reduce_gbps), time = 0, cs = fmin((double)c, m);
   if (t->rhd_rem > 0) { /* fold in and hand back: the whole vector twice */
     rcoll_cost_link_t l = rcoll_cost_link(t, t->fold_cross, t->fold_share);
-    time += 2 * (l.lat + m * l.b) + m * gamma;
+    time += 2 * (l.lat + rcoll_cost_chunks(m, c) * rcoll_cost_msg_us(l, cs) + m * l.b) + m * gamma;
   }
   for (int s = 0; s < t->rhd_steps && s < RCOLL_TUNE_MAX_STEPS; s++) {
     rcoll_cost_link_t l = rcoll_cost_link(t, t->step_cross[s], t->step_share[s]);
-    time += l.lat + m * l.b + m * gamma;
+    time += l.lat + rcoll_cost_chunks(m, c) * rcoll_cost_msg_us(l, cs) + m * l.b + m * gamma;
   }
   return time;
 }
