@@ -59,8 +59,8 @@ if [[ $LAB_FAILED -eq 0 ]]; then
   conform "processes 3 and 5" -p 3,5 -s sweep -c 0,1,4099
   # The library logs the algorithm of each call: make sure it was ours, not
   # a fallback (an applies() that refuses, a name that does not match).
-  if RCOLL_ALGO=recdbl RCOLL_DEBUG=INFO lab_run 60 "$W/conformance" -t 3 -s sweep -c 100 2>&1 |
-       grep -q 'rcollAllReduce: .* via recdbl/'; then
+  RCOLL_ALGO=recdbl RCOLL_DEBUG=INFO lab_run 60 "$W/conformance" -t 3 -s sweep -c 100 > "$W/info.log" 2>&1
+  if grep -q 'rcollAllReduce: .* via recdbl/' "$W/info.log"; then
     lab_pass "the library really ran recdbl (RCOLL_DEBUG=INFO logs \"rcollAllReduce ... via recdbl\")"
   else
     lab_fail "with RCOLL_ALGO=recdbl the library's log shows no all-reduce run by recdbl"
