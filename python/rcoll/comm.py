@@ -267,6 +267,52 @@ class Communicator:
                    (s.ptr, r.ptr, r.count, r.dtype, _op(op)), (s, r), stream)
         return r.obj
 
+    def all_to_all(self, sendbuf, recvbuf, stream=None):
+        """sendbuf and recvbuf hold size blocks of equal length: block j of
+        sendbuf goes to rank j, block i of recvbuf comes from rank i."""
+        s = as_buf(sendbuf, "rcollAlltoAll", "sendbuf")
+        r = as_buf(recvbuf, "rcollAlltoAll", "recvbuf", True)
+        self._same_type("rcollAlltoAll", s, r)
+        if r.count != s.count or s.count % self.size:
+            raise InvalidArgumentError("rcollAlltoAll", 3, "sendbuf has %d elements and recvbuf %d; "
+                                       "both need %d ranks x the same block"
+                                       % (s.count, r.count, self.size))
+        self._call("rcollAlltoAll", lib.rcollAlltoAll,
+                   (s.ptr, r.ptr, s.count // self.size, s.dtype), (s, r), stream)
+        return r.obj
+
+    def _rooted_blocks(self, name, small, big, root, what):
+        """gather's and scatter's shape check: on the root, big holds size
+        blocks of len(small); elsewhere big is unused and may be None."""
+        if big is not None:
+            self._same_type(name, small, big)
+        if self.rank == int(root) and (big is None or big.count != small.count * self.size):
+            raise InvalidArgumentError(name, 2, "the root's %s needs %d ranks x %d elements, got %s"
+                                       % (what, self.size, small.count,
+                                          "none" if big is None else big.count))
+
+    def gather(self, sendbuf, recvbuf=None, root=0, stream=None):
+        """Rank i's sendbuf lands in block i of the root's recvbuf (which
+        only the root needs)."""
+        s = as_buf(sendbuf, "rcollGather", "sendbuf")
+        r = None if recvbuf is None else as_buf(recvbuf, "rcollGather", "recvbuf", True)
+        self._rooted_blocks("rcollGather", s, r, root, "recvbuf")
+        self._call("rcollGather", lib.rcollGather,
+                   (s.ptr, r.ptr if r else None, s.count, s.dtype, int(root)),
+                   (s, r) if r else (s,), stream)
+        return r.obj if r else None
+
+    def scatter(self, sendbuf, recvbuf, root=0, stream=None):
+        """Block i of the root's sendbuf (which only the root needs) lands in
+        rank i's recvbuf."""
+        r = as_buf(recvbuf, "rcollScatter", "recvbuf", True)
+        s = None if sendbuf is None else as_buf(sendbuf, "rcollScatter", "sendbuf")
+        self._rooted_blocks("rcollScatter", r, s, root, "sendbuf")
+        self._call("rcollScatter", lib.rcollScatter,
+                   (s.ptr if s else None, r.ptr, r.count, r.dtype, int(root)),
+                   (s, r) if s else (r,), stream)
+        return r.obj
+
     def send(self, buf, peer, stream=None):
         b = as_buf(buf, "rcollSend", "buf")
         self._call("rcollSend", lib.rcollSend, (b.ptr, b.count, b.dtype, int(peer)), (b,), stream)

@@ -393,6 +393,13 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
 
     def alltoall_base(self, output, input, output_split_sizes, input_split_sizes, opts=None):
         n = self._size
+        if (not output_split_sizes and not input_split_sizes and input.is_contiguous()
+                and output.is_contiguous() and input.numel() == output.numel()):
+            stream = _stream_for([input, output])
+
+            def run(comm):
+                comm.all_to_all(_flat(input), _flat(output), stream=stream)
+            return self._submit(self._coll, [output], run, _nbytes(input))
         outs = _split(output, output_split_sizes, n, "all_to_all_single output")
         ins = _split(input, input_split_sizes, n, "all_to_all_single input")
         return self._alltoall(outs, ins, [output])
@@ -404,15 +411,28 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         return self._alltoall(list(output_tensors), list(input_tensors), output_tensors)
 
     def _alltoall(self, outs, ins, result):
+        stream = _stream_for(ins + outs)
+        me, n = self._rank, self._size
+        if len({o.numel() for o in outs + ins}) == 1:
+            # Equal blocks (all_to_all_single without splits, or equal
+            # splits): one rcollAlltoAll over staged contiguous copies.
+            so = torch.empty((n,) + tuple(ins[0].shape), dtype=ins[0].dtype, device=ins[0].device)
+
+            def run(comm):
+                si = torch.stack([i.contiguous() for i in ins])
+                comm.all_to_all(_flat(si), _flat(so), stream=stream)
+                for o, block in zip(outs, so):
+                    o.copy_(block.view(o.shape))
+            return self._submit(self._coll, result, run, _nbytes(*ins))
+        # Uneven splits: NCCL has no all-to-all-v either; a group of sends
+        # and receives is what ProcessGroupNCCL does too.
         so = [_Staged(o, copy_in=False) for o in outs]
         si = [_Staged(i) for i in ins]
-        stream = _stream_for(ins + outs)
-        me = self._rank
 
         def run(comm):
             so[me].flat().copy_(si[me].flat())
             with rcoll.group():
-                for p in range(comm.size):
+                for p in range(n):
                     if p != me:
                         comm.send(si[p].flat(), p, stream=stream)
                         comm.recv(so[p].flat(), p, stream=stream)
@@ -425,21 +445,14 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         outs = _one_list(output_tensors, "gather") if me == root else []
         if me == root:
             _check_list(outs, t, self._size, "gather output")
-        si, so = _Staged(t), [_Staged(o, copy_in=False) for o in outs]
-        stream = _stream_for([t])
+        si, stream = _Staged(t), _stream_for([t])
+        flat = (torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
+                if me == root else None)
 
         def run(comm):
-            with rcoll.group():
-                if me == root:
-                    for p in range(comm.size):
-                        if p != me:
-                            comm.recv(so[p].flat(), p, stream=stream)
-                else:
-                    comm.send(si.flat(), root, stream=stream)
-            if me == root:
-                so[me].c.copy_(si.c)
-                for s in so:
-                    s.back()
+            comm.gather(si.flat(), None if flat is None else _flat(flat), root=root, stream=stream)
+            for o, block in zip(outs, flat if flat is not None else []):
+                o.copy_(block)
         return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size)
 
     def scatter(self, output_tensors, input_tensors, opts):
@@ -447,19 +460,11 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         ins = _one_list(input_tensors, "scatter") if me == root else []
         if me == root:
             _check_list(ins, t, self._size, "scatter input")
-        so, si = _Staged(t, copy_in=False), [_Staged(i) for i in ins]
-        stream = _stream_for([t])
+        so, stream = _Staged(t, copy_in=False), _stream_for([t])
 
         def run(comm):
-            with rcoll.group():
-                if me == root:
-                    for p in range(comm.size):
-                        if p != me:
-                            comm.send(si[p].flat(), p, stream=stream)
-                else:
-                    comm.recv(so.flat(), root, stream=stream)
-            if me == root:
-                so.c.copy_(si[me].c)
+            flat = torch.stack([i.contiguous() for i in ins]) if me == root else None
+            comm.scatter(None if flat is None else _flat(flat), so.flat(), root=root, stream=stream)
             so.back()
         return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size)
 

@@ -43,6 +43,13 @@ def collectives(rank, size, uid):
             b = data(rank, t)
             c.broadcast(b, root=size - 1)
             out["broadcast", t] = b
+            a2a = np.empty(N * size, dtype=t)
+            c.all_to_all(data(rank, t, N * size), a2a)
+            out["alltoall", t] = a2a
+            out["gather", t] = c.gather(data(rank, t), g if rank == 0 else None, root=0)
+            sc = np.empty(N, dtype=t)
+            c.scatter(data(rank, t, N * size) if rank == 1 else None, sc, root=1)
+            out["scatter", t] = sc
         a = data(rank, "float32")
         c.all_reduce(a, op="avg")
         out["avg"] = a
@@ -84,6 +91,12 @@ class NumpyCollectives(unittest.TestCase):
             for r in range(n):
                 np.testing.assert_array_equal(self.res[r]["allgather", t], stack.reshape(-1))
                 np.testing.assert_array_equal(self.res[r]["broadcast", t], data(n - 1, t))
+                # block r of every rank's all-to-all input, in rank order
+                blocks = [data(q, t, N * n)[N * r:N * (r + 1)] for q in range(n)]
+                np.testing.assert_array_equal(self.res[r]["alltoall", t], np.concatenate(blocks))
+                np.testing.assert_array_equal(self.res[r]["scatter", t], data(1, t, N * n)[N * r:N * (r + 1)])
+            np.testing.assert_array_equal(self.res[0]["gather", t], stack.reshape(-1))
+            self.assertIsNone(self.res[1]["gather", t])
         avg = np.mean(np.stack([data(r, "float32") for r in range(n)]), axis=0, dtype=np.float32)
         for r in range(n):
             np.testing.assert_allclose(self.res[r]["avg"], avg, rtol=1e-6)

@@ -98,6 +98,14 @@ def sweep(rank, size, port):
             return o
         both("all_to_all_single %s" % dt, a2a)
 
+        def a2av(g, dt=dt):
+            # uneven splits: rank r sends p + 1 elements to rank p
+            ins = [p + 1 for p in range(size)]
+            o = torch.zeros((rank + 1) * size, dtype=dt)
+            dist.all_to_all_single(o, inputs(rank, dt, sum(ins)), [rank + 1] * size, ins, group=g)
+            return o
+        both("all_to_all_single uneven %s" % dt, a2av)
+
         def ga(g, dt=dt):
             o = [torch.zeros(12, dtype=dt) for _ in range(size)] if rank == 0 else None
             dist.gather(inputs(rank, dt), o, dst=0, group=g)
