@@ -122,13 +122,13 @@ static void *watch(void *arg) {
   fflush(stdout);
   for (int i = 0; i < dog.nthreads; i++) {
     lc_rank_t *r = &dog.ranks[i];
-    int peer = atomic_load(&r->peer);
-    fprintf(stderr, "rcoll_linkcheck: -T %d s passed: rank %d was measuring %s", dog.seconds,
-            atomic_load(&r->who), lc_phase_name(atomic_load(&r->phase)));
-    if (atomic_load(&r->phase) == LC_PHASE_LATENCY || atomic_load(&r->phase) == LC_PHASE_BANDWIDTH)
-      fprintf(stderr, " with rank %d in round %d of %d", peer, atomic_load(&r->round) + 1,
-              lc_rounds(r->nranks));
-    fprintf(stderr, "\n");
+    char doing[128];
+    lc_describe(r, doing, sizeof doing);
+    int who = atomic_load(&r->who);
+    if (who >= 0)
+      fprintf(stderr, "rcoll_linkcheck: -T %d s passed: rank %d was %s\n", dog.seconds, who, doing);
+    else
+      fprintf(stderr, "rcoll_linkcheck: -T %d s passed: thread %d was %s\n", dog.seconds, i, doing);
   }
   bench_world_abort(dog.world, LC_EXIT_ERROR);
 }
@@ -219,7 +219,6 @@ static void *rank_main(void *arg) {
   lc_rank_t *r = arg;
   r->rank = bench_world_comm_init(r->world, r->thread, &r->comm);
   atomic_store(&r->who, r->rank);
-  r->nranks = r->world->nranks;
   r->buf = malloc(r->opts->bytes);
   r->rtt = malloc((size_t)r->opts->pings * sizeof *r->rtt);
   r->bw = malloc((size_t)r->opts->iters * sizeof *r->bw);
@@ -267,7 +266,8 @@ int main(int argc, char **argv) {
   if (!ranks)
     return LC_EXIT_ERROR;
   for (int i = 0; i < o.nthreads; i++) {
-    ranks[i] = (lc_rank_t){.opts = &o, .world = &world, .thread = i, .rank = -1};
+    ranks[i] = (lc_rank_t){.opts = &o, .world = &world, .thread = i, .rank = -1,
+                           .nranks = world.nranks};
     atomic_init(&ranks[i].peer, -1);
     atomic_init(&ranks[i].who, -1);
   }

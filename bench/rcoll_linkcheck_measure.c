@@ -23,18 +23,32 @@ static double now_us(void) {
   return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
 }
 
-const char *lc_phase_name(int phase) {
-  static const char *names[] = {"the communicator", "latency", "bandwidth",
-                                "the gather of results to rank 0", "nothing"};
-  return phase >= 0 && phase <= LC_PHASE_DONE ? names[phase] : "?";
+void lc_describe(lc_rank_t *r, char *buf, size_t len) {
+  int phase = atomic_load(&r->phase), round = atomic_load(&r->round) + 1;
+  int rounds = lc_rounds(r->nranks);
+  switch (phase) {
+  case LC_PHASE_INIT: snprintf(buf, len, "setting up its communicator"); break;
+  case LC_PHASE_WAIT:
+    snprintf(buf, len, "waiting for every rank to start round %d of %d", round, rounds);
+    break;
+  case LC_PHASE_LATENCY:
+  case LC_PHASE_BANDWIDTH:
+    snprintf(buf, len, "measuring %s with rank %d in round %d of %d",
+             phase == LC_PHASE_LATENCY ? "latency" : "bandwidth", atomic_load(&r->peer), round,
+             rounds);
+    break;
+  case LC_PHASE_GATHER: snprintf(buf, len, "sending its results to rank 0"); break;
+  default: snprintf(buf, len, "done"); break;
+  }
 }
 
 static void check(lc_rank_t *r, rcollResult_t res, const char *fn, int peer) {
   if (res == rcollSuccess)
     return;
+  char doing[128];
+  lc_describe(r, doing, sizeof doing);
   fflush(stdout);
-  fprintf(stderr, "rank %d: %s with rank %d failed while measuring %s (round %d): %s : %s\n",
-          r->rank, fn, peer, lc_phase_name(atomic_load(&r->phase)), atomic_load(&r->round),
+  fprintf(stderr, "rank %d: %s with rank %d failed while %s: %s : %s\n", r->rank, fn, peer, doing,
           rcollGetErrorString(res), rcollGetLastError(r->comm));
   rcollCommAbort(r->comm);
   bench_world_abort(r->world, LC_EXIT_ERROR);
@@ -117,10 +131,11 @@ void lc_measure_all(lc_rank_t *r) {
   for (int round = 0; round < rounds; round++) {
     /* Pairs start together, so that a rank is in one pair at a time and
      * the pairs of a round share the network only with each other. */
-    bench_world_barrier(r->world, r->thread);
     int peer = lc_partner(r->nranks, round, r->rank);
     atomic_store(&r->round, round);
     atomic_store(&r->peer, peer);
+    atomic_store(&r->phase, LC_PHASE_WAIT);
+    bench_world_barrier(r->world, r->thread);
     if (peer >= 0)
       measure_pair(r, peer);
   }

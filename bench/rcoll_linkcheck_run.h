@@ -9,8 +9,8 @@
 #include "common_impl.h"
 #include "rcoll_linkcheck.h"
 
-enum lc_phase { LC_PHASE_INIT = 0, LC_PHASE_LATENCY, LC_PHASE_BANDWIDTH, LC_PHASE_GATHER,
-                LC_PHASE_DONE };
+enum lc_phase { LC_PHASE_INIT = 0, LC_PHASE_WAIT, LC_PHASE_LATENCY, LC_PHASE_BANDWIDTH,
+                LC_PHASE_GATHER, LC_PHASE_DONE };
 
 typedef struct lc_rank {
   const lc_opts_t *opts;
@@ -31,6 +31,8 @@ typedef struct lc_rank {
 /* Runs every round; fills r->row (latency, bandwidth, transport). A failed
  * call ends the run, naming the peer and what was being measured. */
 void lc_measure_all(lc_rank_t *r);
-const char *lc_phase_name(int phase);
+/* What the rank is doing, for errors and -T: "measuring bandwidth with
+ * rank 2 in round 1 of 3". Safe from another thread. */
+void lc_describe(lc_rank_t *r, char *buf, size_t len);
 
 #endif

@@ -52,6 +52,13 @@ refused "threads 0" "-t '0'" -t 0
 refused "stray argument" "unexpected argument 'extra'" extra
 refused "one rank" "a link needs two" -t 1
 refused "unwritable JSON" "/nonexistent-dir/x.json" -t 2 -b 64K -n 1 -k 4 -J /nonexistent-dir/x.json
+# -T: a rank whose peer never comes is ended after 2 s, saying where it was.
+port=$((20000 + RANDOM % 20000))
+out=$(RANK=0 WORLD_SIZE=2 RCOLL_COMM_ID=127.0.0.1:$port RCOLL_COMM_SECRET=linkcheck$$ RCOLL_TIMEOUT=60 \
+      timeout 60 "$TOOL" -T 2 2>&1)
+rc=$?
+((rc == 2)) && grep -q -- "-T 2 s passed: thread 0 was setting up its communicator" <<<"$out" ||
+  fail "-T 2 with a missing rank: status $rc, want 2 and the watchdog's line: $out"
 "$TOOL" --help | grep -q -- "--threshold F" || fail "--help does not describe --threshold"
 for n in $(seq 2 12); do
   "$TOOL" --print-schedule "$n" >"$SCRATCH/sched.$n" || fail "--print-schedule $n: status $?"
@@ -200,6 +207,27 @@ grep -qE '^node ' "$SCRATCH/rank0.out" && fail "namespaces: a node named slow"
 check_json "$SCRATCH/ns.json" 4 socket "1-2 2-1" || fail "namespaces: JSON"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["hosts"]==["node-a","node-b","node-c","node-d"], d["hosts"]' \
   "$SCRATCH/ns.json" || fail "namespaces: hosts in JSON"
+
+# -T in the middle of the slow pair's measurements: round 1 pairs 0-3 and
+# 1-2 (--print-schedule 4), and 1-2's 40 messages each way take 7 s over
+# 100 Mbit/s, so 3 s after the start ranks 1 and 2 are still at it.
+echo "-- -T 3 while rank 1 and rank 2 measure their link"
+pids=()
+for r in 0 1 2 3; do
+  ip netns exec "$NETNS_PREFIX-n$((r + 1))" env RANK=$r WORLD_SIZE=4 RCOLL_COMM_ID="$SUB.1:$((port + 1))" \
+    RCOLL_NET=socket RCOLL_HOSTID="${hosts[r]}" RCOLL_TIMEOUT=120 RCOLL_COMM_SECRET=linkcheck$$ \
+    timeout 120 "$TOOL" -b 1M -n 40 -k 10 -T 3 >"$SCRATCH/t$r.out" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1 2 3; do
+  wait "${pids[r]}"
+  rc=$?
+  ((rc == 2)) || fail "-T 3: rank $r status $rc, want 2"
+done
+for r in 1 2; do
+  grep -E -- "-T 3 s passed: rank $r was measuring (latency|bandwidth) with rank $((3 - r)) in round 1 of 3" \
+    "$SCRATCH/t$r.out" || { fail "-T 3: rank $r does not say it was measuring with rank $((3 - r))"; cat "$SCRATCH/t$r.out"; }
+done
 
 echo "check_linkcheck: $((SECONDS - T0)) s in all"
 exit $failed
