@@ -251,7 +251,7 @@ int lc_analyze(lc_analysis_t *a, int n, const char (*hosts)[LC_HOST_MAX], const 
   a->slow_nodes = calloc(2 * (size_t)n + 1, sizeof *a->slow_nodes);
   if (!a->node_of || !a->class_of || !a->bw_ratio || !a->lat_ratio || !a->outliers ||
       !a->slow_nodes)
-    return -1;
+    goto fail;
   /* Number the nodes 0, 1, ... in the order of their first ranks. */
   nodes_of(n, links, a->node_of);
   for (int r = 0; r < n; r++)
@@ -259,9 +259,14 @@ int lc_analyze(lc_analysis_t *a, int n, const char (*hosts)[LC_HOST_MAX], const 
   for (size_t i = 0; i < nn; i++)
     a->class_of[i] = i / n == i % n ? -1 : link_class(a, links[i].transport);
   if (link_ratios(a) != 0)
-    return -1;
+    goto fail;
   find_link_outliers(a);
-  return find_slow_nodes(a);
+  if (find_slow_nodes(a) != 0)
+    goto fail;
+  return 0;
+fail:
+  lc_analysis_free(a);
+  return -1;
 }
 
 void lc_analysis_free(lc_analysis_t *a) {

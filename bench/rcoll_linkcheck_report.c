@@ -35,9 +35,9 @@ static void print_matrix(FILE *f, const lc_analysis_t *a, int what) {
 
 void lc_report_print(FILE *f, const lc_analysis_t *a, const lc_opts_t *o, double seconds) {
   int n = a->nranks;
-  fprintf(f, "# rcoll_linkcheck: %d ranks on %d nodes, %d round%s; %zu bytes x %d per direction, "
-             "%d round trips of 8 bytes\n", n, a->nnodes, lc_rounds(n), lc_rounds(n) == 1 ? "" : "s",
-          o->bytes, o->iters, o->pings);
+  fprintf(f, "# rcoll_linkcheck: %d ranks on %d node%s, %d round%s; %zu bytes x %d per direction, "
+             "%d round trips of 8 bytes\n", n, a->nnodes, a->nnodes == 1 ? "" : "s", lc_rounds(n),
+          lc_rounds(n) == 1 ? "" : "s", o->bytes, o->iters, o->pings);
   print_matrix(f, a, LC_BANDWIDTH);
   print_matrix(f, a, LC_LATENCY);
   fprintf(f, "# Median over %d links: bandwidth %.3f GB/s, latency %.1f us\n", n * (n - 1),
@@ -54,7 +54,7 @@ void lc_report_print(FILE *f, const lc_analysis_t *a, const lc_opts_t *o, double
   for (int i = 0; i < a->noutliers; i++)
     fprintf(f, "%s\n", a->outliers[i].text);
   if (!a->node_check)
-    fprintf(f, "# Nodes: %d, too few to tell a slow node from its peers (3 or more)\n", a->nnodes);
+    fprintf(f, "# Nodes: %d, too few to tell a slow node from its peer (it takes 3)\n", a->nnodes);
   for (int i = 0; i < a->nslow_nodes; i++)
     fprintf(f, "%s\n", a->slow_nodes[i].text);
   if (a->noutliers || a->nslow_nodes)
