@@ -106,6 +106,9 @@ typedef struct lc_analysis {
 } lc_analysis_t;
 
 double lc_median(const double *v, int n);
+/* With an even count: side > 0 the upper middle value, side < 0 the lower,
+ * 0 their mean (lc_median). */
+double lc_median_side(const double *v, int n, int side);
 /* Fills a from the matrix; hosts must already be unique per node
  * (lc_label_hosts). Returns 0, or -1 when out of memory. */
 int lc_analyze(lc_analysis_t *a, int nranks, const char (*hosts)[LC_HOST_MAX],

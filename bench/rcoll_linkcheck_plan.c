@@ -37,7 +37,7 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-double lc_median(const double *v, int n) {
+double lc_median_side(const double *v, int n, int side) {
   if (n <= 0)
     return 0;
   double *s = malloc((size_t)n * sizeof *s);
@@ -45,9 +45,13 @@ double lc_median(const double *v, int n) {
     return 0;
   memcpy(s, v, (size_t)n * sizeof *s);
   qsort(s, (size_t)n, sizeof *s, cmp_double);
-  double m = n % 2 ? s[n / 2] : (s[n / 2 - 1] + s[n / 2]) / 2;
+  double lo = s[(n - 1) / 2], hi = s[n / 2];
   free(s);
-  return m;
+  return side > 0 ? hi : side < 0 ? lo : (lo + hi) / 2;
+}
+
+double lc_median(const double *v, int n) {
+  return lc_median_side(v, n, 0);
 }
 
 /* ------------------------------------------------------------ hosts */
@@ -112,6 +116,12 @@ static int link_class(lc_analysis_t *a, const char *transport) {
   return a->nclasses++;
 }
 
+/* Where an even count splits, the reference is the better of the two middle
+ * values, not their mean: one slow node of four touches exactly half the
+ * links, and the mean of a slow and a fast link would hide them all. */
+#define LC_BETTER_BANDWIDTH 1
+#define LC_BETTER_LATENCY (-1)
+
 /* Medians over every link and per class, then each link's ratios. */
 static int link_ratios(lc_analysis_t *a) {
   int n = a->nranks, nl = n * (n - 1);
@@ -129,12 +139,12 @@ static int link_ratios(lc_analysis_t *a) {
         bw[k++] = a->links[i].bandwidth_gbps;
       }
     if (pass < 0) {
-      a->median_latency_us = lc_median(lat, k);
-      a->median_bandwidth_gbps = lc_median(bw, k);
+      a->median_latency_us = lc_median_side(lat, k, LC_BETTER_LATENCY);
+      a->median_bandwidth_gbps = lc_median_side(bw, k, LC_BETTER_BANDWIDTH);
     } else {
       a->classes[pass].links = k;
-      a->classes[pass].latency_us = lc_median(lat, k);
-      a->classes[pass].bandwidth_gbps = lc_median(bw, k);
+      a->classes[pass].latency_us = lc_median_side(lat, k, LC_BETTER_LATENCY);
+      a->classes[pass].bandwidth_gbps = lc_median_side(bw, k, LC_BETTER_BANDWIDTH);
     }
   }
   free(lat);
@@ -223,7 +233,8 @@ static int find_slow_nodes(lc_analysis_t *a) {
             size_t i = (size_t)s * n + d;
             v[k++] = what == LC_BANDWIDTH ? a->bw_ratio[i] : a->lat_ratio[i];
           }
-      double ratio = lc_median(v, k);
+      double ratio = lc_median_side(v, k, what == LC_BANDWIDTH ? LC_BETTER_BANDWIDTH
+                                                                : LC_BETTER_LATENCY);
       if (k == 0 || !out_of_line(a, what, ratio))
         continue;
       lc_slow_node_t *sn = &a->slow_nodes[a->nslow_nodes++];

@@ -57,9 +57,12 @@ void lc_report_print(FILE *f, const lc_analysis_t *a, const lc_opts_t *o, double
     fprintf(f, "# Nodes: %d, too few to tell a slow node from its peer (it takes 3)\n", a->nnodes);
   for (int i = 0; i < a->nslow_nodes; i++)
     fprintf(f, "%s\n", a->slow_nodes[i].text);
+  int nodes = 0; /* a node slow in bandwidth and latency has two entries */
+  for (int i = 0; i < a->nslow_nodes; i++)
+    nodes += i == 0 || a->slow_nodes[i].node != a->slow_nodes[i - 1].node;
   if (a->noutliers || a->nslow_nodes)
     fprintf(f, "# FAILED: %d link measurement%s and %d node%s out of line\n", a->noutliers,
-            a->noutliers == 1 ? "" : "s", a->nslow_nodes, a->nslow_nodes == 1 ? "" : "s");
+            a->noutliers == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s");
   else
     fprintf(f, "# OK: every link and node within the threshold\n");
   fprintf(f, "# Run time: %.2f s\n", seconds);

@@ -10,8 +10,11 @@
 #      goes through tests/netns/wire.c with a 2 ms delay and a 100 Mbit/s
 #      cap (host routes send only that pair's traffic over it): status 1,
 #      and the outlier lines and the JSON name that link, both ways, for
-#      bandwidth and latency, and no other link or node.
-# Part 3 needs root, iproute2 and /dev/net/tun; without them it is skipped
+#      bandwidth and latency, and no other link or node; -T 3 in the middle
+#      of that pair ends the run and says so;
+#   4. the same four "nodes" with all of one node's traffic slowed: every
+#      link of its rank, and that node alone, are named.
+# Parts 3 and 4 need root, iproute2 and /dev/net/tun; without them it is skipped
 # (status 77 when nothing else failed). The thresholds leave a wide margin
 # on a shared machine: the slowed link is about 100x under the others'
 # bandwidth and 20x over their latency, and the test flags 10x (part 3) or
@@ -23,7 +26,18 @@ make --no-print-directory bench/rcoll_linkcheck >/dev/null || exit 1
 TOOL=${BENCH_DIR:-$ROOT/bench}/rcoll_linkcheck
 command -v python3 >/dev/null || { echo "check_linkcheck: SKIP: no python3"; exit 77; }
 SCRATCH=$(mktemp -d /tmp/rcoll-check-linkcheck.XXXXXX)
-cleanup() { [[ ${NETNS_NODES:-0} != 0 ]] && netns_down; rm -rf "$SCRATCH"; }
+# Our own wire.c switches stop before the namespaces go (netns_down would
+# kill -9 them, and bash would report it).
+WIRES=()
+stop_wires() {
+  local p
+  for p in "${WIRES[@]}"; do
+    kill "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
+  WIRES=()
+}
+cleanup() { stop_wires; [[ ${NETNS_NODES:-0} != 0 ]] && netns_down; rm -rf "$SCRATCH"; }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
@@ -154,6 +168,7 @@ slow_path() {
   netns_wire_build || return 1
   # shellcheck disable=SC2086 # spec is a list of key=value words
   ip netns exec "$HUB" "$NETNS_WIRE" $spec lcs$a lcs$b >"$SCRATCH/slow.out" 2>"$SCRATCH/slow.log" &
+  WIRES+=($!)
   for ((tries = 0; tries < 100; tries++)); do
     grep -q ready "$SCRATCH/slow.out" 2>/dev/null && break
     sleep 0.05
@@ -228,6 +243,64 @@ for r in 1 2; do
   grep -E -- "-T 3 s passed: rank $r was measuring (latency|bandwidth) with rank $((3 - r)) in round 1 of 3" \
     "$SCRATCH/t$r.out" || { fail "-T 3: rank $r does not say it was measuring with rank $((3 - r))"; cat "$SCRATCH/t$r.out"; }
 done
+
+# ------------------------------------------------- 4. a slow node
+# Node 4 leaves the bridge: its veth is replaced by a wire.c port whose
+# other end is a TAP in the hub's bridge, so all of rank 3's traffic is
+# slowed. Every link of rank 3 is out of line, and node-d is named as a
+# slow node; no other node is (each has 2 slow links out of 6).
+echo "-- 4 namespaces, all of node 4's path through wire.c (delay=2ms rate=100mbit)"
+stop_wires
+netns_down
+NETNS_PREFIX=linkcheck$$n
+HUB=$NETNS_PREFIX-hub
+netns_up 4 || { fail "cannot create namespaces"; exit 1; }
+slow_node() { # N SPEC
+  local n=$1 spec=$2 tries
+  ip -n "$HUB" link del "h$n" || return 1 # and v$n with it
+  # shellcheck disable=SC2086 # spec is a list of key=value words
+  ip netns exec "$HUB" "$NETNS_WIRE" $spec lcn$n lcb$n >"$SCRATCH/node.out" 2>"$SCRATCH/node.log" &
+  WIRES+=($!)
+  for ((tries = 0; tries < 100; tries++)); do
+    grep -q ready "$SCRATCH/node.out" 2>/dev/null && break
+    sleep 0.05
+  done
+  grep -q ready "$SCRATCH/node.out" || { cat "$SCRATCH/node.log"; return 1; }
+  ip -n "$HUB" link set "lcb$n" master br0 || return 1
+  ip -n "$HUB" link set "lcb$n" up
+  ip -n "$HUB" link set "lcn$n" netns "$NETNS_PREFIX-n$n" || return 1
+  ip -n "$NETNS_PREFIX-n$n" addr add "$SUB.$n/24" dev "lcn$n"
+  ip -n "$NETNS_PREFIX-n$n" link set "lcn$n" up
+}
+slow_node 4 "delay=2ms rate=100mbit" || { fail "cannot slow node 4's path"; exit 1; }
+t_start=$SECONDS
+pids=()
+for r in 0 1 2 3; do
+  ip netns exec "$NETNS_PREFIX-n$((r + 1))" env RANK=$r WORLD_SIZE=4 RCOLL_COMM_ID="$SUB.1:$((port + 2))" \
+    RCOLL_NET=socket RCOLL_HOSTID="${hosts[r]}" RCOLL_TIMEOUT=120 RCOLL_COMM_SECRET=linkcheck$$ \
+    timeout 400 "$TOOL" -b 1M -n 3 -k 20 --threshold 0.1 -T 300 -J "$SCRATCH/node.json" \
+    >"$SCRATCH/node$r.out" 2>&1 &
+  pids+=($!)
+done
+for r in 0 1 2 3; do
+  wait "${pids[r]}"
+  rc=$?
+  ((rc == 1)) || { fail "slow node: rank $r status $rc, want 1"; tail -n 5 "$SCRATCH/node$r.out"; }
+done
+echo "   4 ranks, one slow node: $((SECONDS - t_start)) s from launch to exit"
+grep -E '^# (Median|FAILED|OK|Run time)|^(rank|node) ' "$SCRATCH/node0.out" | sed 's/^/   /'
+python3 - "$SCRATCH/node.json" <<'PY' || { fail "slow node: JSON"; cat "$SCRATCH/node0.out"; }
+import json, sys
+d = json.load(open(sys.argv[1]))
+got = {(o["src"], o["dst"], o["what"]) for o in d["outliers"]}
+want = {(s, t, w) for s, t in [(3, 0), (3, 1), (3, 2), (0, 3), (1, 3), (2, 3)]
+        for w in ("bandwidth", "latency")}
+assert got == want, sorted(got ^ want)
+nodes = sorted((n["host"], n["ranks"], n["what"]) for n in d["slow_nodes"])
+assert nodes == [("node-d", [3], "bandwidth"), ("node-d", [3], "latency")], nodes
+for n in d["slow_nodes"]:
+    assert n["links"] == 6 and n["text"].startswith("node node-d (rank 3): "), n
+PY
 
 echo "check_linkcheck: $((SECONDS - T0)) s in all"
 exit $failed

@@ -54,6 +54,9 @@ Test(linkcheck, median_of_odd_and_even_counts) {
   cr_assert_float_eq(lc_median(odd, 3), 3, 1e-12);
   cr_assert_float_eq(lc_median(even, 4), 2.5, 1e-12);
   cr_assert_float_eq(lc_median(odd, 0), 0, 1e-12);
+  cr_assert_float_eq(lc_median_side(even, 4, 1), 3, 1e-12);
+  cr_assert_float_eq(lc_median_side(even, 4, -1), 2, 1e-12);
+  cr_assert_float_eq(lc_median_side(odd, 3, 1), 3, 1e-12);
 }
 
 /* ------------------------------------------------------------ analysis */
@@ -65,20 +68,25 @@ typedef struct world {
   lc_link_t links[N * N];
 } world_t;
 
-/* N ranks on nodes given by node[r], every link at `bw` GB/s and `lat` us
- * (node-local ones on shm, others on socket, at 10x and 1/10 of that). */
-static void make_world(world_t *w, const int *node, double bw, double lat) {
+/* n <= N ranks on nodes given by node[r], every link at `bw` GB/s and `lat`
+ * us (node-local ones on shm, others on socket, at 10x and 1/10 of that);
+ * link src -> dst is links[src * n + dst]. */
+static void make_world_n(world_t *w, int n, const int *node, double bw, double lat) {
   memset(w, 0, sizeof *w);
-  for (int s = 0; s < N; s++) {
+  for (int s = 0; s < n; s++) {
     snprintf(w->hosts[s], LC_HOST_MAX, "node-%c", 'a' + node[s]);
-    for (int d = 0; d < N; d++) {
-      lc_link_t *l = &w->links[s * N + d];
+    for (int d = 0; d < n; d++) {
+      lc_link_t *l = &w->links[s * n + d];
       l->same_node = node[s] == node[d];
       l->bandwidth_gbps = l->same_node ? 10 * bw : bw;
       l->latency_us = l->same_node ? lat / 10 : lat;
       snprintf(l->transport, sizeof l->transport, "%s", l->same_node ? "shm" : "socket eth0 25000 Mb/s");
     }
   }
+}
+
+static void make_world(world_t *w, const int *node, double bw, double lat) {
+  make_world_n(w, N, node, bw, lat);
 }
 
 static const int one_per_node[N] = {0, 1, 2, 3, 4, 5};
@@ -159,6 +167,36 @@ Test(linkcheck, a_node_whose_links_are_all_slow) {
   cr_assert_eq(a.slow_nodes[0].nlinks, 2 * (N - 1));
   cr_assert_str_eq(a.slow_nodes[0].text,
                    "node node-d (rank 3): 0.25 of median bandwidth over its 10 links to other nodes");
+  lc_analysis_free(&a);
+}
+
+/* One slow node of four: half the links are slow, both ways. The better
+ * middle value stays the reference, so all six links and the node are
+ * named for latency as well as bandwidth (the mean of the middle values,
+ * half a slow link's latency, would let every latency pass at 2x). */
+Test(linkcheck, one_slow_node_of_four_touches_half_the_links) {
+  world_t w;
+  make_world_n(&w, 4, one_per_node, 2.0, 20.0);
+  for (int r = 0; r < 4; r++)
+    for (int s = 0; s < 4; s++)
+      if (r != s && (r == 3 || s == 3)) {
+        w.links[r * 4 + s].bandwidth_gbps = 0.02;
+        w.links[r * 4 + s].latency_us = 2000;
+      }
+  lc_analysis_t a;
+  cr_assert_eq(lc_analyze(&a, 4, (const char(*)[LC_HOST_MAX])w.hosts, w.links, 0.5), 0);
+  cr_assert_float_eq(a.median_bandwidth_gbps, 2.0, 1e-12);
+  cr_assert_float_eq(a.median_latency_us, 20.0, 1e-12);
+  cr_assert_eq(a.noutliers, 12, "6 links x bandwidth and latency, got %d", a.noutliers);
+  for (int i = 0; i < a.noutliers; i++)
+    cr_assert(a.outliers[i].src == 3 || a.outliers[i].dst == 3);
+  cr_assert_eq(a.nslow_nodes, 2);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(a.slow_nodes[i].node, 3);
+    cr_assert_eq(a.slow_nodes[i].what, i == 0 ? LC_BANDWIDTH : LC_LATENCY);
+  }
+  cr_assert_str_eq(a.slow_nodes[1].text,
+                   "node node-d (rank 3): 100.0\u00d7 median latency over its 6 links to other nodes");
   lc_analysis_free(&a);
 }
 
