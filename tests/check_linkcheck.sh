@@ -37,6 +37,7 @@ stop_wires() {
   done
   WIRES=()
 }
+# shellcheck disable=SC2317 # run by the EXIT trap
 cleanup() { stop_wires; [[ ${NETNS_NODES:-0} != 0 ]] && netns_down; rm -rf "$SCRATCH"; }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -71,8 +72,9 @@ port=$((20000 + RANDOM % 20000))
 out=$(RANK=0 WORLD_SIZE=2 RCOLL_COMM_ID=127.0.0.1:$port RCOLL_COMM_SECRET=linkcheck$$ RCOLL_TIMEOUT=60 \
       timeout 60 "$TOOL" -T 2 2>&1)
 rc=$?
-((rc == 2)) && grep -q -- "-T 2 s passed: thread 0 was setting up its communicator" <<<"$out" ||
+if ((rc != 2)) || ! grep -q -- "-T 2 s passed: thread 0 was setting up its communicator" <<<"$out"; then
   fail "-T 2 with a missing rank: status $rc, want 2 and the watchdog's line: $out"
+fi
 "$TOOL" --help | grep -q -- "--threshold F" || fail "--help does not describe --threshold"
 for n in $(seq 2 12); do
   "$TOOL" --print-schedule "$n" >"$SCRATCH/sched.$n" || fail "--print-schedule $n: status $?"
