@@ -137,7 +137,7 @@ FLAGS_STAMP := $(BUILD)/build-flags
 # bench/*.c except rcoll_info.c). With MPI found the bench is built by mpicc so
 # that mpiexec can launch it; the library itself never links MPI.
 BENCH_BINS := $(patsubst %.c,%,$(wildcard bench/*_perf.c))
-BENCH_COMMON_SRCS := $(filter-out bench/%_perf.c bench/rcoll_info.c bench/rcoll_tune.c bench/rcoll_sched%.c,$(wildcard bench/*.c))
+BENCH_COMMON_SRCS := $(filter-out bench/%_perf.c bench/rcoll_info.c bench/rcoll_tune.c bench/rcoll_sched%.c bench/rcoll_linkcheck%.c,$(wildcard bench/*.c))
 BENCH_COMMON_OBJS := $(BENCH_COMMON_SRCS:%.c=$(BUILD)/%.o)
 ifeq ($(RCOLL_HAVE_MPI),1)
 BENCH_CC := $(MPICC)
@@ -148,7 +148,8 @@ BENCH_DEFS :=
 endif
 INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info) \
             $(if $(wildcard bench/rcoll_tune.c),bench/rcoll_tune) \
-            $(if $(wildcard bench/rcoll_sched.c),bench/rcoll_sched)
+            $(if $(wildcard bench/rcoll_sched.c),bench/rcoll_sched) \
+            $(if $(wildcard bench/rcoll_linkcheck.c),bench/rcoll_linkcheck)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
 
 # ------------------------------------------------------------------ tests
@@ -255,6 +256,14 @@ bench/rcoll_tune: $(BUILD)/bench/rcoll_tune.o $(LIB_INTERNAL)
 bench/rcoll_sched: $(BUILD)/bench/rcoll_sched.o $(BUILD)/bench/rcoll_sched_svg.o $(LIB_INTERNAL)
 	$(call msg,LD,$@)$(CC) -o $@ $^ $(LDFLAGS_BASE) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 -include $(BUILD)/bench/rcoll_sched_svg.d
+
+# rcoll_linkcheck measures every pair's link over the public API, launched
+# as the benches are (their world and watchdog code, with MPI when found).
+LINKCHECK_OBJS := $(patsubst %.c,$(BUILD)/%.o,$(wildcard bench/rcoll_linkcheck*.c))
+bench/rcoll_linkcheck: $(LINKCHECK_OBJS) $(BENCH_COMMON_OBJS) $(LIB_SO)
+	$(call msg,LD,$@)$(BENCH_CC) -o $@ $(filter %.o,$^) -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../lib' \
+	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread -lm $(LDLIBS)
+-include $(LINKCHECK_OBJS:.o=.d)
 
 examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
 	@mkdir -p $(dir $@)
@@ -509,7 +518,7 @@ distcheck: dist
 # ------------------------------------------------------------------ housekeeping
 clean:
 	rm -rf build build-asan build-nodeps lib/librcoll.so lib/librcoll.so.* lib/librcoll.a tests/bin examples/bin \
-	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info bench/rcoll_tune bench/rcoll_sched
+	  $(patsubst %.c,%,$(wildcard bench/*_perf.c)) bench/rcoll_info bench/rcoll_tune bench/rcoll_sched bench/rcoll_linkcheck
 
 distclean: clean
 	rm -rf config.mk config.status config.log configure autom4te.cache pkgconfig/rcoll.pc rcoll-*.tar.gz
