@@ -437,9 +437,20 @@ demo:
 	+@$(SUBMAKE) $(BUILD_JOBS) all
 	+@$(SUBMAKE) demo-run
 
+# The run's -J file, plotted by scripts/rcoll-plot (exit status 3: no
+# matplotlib, which skips the plot and not the demo). The bench never
+# overwrites a JSON file (nccl-tests' habit), so the last one goes first.
+DEMO_JSON := $(BUILD)/demo/allreduce.json
+DEMO_PLOT := $(BUILD)/demo/allreduce.png
 demo-run: bench/allreduce_perf
 	@echo "== $(DEMO_CMD)   (2 ranks as threads in one process)"
-	@$(DEMO_CMD)
+	@mkdir -p $(dir $(DEMO_JSON)) && rm -f $(DEMO_JSON)
+	@$(DEMO_CMD) -J $(DEMO_JSON)
+	@scripts/rcoll-plot $(DEMO_JSON) -o $(DEMO_PLOT) >/dev/null; rc=$$?; \
+	 if [ $$rc = 0 ]; then echo "== plot of this run: $(DEMO_PLOT)"; \
+	 elif [ $$rc = 3 ] || [ $$rc = 126 ] || [ $$rc = 127 ]; then \
+	   echo "== no plot: scripts/rcoll-plot needs /usr/bin/python3 with matplotlib (apt-get install python3-matplotlib)"; \
+	 else exit $$rc; fi
 
 # ------------------------------------------------------------------ install
 # pkgconfig/rcoll.pc is written by configure (its Libs.private from the

@@ -23,14 +23,22 @@ def size_label(n):
     return f"{n}B"
 
 
-def size_ticks(lo, hi, most=12):
-    """Powers of two covering [lo, hi], every k-th one so that at most `most` carry a label."""
-    a = int(math.floor(math.log2(max(lo, 1))))
-    b = int(math.ceil(math.log2(max(hi, 1))))
-    step = 1
-    while (b - a) // step + 1 > most:
-        step += 1
-    return [1 << e for e in range(a, b + 1, step)], [1 << e for e in range(a, b + 1)]
+def size_ticks(sizes, most=13):
+    """(major, minor) ticks of the size axis: every power of two is a minor
+    tick; the labelled ones fall on the sweep's own sizes (8B, 32B, 128B for
+    -f 4) and are thinned, a whole number of sweep steps apart, to `most`."""
+    exps = sorted({int(math.log2(s)) for s in sizes if s & (s - 1) == 0})
+    lo = int(math.floor(math.log2(min(sizes))))
+    hi = int(math.ceil(math.log2(max(sizes))))
+    step = 0
+    for e in exps[1:]:
+        step = math.gcd(step, e - exps[0])
+    step = step or 1
+    first = exps[0] if exps and len(exps) == len(set(sizes)) else lo
+    k = step
+    while (hi - first) // k + 1 > most:
+        k += step
+    return [1 << e for e in range(first, hi + 1, k)], [1 << e for e in range(lo, hi + 1)]
 
 
 def time_label(us, _pos=None):
@@ -45,8 +53,8 @@ def _time_axis(ax):
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(ticker.FuncFormatter(time_label))
     lo, hi = ax.get_ylim()
-    if hi / lo < 1000:
-        # over three decades or fewer, one label per decade is too few: add 2x and 5x
+    if hi / lo < 1e4:
+        # over four decades or fewer, one label per decade is too few: add 2x and 5x
         ax.yaxis.set_minor_locator(ticker.LogLocator(base=10, subs=(2.0, 5.0)))
         ax.yaxis.set_minor_formatter(ticker.FuncFormatter(time_label))
     else:
@@ -84,7 +92,7 @@ def _points(run, place, panel):
 def _size_axis(ax, runs, show_labels):
     sizes = [s for r in runs for s, _ in r["rows"] if s > 0]
     ax.set_xscale("log", base=2)
-    major, minor = size_ticks(min(sizes), max(sizes))
+    major, minor = size_ticks(sizes)
     ax.set_xticks(minor, minor=True)
     ax.set_xticks(major)
     ax.set_xticklabels([size_label(s) for s in major] if show_labels else [])
@@ -122,9 +130,11 @@ def plot(runs, labels, out, metric, place, limits, title):
         name, index = PANELS[panel]
         if panel == "time" and runs[0]["time_key"] == "cpu_time":
             name = "CPU time per call"
-        for run, label in zip(runs, labels):
+        for i, (run, label) in enumerate(zip(runs, labels)):
             xs, ys = _points(run, place, index)
-            ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.5, label=label)
+            # the gid names the line's group in an SVG (tests/check_plot.sh reads it)
+            ax.plot(xs, ys, marker="o", markersize=3.5, linewidth=1.5, label=label,
+                    gid=f"run{i}-{panel}")
         ax.set_ylabel(name)
         ax.grid(True, which="major", alpha=0.35)
         ax.grid(True, which="minor", axis="x", alpha=0.12)

@@ -69,7 +69,8 @@ def _panel(fig, ax, lc, key, title, unit, fmt, cmap_name, what):
     for o in lc["outliers"]:
         if o["what"] == what:
             ax.add_patch(plt.Rectangle((o["dst"] - 0.5, o["src"] - 0.5), 1, 1, fill=False,
-                                       edgecolor="red", linewidth=3))
+                                       edgecolor="red", linewidth=3,
+                                       gid=f"outlier-{what}-{o['src']}-{o['dst']}"))
     fig.colorbar(im, ax=ax, shrink=0.8).set_label(unit)
 
 
