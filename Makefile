@@ -150,6 +150,10 @@ INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info) \
             $(if $(wildcard bench/rcoll_tune.c),bench/rcoll_tune) \
             $(if $(wildcard bench/rcoll_sched.c),bench/rcoll_sched)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
+# An MPI example needs mpicc (its rules are with the other examples' below).
+ifneq ($(RCOLL_HAVE_MPI),1)
+EXAMPLE_BINS := $(filter-out examples/bin/mpi_allreduce,$(EXAMPLE_BINS))
+endif
 
 # ------------------------------------------------------------------ tests
 # tests/test_X.c is one Criterion binary, TESTBIN/test_X. Any other
@@ -264,6 +268,29 @@ examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
 $(BUILD)/examples/%.o: examples/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Examples that need more than the library. mpi_allreduce includes <mpi.h>:
+# the MPI compiler wrapper configure found builds it, and without one it is
+# not built (EXAMPLE_BINS above). device_buffers is built always: with the
+# CUDA runtime (-DWITH_CUDA) where configure found a toolkit, else as a
+# program that says it needs a GPU. Explicit rules with their own flags, as
+# target-specific variables would reach the library (a prerequisite) too.
+$(BUILD)/examples/mpi_allreduce.o: examples/mpi_allreduce.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$@)$(MPICC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+examples/bin/mpi_allreduce: $(BUILD)/examples/mpi_allreduce.o $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)$(MPICC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
+	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread $(LDLIBS)
+ifeq ($(RCOLL_HAVE_CUDA),1)
+$(BUILD)/examples/device_buffers.o: examples/device_buffers.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) -DWITH_CUDA $(CUDA_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+examples/bin/device_buffers: $(BUILD)/examples/device_buffers.o $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)$(CC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
+	  $(LDFLAGS_BASE) $(LDFLAGS) $(CUDA_LIBS) -pthread $(LDLIBS)
+endif
 
 $(BUILD)/tests/%.o: tests/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
