@@ -89,13 +89,13 @@ def _points(run, place, panel):
     return xs, ys
 
 
-def _size_axis(ax, runs, show_labels):
+def _size_axis(ax, runs):
     sizes = [s for r in runs for s, _ in r["rows"] if s > 0]
     ax.set_xscale("log", base=2)
     major, minor = size_ticks(sizes)
     ax.set_xticks(minor, minor=True)
     ax.set_xticks(major)
-    ax.set_xticklabels([size_label(s) for s in major] if show_labels else [])
+    ax.set_xticklabels([size_label(s) for s in major])
     ax.set_xticklabels([], minor=True)
     ax.set_xlim(min(sizes) / 1.3, max(sizes) * 1.3)
 
@@ -143,7 +143,7 @@ def plot(runs, labels, out, metric, place, limits, title):
         else:
             ax.set_ylim(bottom=0)
             _limits(ax, limits)
-        _size_axis(ax, runs, show_labels=True)
+        _size_axis(ax, runs)
     axes[-1].set_xlabel("message size (bytes, log2 scale)")
     axes[0].legend(loc="upper left", fontsize=9, framealpha=0.9)
     what = {"busbw": "bus bandwidth", "time": "time"}
