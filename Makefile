@@ -547,7 +547,7 @@ print-ldlibs:
 
 help:
 	@echo "make            build lib/librcoll.so, lib/librcoll.a, bench/*_perf, bench/rcoll_info, examples"
-	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark"
+	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark and plot it"
 	@echo "make check      install deps if needed, build, run all tests (Criterion, tests/check_*.sh, ASan)"
 	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
 	@echo "make check-without-deps  library and Criterion tests built without CUDA, verbs, UCX, hwloc (build-nodeps/)"
