@@ -151,6 +151,10 @@ INFO_BIN := $(if $(wildcard bench/rcoll_info.c),bench/rcoll_info) \
             $(if $(wildcard bench/rcoll_sched.c),bench/rcoll_sched) \
             $(if $(wildcard bench/rcoll_linkcheck.c),bench/rcoll_linkcheck)
 EXAMPLE_BINS := $(patsubst examples/%.c,examples/bin/%,$(wildcard examples/*.c))
+# An MPI example needs mpicc (its rules are with the other examples' below).
+ifneq ($(RCOLL_HAVE_MPI),1)
+EXAMPLE_BINS := $(filter-out examples/bin/mpi_allreduce,$(EXAMPLE_BINS))
+endif
 
 # ------------------------------------------------------------------ tests
 # tests/test_X.c is one Criterion binary, TESTBIN/test_X. Any other
@@ -273,6 +277,29 @@ examples/bin/%: $(BUILD)/examples/%.o $(LIB_SO)
 $(BUILD)/examples/%.o: examples/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+
+# Examples that need more than the library. mpi_allreduce includes <mpi.h>:
+# the MPI compiler wrapper configure found builds it, and without one it is
+# not built (EXAMPLE_BINS above). device_buffers is built always: with the
+# CUDA runtime (-DWITH_CUDA) where configure found a toolkit, else as a
+# program that says it needs a GPU. Explicit rules with their own flags, as
+# target-specific variables would reach the library (a prerequisite) too.
+$(BUILD)/examples/mpi_allreduce.o: examples/mpi_allreduce.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$@)$(MPICC) $(CFLAGS_BASE) $(CFLAGS) -MMD -MP -c $< -o $@
+examples/bin/mpi_allreduce: $(BUILD)/examples/mpi_allreduce.o $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)$(MPICC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
+	  $(LDFLAGS_BASE) $(LDFLAGS) -pthread $(LDLIBS)
+ifeq ($(RCOLL_HAVE_CUDA),1)
+$(BUILD)/examples/device_buffers.o: examples/device_buffers.c $(FLAGS_STAMP)
+	@mkdir -p $(dir $@)
+	$(call msg,CC,$@)$(CC) $(CFLAGS_BASE) -DWITH_CUDA $(CUDA_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+examples/bin/device_buffers: $(BUILD)/examples/device_buffers.o $(LIB_SO)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)$(CC) -o $@ $< -L$(LIBOUT) -lrcoll -Wl,-rpath,'$$ORIGIN/../../lib' \
+	  $(LDFLAGS_BASE) $(LDFLAGS) $(CUDA_LIBS) -pthread $(LDLIBS)
+endif
 
 $(BUILD)/tests/%.o: tests/%.c $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
@@ -458,9 +485,20 @@ demo:
 	+@$(SUBMAKE) $(BUILD_JOBS) all
 	+@$(SUBMAKE) demo-run
 
+# The run's -J file, plotted by scripts/rcoll-plot (exit status 3: no
+# matplotlib, which skips the plot and not the demo). The bench never
+# overwrites a JSON file (nccl-tests' habit), so the last one goes first.
+DEMO_JSON := $(BUILD)/demo/allreduce.json
+DEMO_PLOT := $(BUILD)/demo/allreduce.png
 demo-run: bench/allreduce_perf
 	@echo "== $(DEMO_CMD)   (2 ranks as threads in one process)"
-	@$(DEMO_CMD)
+	@mkdir -p $(dir $(DEMO_JSON)) && rm -f $(DEMO_JSON)
+	@$(DEMO_CMD) -J $(DEMO_JSON)
+	@scripts/rcoll-plot $(DEMO_JSON) -o $(DEMO_PLOT) >/dev/null; rc=$$?; \
+	 if [ $$rc = 0 ]; then echo "== plot of this run: $(DEMO_PLOT)"; \
+	 elif [ $$rc = 3 ] || [ $$rc = 126 ] || [ $$rc = 127 ]; then \
+	   echo "== no plot: scripts/rcoll-plot needs /usr/bin/python3 with matplotlib (apt-get install python3-matplotlib)"; \
+	 else exit $$rc; fi
 
 # ------------------------------------------------------------------ install
 # pkgconfig/rcoll.pc is written by configure (its Libs.private from the
@@ -530,7 +568,7 @@ print-ldlibs:
 
 help:
 	@echo "make            build lib/librcoll.so, lib/librcoll.a, bench/*_perf, bench/rcoll_info, examples"
-	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark"
+	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark and plot it"
 	@echo "make check      install deps if needed, build, run all tests (Criterion, tests/check_*.sh, ASan)"
 	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
 	@echo "make check-without-deps  library and Criterion tests built without CUDA, verbs, UCX, hwloc (build-nodeps/)"
