@@ -19,10 +19,20 @@
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
   if (comm == NULL)
     return rcoll_error(rcollInvalidArgument, "%s: comm is NULL", fn);
-  if (comm->magic == RCOLL_COMM_DEAD)
-    return rcoll_error(rcollInvalidUsage, "%s: comm was already destroyed", fn);
+  switch (rcoll_comm_registry_state(comm)) {
+  case RCOLL_COMM_DESTROYED:
+    return rcoll_error(rcollInvalidUsage, "%s: comm %p was already destroyed (or aborted)", fn,
+                       (const void *)comm);
+  case RCOLL_COMM_UNKNOWN:
+    return rcoll_error(rcollInvalidArgument, "%s: comm %p is not a valid communicator", fn,
+                       (const void *)comm);
+  default:
+    break;
+  }
+  /* Live in the registry: the memory is ours, and the magic only guards
+   * against the library's own bugs. */
   if (comm->magic != RCOLL_COMM_MAGIC)
-    return rcoll_error(rcollInvalidArgument, "%s: comm is not a valid communicator", fn);
+    return rcoll_error(rcollInternalError, "%s: comm %p is registered but corrupt", fn, (const void *)comm);
   return rcollSuccess;
 }
 
@@ -85,7 +95,8 @@ static void comm_free(struct rcollComm *c) {
   free(c->pending);
   free(c->scratch_reader);
   free(c->scratch);
-  c->magic = RCOLL_COMM_DEAD;
+  rcoll_comm_registry_remove(c);
+  c->magic = 0;
   free(c);
 }
 
@@ -129,6 +140,10 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
   if (c == NULL)
     return rcoll_error(rcollSystemError, "out of memory creating a communicator");
   c->magic = RCOLL_COMM_MAGIC;
+  if (rcoll_comm_registry_add(c) != rcollSuccess) {
+    free(c);
+    return rcollSystemError;
+  }
   c->rank = rank;
   c->nranks = nranks;
   rcollResult_t r = rcoll_settings_load(&c->settings);
@@ -189,8 +204,7 @@ RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm) {
  * engine checks the flag each pass and naps at most half a millisecond), then
  * tears everything down without talking to peers. */
 RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm) {
-  if (comm == NULL || comm->magic != RCOLL_COMM_MAGIC)
-    return rcoll_comm_check(comm, "rcollCommAbort");
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommAbort"));
   comm->aborted = 1;
   rcoll_comm_set_error(comm, rcollInvalidUsage);
   for (int spins = 0; comm->active > 0 && spins < 20000; spins++) {
@@ -201,6 +215,7 @@ RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm) {
     /* A thread is still inside a call (stuck in the transport): leak the
      * communicator rather than free memory under it. */
     RCOLL_WARN("rcollCommAbort: a call is still running on comm %p; its memory is left", (void *)comm);
+    rcoll_comm_registry_remove(comm); /* the handle is gone for the user all the same */
     return rcollSuccess;
   }
   comm_free(comm);
@@ -242,7 +257,7 @@ RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device) {
 }
 
 RCOLL_API const char *rcollGetLastError(rcollComm_t comm) {
-  if (comm != NULL && comm->magic == RCOLL_COMM_MAGIC && comm->last_error[0] != '\0')
+  if (comm != NULL && rcoll_comm_registry_state(comm) == RCOLL_COMM_LIVE && comm->last_error[0] != '\0')
     return comm->last_error;
   return rcoll_error_text();
 }

@@ -15,7 +15,6 @@
 #include "topo.h"
 
 #define RCOLL_COMM_MAGIC 0x6d6d6f636c6c6f63ull /* alive */
-#define RCOLL_COMM_DEAD 0x646165646c6c6f63ull  /* destroyed: catches use after destroy */
 #define RCOLL_MAX_SLOTS 16
 #define RCOLL_MAX_NETS 8 /* transports in lib/net.c's table */
 
@@ -132,8 +131,16 @@ struct rcollComm {
 /* Creates this rank's communicator (init.c validates the arguments). */
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config);
-/* Validates a handle passed by the user; errors name the calling function. */
+/* Validates a handle passed by the user; errors name the calling function.
+ * It asks the registry first, so a destroyed handle is never read. */
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn);
+
+/* The registry of live handles (comm_registry.c). */
+typedef enum { RCOLL_COMM_UNKNOWN, RCOLL_COMM_LIVE, RCOLL_COMM_DESTROYED } rcoll_comm_state_t;
+rcoll_comm_state_t rcoll_comm_registry_state(const void *comm);
+rcollResult_t rcoll_comm_registry_add(const void *comm);
+/* Marks the handle destroyed; called before its memory is freed. */
+void rcoll_comm_registry_remove(const void *comm);
 /* The transport used with a peer. */
 static inline const rcoll_transport_ops_t *rcoll_peer_net(const struct rcollComm *c, int peer) {
   return c->nets[c->peers[peer].net].ops;
