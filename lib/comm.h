@@ -124,6 +124,8 @@ struct rcollComm {
 
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;
+  _Atomic int revoked;     /* rcollCommRevoke: calls stop and are refused (shrink.c) */
+  char net_request[RCOLL_SETTING_STR_MAX]; /* the transport asked for ("": automatic), for shrink */
   _Atomic int active;      /* threads inside the engine: abort waits for them */
   char last_error[RCOLL_ERROR_TEXT_MAX];
 };
@@ -131,6 +133,12 @@ struct rcollComm {
 /* Creates this rank's communicator (init.c validates the arguments). */
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config);
+/* The same over a bootstrap already formed (rcollCommShrink's survivors),
+ * which the communicator takes over, or closes when it fails; the
+ * transports use the bootstrap's secret. net_name NULL: RCOLL_NET;
+ * timeout_ms 0: RCOLL_TIMEOUT. */
+rcollResult_t rcoll_comm_create_from(struct rcollComm **out, int nranks, int rank, rcoll_bootstrap_t *b,
+                                     const char *net_name, int64_t timeout_ms);
 /* Validates a handle passed by the user; errors name the calling function.
  * It asks the registry first, so a destroyed handle is never read. */
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn);
