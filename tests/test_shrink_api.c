@@ -206,3 +206,27 @@ Test(shrink_api, bad_arguments_are_refused_by_name) {
   cr_expect_eq(rcollCommDestroy(nc), rcollSuccess);
   cr_expect_eq(rcollCommDestroy(comm), rcollSuccess);
 }
+
+/* Rank 2 is alive but never calls rcollCommShrink, and nobody excluded it:
+ * ranks 0 and 1 give up after RCOLL_TIMEOUT (3 s here) with rcollTimeout
+ * and an error that names rank 2. */
+static void one_stays_away(job_t *j) {
+  if (j->rank != 2) {
+    j->r1 = rcollCommShrink(j->comm, NULL, 0, &j->sub, NULL, RCOLL_SHRINK_DEFAULT);
+    snprintf(j->error, sizeof j->error, "%s", rcollGetLastError(NULL));
+  }
+}
+
+Test(shrink_api, a_survivor_that_never_comes_is_named) {
+  setenv("RCOLL_TIMEOUT", "3", 1);
+  job_t jobs[3];
+  run_ranks(jobs, 3, one_stays_away);
+  for (int r = 0; r < 2; r++) {
+    cr_expect_eq(jobs[r].r1, rcollTimeout, "rank %d: %s", r, jobs[r].error);
+    cr_expect(strstr(jobs[r].error, "rank 2 (") != NULL, "rank %d: \"%s\" does not name rank 2", r,
+              jobs[r].error);
+    cr_expect_null(jobs[r].sub);
+  }
+  for (int r = 0; r < 3; r++)
+    cr_expect_eq(rcollCommDestroy(jobs[r].comm), rcollSuccess);
+}
