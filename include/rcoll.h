@@ -124,6 +124,24 @@ RCOLL_API rcollResult_t rcollCommInitFromEnv(rcollComm_t *comm, rcollConfig_t *c
 #define RCOLL_SPLIT_NOCOLOR -1
 RCOLL_API rcollResult_t rcollCommSplit(rcollComm_t comm, int color, int key, rcollComm_t *newcomm,
                                        rcollConfig_t *config);
+/* After a rank dies (NCCL 2.28's ncclCommShrink): every rank NOT in
+ * excludeRanksList calls it with the same list (any order), and gets a new
+ * communicator of the remaining ranks, numbered in the parent's order. The
+ * excluded ranks are never contacted (a listed rank that calls anyway gets
+ * *newcomm = NULL). config NULL: the parent's timeout and transport.
+ * RCOLL_SHRINK_ABORT first stops the parent's calls in other threads and
+ * closes its connections (then only destroy/abort may follow on it);
+ * RCOLL_SHRINK_DEFAULT leaves the parent as it is. docs/faults.md. */
+#define RCOLL_SHRINK_DEFAULT 0x00
+#define RCOLL_SHRINK_ABORT 0x01
+RCOLL_API rcollResult_t rcollCommShrink(rcollComm_t comm, int *excludeRanksList, int excludeRanksCount,
+                                        rcollComm_t *newcomm, rcollConfig_t *config, int shrinkFlags);
+/* Stops the calls running on comm in other threads and refuses later ones
+ * (rcollInvalidUsage, "revoked"); only rcollCommShrink, rcollCommDestroy and
+ * rcollCommAbort may follow. Local: each rank that is to stop calls it.
+ * revokeFlags must be RCOLL_REVOKE_DEFAULT. */
+#define RCOLL_REVOKE_DEFAULT 0x00
+RCOLL_API rcollResult_t rcollCommRevoke(rcollComm_t comm, int revokeFlags);
 RCOLL_API rcollResult_t rcollCommFinalize(rcollComm_t comm);
 RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm);
 RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm);

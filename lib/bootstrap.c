@@ -16,21 +16,9 @@
 #include "hello_pending.h"
 #include "log.h"
 
-typedef char rcoll_bootstrap_host_t[64];
+#include "bootstrap_priv.h"
 
-struct rcoll_bootstrap {
-  int rank, nranks;
-  uint64_t secret;
-  int64_t timeout_ms;
-  int left_fd, right_fd;
-  int broken; /* a ring operation failed: the ring's byte streams are out of step */
-  rcoll_bootstrap_host_t *hosts;
-};
-
-/* Records "<what>: <cause>", the cause being the text sockutil just
- * recorded. It is copied first: rcoll_error() rewrites that same buffer. */
-__attribute__((format(printf, 2, 3))) static rcollResult_t
-rcoll_bootstrap_fail(rcollResult_t rc, const char *fmt, ...) {
+rcollResult_t rcoll_bootstrap_fail(rcollResult_t rc, const char *fmt, ...) {
   char what[256], cause[RCOLL_ERROR_TEXT_MAX];
   va_list ap;
   snprintf(cause, sizeof(cause), "%s", rcoll_error_text());
@@ -63,7 +51,10 @@ void rcoll_bootstrap_close(rcoll_bootstrap_t *b) {
     shutdown(b->right_fd, SHUT_RDWR);
     close(b->right_fd);
   }
+  if (b->listen_fd >= 0)
+    close(b->listen_fd);
   free(b->hosts);
+  free(b->addrs);
   free(b);
 }
 
@@ -246,20 +237,26 @@ static rcollResult_t rcoll_ring_form(rcoll_bootstrap_t *b, int listen_fd,
 /* ------------------------------------------------------------------ */
 /* Init                                                                 */
 
-static rcollResult_t rcoll_bootstrap_new(const rcoll_settings_t *s, uint64_t secret, int rank,
-                                         int nranks, rcoll_bootstrap_t **out) {
+rcollResult_t rcoll_bootstrap_new(int64_t timeout_ms, uint64_t secret, int rank, int nranks,
+                                  rcoll_bootstrap_t **out) {
   rcoll_bootstrap_t *b = calloc(1, sizeof(*b));
-  if (b)
+  if (b) {
     b->hosts = calloc((size_t)nranks, sizeof(*b->hosts));
-  if (!b || !b->hosts) {
+    b->addrs = calloc((size_t)nranks, sizeof(*b->addrs));
+  }
+  if (!b || !b->hosts || !b->addrs) {
+    if (b) {
+      free(b->hosts);
+      free(b->addrs);
+    }
     free(b);
     return rcoll_error(rcollSystemError, "bootstrap: out of memory for %d ranks", nranks);
   }
   b->rank = rank;
   b->nranks = nranks;
   b->secret = secret;
-  b->timeout_ms = rcoll_bootstrap_timeout_ms(s);
-  b->left_fd = b->right_fd = -1;
+  b->timeout_ms = timeout_ms;
+  b->left_fd = b->right_fd = b->listen_fd = -1;
   *out = b;
   return rcollSuccess;
 }
@@ -284,8 +281,16 @@ static rcollResult_t rcoll_bootstrap_connect_all(rcoll_bootstrap_t *b, const rco
     rc = rcoll_rank_join(b, root, &listen_addr, table, deadline);
   if (rc == rcollSuccess)
     rc = rcoll_ring_form(b, listen_fd, table, deadline);
+  /* The listener stays open, and every rank's address is kept: the
+   * survivors of a dead rank build their new ring through them
+   * (bootstrap_shrink.c), with no root and without the dead. */
+  for (int i = 0; rc == rcollSuccess && i < b->nranks; i++)
+    b->addrs[i] = table[i].listen_addr;
   free(table);
-  close(listen_fd);
+  if (rc == rcollSuccess)
+    b->listen_fd = listen_fd;
+  else
+    close(listen_fd);
   return rc;
 }
 
@@ -299,7 +304,7 @@ rcollResult_t rcoll_bootstrap_init(const rcoll_settings_t *s, const rcollUniqueI
     return rcoll_error(rcollInvalidArgument, "bootstrap init: rank %d of nranks %d is out of range",
                        rank, nranks);
   RCOLL_CHECK(rcoll_bootstrap_id_decode(id, &dec));
-  RCOLL_CHECK(rcoll_bootstrap_new(s, dec.secret, rank, nranks, &b));
+  RCOLL_CHECK(rcoll_bootstrap_new(rcoll_bootstrap_timeout_ms(s), dec.secret, rank, nranks, &b));
   rcollResult_t rc = rcoll_bootstrap_connect_all(b, s, &dec.root);
   if (rc != rcollSuccess) {
     rcoll_bootstrap_close(b);

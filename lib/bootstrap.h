@@ -51,6 +51,17 @@ rcollResult_t rcoll_bootstrap_barrier(rcoll_bootstrap_t *b);
  * the neighbours' offsets into offsets to rank 0. */
 rcollResult_t rcoll_bootstrap_clock_left(rcoll_bootstrap_t *b, int rounds, int64_t (*now_ns)(void),
                                          int64_t *offset_ns, int64_t *rtt_ns);
+/* The survivors' bootstrap (bootstrap_shrink.c), formed without a root and
+ * without the excluded ranks: keep[0..nkeep) are the parent ranks that stay,
+ * in order, and this rank is keep[newrank]. Each survivor connects to its new
+ * right neighbour's parent listener; its intro carries `tag` (a hash of the
+ * exclude list) and nexcluded, so a survivor that passed another list is
+ * refused at once, with an error at both ends, instead of a hang. Every wait
+ * has the parent's timeout and names the peer. */
+rcollResult_t rcoll_bootstrap_shrink(rcoll_bootstrap_t *parent, const int *keep, int nkeep, int newrank,
+                                     uint64_t tag, int nexcluded, rcoll_bootstrap_t **out);
+/* The secret every connection of this bootstrap's communicator presents. */
+uint64_t rcoll_bootstrap_secret(const rcoll_bootstrap_t *b);
 /* Host name of a rank, as it reported it ("?" when unknown). */
 const char *rcoll_bootstrap_host(const rcoll_bootstrap_t *b, int rank);
 /* Closes connections; safe on NULL and after a failure. Abort-safe: never blocks. */

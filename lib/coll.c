@@ -128,7 +128,10 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
                               rcollStream_t stream) {
   int device = -1;
   rcollResult_t r = rcoll_comm_check(comm, d->name);
-  if (r == rcollSuccess && comm->async_error != rcollSuccess)
+  if (r == rcollSuccess && comm->revoked)
+    r = rcoll_error(rcollInvalidUsage, "%s: comm was revoked (rcollCommRevoke or RCOLL_SHRINK_ABORT); "
+                    "only rcollCommShrink, rcollCommDestroy and rcollCommAbort may follow", d->name);
+  else if (r == rcollSuccess && comm->async_error != rcollSuccess)
     r = rcoll_error(rcollInvalidUsage, "%s: communicator failed earlier (%s); destroy or abort it",
                     d->name, comm->last_error);
   if (r == rcollSuccess) {

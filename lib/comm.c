@@ -19,10 +19,20 @@
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
   if (comm == NULL)
     return rcoll_error(rcollInvalidArgument, "%s: comm is NULL", fn);
-  if (comm->magic == RCOLL_COMM_DEAD)
-    return rcoll_error(rcollInvalidUsage, "%s: comm was already destroyed", fn);
+  switch (rcoll_comm_registry_state(comm)) {
+  case RCOLL_COMM_DESTROYED:
+    return rcoll_error(rcollInvalidUsage, "%s: comm %p was already destroyed (or aborted)", fn,
+                       (const void *)comm);
+  case RCOLL_COMM_UNKNOWN:
+    return rcoll_error(rcollInvalidArgument, "%s: comm %p is not a valid communicator", fn,
+                       (const void *)comm);
+  default:
+    break;
+  }
+  /* Live in the registry: the memory is ours, and the magic only guards
+   * against the library's own bugs. */
   if (comm->magic != RCOLL_COMM_MAGIC)
-    return rcoll_error(rcollInvalidArgument, "%s: comm is not a valid communicator", fn);
+    return rcoll_error(rcollInternalError, "%s: comm %p is registered but corrupt", fn, (const void *)comm);
   return rcollSuccess;
 }
 
@@ -85,7 +95,8 @@ static void comm_free(struct rcollComm *c) {
   free(c->pending);
   free(c->scratch_reader);
   free(c->scratch);
-  c->magic = RCOLL_COMM_DEAD;
+  rcoll_comm_registry_remove(c);
+  c->magic = 0;
   free(c);
 }
 
@@ -121,30 +132,38 @@ static void comm_spin_policy(struct rcollComm *c) {
     c->spin_us = 0;
 }
 
-rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
-                                const rcollConfig_t *config) {
-  rcoll_bootstrap_id_t bid;
-  RCOLL_CHECK(rcoll_bootstrap_id_decode(id, &bid));
+/* The parts of a new communicator that come before its bootstrap. NULL
+ * only when even the struct could not be had; otherwise *r says whether the
+ * rest worked, and comm_finish frees on failure. */
+static struct rcollComm *comm_begin(int nranks, int rank, int64_t timeout_ms, rcollResult_t *r) {
   struct rcollComm *c = calloc(1, sizeof *c);
-  if (c == NULL)
-    return rcoll_error(rcollSystemError, "out of memory creating a communicator");
+  if (c == NULL) {
+    *r = rcoll_error(rcollSystemError, "out of memory creating a communicator");
+    return NULL;
+  }
   c->magic = RCOLL_COMM_MAGIC;
+  if ((*r = rcoll_comm_registry_add(c)) != rcollSuccess) {
+    free(c);
+    return NULL;
+  }
   c->rank = rank;
   c->nranks = nranks;
-  rcollResult_t r = rcoll_settings_load(&c->settings);
-  if (r == rcollSuccess) {
-    c->timeout_ms = c->settings.timeout * 1000;
-    if (config != NULL && config->timeoutMs > 0)
-      c->timeout_ms = config->timeoutMs;
+  *r = rcoll_settings_load(&c->settings);
+  if (*r == rcollSuccess) {
+    c->timeout_ms = timeout_ms > 0 ? timeout_ms : c->settings.timeout * 1000;
     comm_sizes(c);
-    r = comm_check_ifname(c);
+    *r = comm_check_ifname(c);
   }
+  if (*r == rcollSuccess)
+    *r = comm_alloc(c);
+  return c;
+}
+
+/* Everything after the bootstrap: transports, topology, trace, tuner. */
+static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const char *net_name,
+                                 uint64_t secret, const rcollUniqueId *id, struct rcollComm **out) {
   if (r == rcollSuccess)
-    r = comm_alloc(c);
-  if (r == rcollSuccess)
-    r = rcoll_bootstrap_init(&c->settings, id, rank, nranks, &c->bootstrap);
-  if (r == rcollSuccess)
-    r = rcoll_comm_open_nets(c, config ? config->netName : NULL, bid.secret);
+    r = rcoll_comm_open_nets(c, net_name, secret);
   if (r == rcollSuccess)
     comm_spin_policy(c);
   if (r == rcollSuccess)
@@ -160,8 +179,8 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
   }
   rcoll_plan_reset(&c->plan, c);
   RCOLL_INFO(RCOLL_SUB_INIT, "comm %p rank %d of %d on %s (node %d of %d, local rank %d of %d): "
-             "transports %s, chunk %zu B, %d slots", (void *)c, rank, nranks,
-             rcoll_bootstrap_host(c->bootstrap, rank), c->topo.node, c->topo.nnodes,
+             "transports %s, chunk %zu B, %d slots", (void *)c, c->rank, c->nranks,
+             rcoll_bootstrap_host(c->bootstrap, c->rank), c->topo.node, c->topo.nnodes,
              c->topo.local_rank, c->topo.local_nranks, c->net_summary, c->chunk_bytes, c->nslots);
   rcoll_comm_summary(c);
   rcoll_comm_topo_dump(c);
@@ -169,10 +188,43 @@ rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollU
   return rcollSuccess;
 }
 
+rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
+                                const rcollConfig_t *config) {
+  rcoll_bootstrap_id_t bid;
+  RCOLL_CHECK(rcoll_bootstrap_id_decode(id, &bid));
+  rcollResult_t r;
+  struct rcollComm *c = comm_begin(nranks, rank, config != NULL ? config->timeoutMs : 0, &r);
+  if (c == NULL)
+    return r;
+  if (r == rcollSuccess)
+    r = rcoll_bootstrap_init(&c->settings, id, rank, nranks, &c->bootstrap);
+  return comm_finish(c, r, config ? config->netName : NULL, bid.secret, id, out);
+}
+
+rcollResult_t rcoll_comm_create_from(struct rcollComm **out, int nranks, int rank, rcoll_bootstrap_t *b,
+                                     const char *net_name, int64_t timeout_ms) {
+  rcollResult_t r;
+  struct rcollComm *c = comm_begin(nranks, rank, timeout_ms, &r);
+  if (c == NULL) {
+    rcoll_bootstrap_close(b);
+    return r;
+  }
+  c->bootstrap = b;
+  /* The trace names a communicator by a hash of its unique id; this one
+   * has none, and its bootstrap's secret is as unique. */
+  rcollUniqueId id;
+  uint64_t secret = rcoll_bootstrap_secret(b);
+  memset(&id, 0, sizeof id);
+  memcpy(id.internal, &secret, sizeof secret);
+  return comm_finish(c, r, net_name, secret, &id, out);
+}
+
 RCOLL_API rcollResult_t rcollCommFinalize(rcollComm_t comm) {
   /* Calls on host buffers complete before they return; device calls queued
    * on the proxy are waited for. The error state is what finalize reports. */
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommFinalize"));
+  if (comm->revoked) /* as NCCL: a revoked communicator is destroyed, not finalized */
+    return rcoll_error(rcollInvalidUsage, "rcollCommFinalize: comm was revoked; destroy or abort it");
   RCOLL_CHECK(rcoll_device_ops.comm_drain(comm));
   return (rcollResult_t)comm->async_error;
 }
@@ -189,8 +241,7 @@ RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm) {
  * engine checks the flag each pass and naps at most half a millisecond), then
  * tears everything down without talking to peers. */
 RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm) {
-  if (comm == NULL || comm->magic != RCOLL_COMM_MAGIC)
-    return rcoll_comm_check(comm, "rcollCommAbort");
+  RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommAbort"));
   comm->aborted = 1;
   rcoll_comm_set_error(comm, rcollInvalidUsage);
   for (int spins = 0; comm->active > 0 && spins < 20000; spins++) {
@@ -201,6 +252,7 @@ RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm) {
     /* A thread is still inside a call (stuck in the transport): leak the
      * communicator rather than free memory under it. */
     RCOLL_WARN("rcollCommAbort: a call is still running on comm %p; its memory is left", (void *)comm);
+    rcoll_comm_registry_remove(comm); /* the handle is gone for the user all the same */
     return rcollSuccess;
   }
   comm_free(comm);
@@ -242,7 +294,7 @@ RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device) {
 }
 
 RCOLL_API const char *rcollGetLastError(rcollComm_t comm) {
-  if (comm != NULL && comm->magic == RCOLL_COMM_MAGIC && comm->last_error[0] != '\0')
+  if (comm != NULL && rcoll_comm_registry_state(comm) == RCOLL_COMM_LIVE && comm->last_error[0] != '\0')
     return comm->last_error;
   return rcoll_error_text();
 }

@@ -15,7 +15,6 @@
 #include "topo.h"
 
 #define RCOLL_COMM_MAGIC 0x6d6d6f636c6c6f63ull /* alive */
-#define RCOLL_COMM_DEAD 0x646165646c6c6f63ull  /* destroyed: catches use after destroy */
 #define RCOLL_MAX_SLOTS 16
 #define RCOLL_MAX_NETS 8 /* transports in lib/net.c's table */
 
@@ -125,6 +124,8 @@ struct rcollComm {
 
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;
+  _Atomic int revoked;     /* rcollCommRevoke: calls stop and are refused (shrink.c) */
+  char net_request[RCOLL_SETTING_STR_MAX]; /* the transport asked for ("": automatic), for shrink */
   _Atomic int active;      /* threads inside the engine: abort waits for them */
   char last_error[RCOLL_ERROR_TEXT_MAX];
 };
@@ -132,8 +133,22 @@ struct rcollComm {
 /* Creates this rank's communicator (init.c validates the arguments). */
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config);
-/* Validates a handle passed by the user; errors name the calling function. */
+/* The same over a bootstrap already formed (rcollCommShrink's survivors),
+ * which the communicator takes over, or closes when it fails; the
+ * transports use the bootstrap's secret. net_name NULL: RCOLL_NET;
+ * timeout_ms 0: RCOLL_TIMEOUT. */
+rcollResult_t rcoll_comm_create_from(struct rcollComm **out, int nranks, int rank, rcoll_bootstrap_t *b,
+                                     const char *net_name, int64_t timeout_ms);
+/* Validates a handle passed by the user; errors name the calling function.
+ * It asks the registry first, so a destroyed handle is never read. */
 rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn);
+
+/* The registry of live handles (comm_registry.c). */
+typedef enum { RCOLL_COMM_UNKNOWN, RCOLL_COMM_LIVE, RCOLL_COMM_DESTROYED } rcoll_comm_state_t;
+rcoll_comm_state_t rcoll_comm_registry_state(const void *comm);
+rcollResult_t rcoll_comm_registry_add(const void *comm);
+/* Marks the handle destroyed; called before its memory is freed. */
+void rcoll_comm_registry_remove(const void *comm);
 /* The transport used with a peer. */
 static inline const rcoll_transport_ops_t *rcoll_peer_net(const struct rcollComm *c, int peer) {
   return c->nets[c->peers[peer].net].ops;

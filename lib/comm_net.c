@@ -117,6 +117,7 @@ rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, ui
   for (int t = 0; t < rcoll_net_count(); t++)
     RCOLL_CHECK(rcoll_net_check_ops(rcoll_net_at(t)));
   const char *want = (net_name && *net_name) ? net_name : c->settings.net;
+  snprintf(c->net_request, sizeof c->net_request, "%s", want);
   rcoll_rank_info_t *me = &c->infos[c->rank];
   rcoll_topo_hostid(&c->settings, me->hostid);
   me->flags = c->settings.trace[0] != '\0' ? RCOLL_RANK_TRACING : 0;

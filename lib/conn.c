@@ -219,8 +219,9 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
       int done = 0;
       RCOLL_CHECK(conn_round(c, plans[i], &done));
       all &= done;
-      if (c->aborted)
-        return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted", c->rank);
+      if (c->aborted || c->revoked)
+        return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s", c->rank,
+                           c->aborted ? "aborted" : "revoked");
     }
     if (all)
       return rcollSuccess;
@@ -234,8 +235,10 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
 
 void rcoll_conn_close_all(struct rcollComm *c) {
   for (int i = 0; c->pending != NULL && i < c->maxpending; i++)
-    if (c->pending[i].recv_comm != NULL)
+    if (c->pending[i].recv_comm != NULL) {
       c->nets[c->pending[i].net].ops->close_recv(c->pending[i].recv_comm);
+      c->pending[i].recv_comm = NULL; /* rcollCommShrink closes before destroy does */
+    }
   c->npending = 0;
   for (int peer = 0; c->peers != NULL && peer < c->nranks; peer++) {
     rcoll_peer_t *pe = &c->peers[peer];

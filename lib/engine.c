@@ -327,9 +327,9 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       rcoll_plan_t *p = plans[i];
       if (p->head == p->nsteps)
         continue;
-      if (p->comm->aborted)
-        return rcoll_error(rcollInvalidUsage, "rank %d: communicator aborted during the call",
-                           p->comm->rank);
+      if (p->comm->aborted || p->comm->revoked)
+        return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s during the call", p->comm->rank,
+                           p->comm->aborted ? "aborted" : "revoked (rcollCommRevoke or rcollCommShrink)");
       moved += plan_progress(p, &err);
       if (err != rcollSuccess)
         return err;

@@ -27,6 +27,7 @@ step() { # name command...
 
 step "binding agrees with include/rcoll.h" "$PY" -m unittest -v test_header
 step "NumPy collectives, errors, dead peer" "$PY" -m unittest -v test_numpy
+step "shrink after a rank dies" "$PY" -m unittest -v test_shrink
 step "examples/python/numpy_allreduce.py" "$PY" examples/python/numpy_allreduce.py
 if [[ -x examples/bin/c_trainer ]]; then
   step "examples/c_trainer under mpiexec -n 2" timeout 120 mpiexec -n 2 \

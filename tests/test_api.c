@@ -125,9 +125,8 @@ Test(api, null_comm_is_refused_everywhere) {
 }
 
 /* A handle that is not a communicator (here garbage-filled memory) is
- * detected by its magic. A destroyed communicator's memory is freed, so
- * passing it again is use after free; that cannot be tested safely under
- * ASan, and garbage is what such memory holds. */
+ * refused without being read: the registry of live handles does not know
+ * it (lib/comm_registry.c). Destroyed handles: tests/test_comm_handle.c. */
 Test(api, garbage_comm_handle_is_refused) {
   static const unsigned char fills[] = {0x00, 0x5a, 0xff};
   float b[N] = {0};

@@ -82,6 +82,8 @@ _PROTOS = {
     "rcollCommInitRankConfig": (R, [ctypes.POINTER(COMM), I, _abi.UniqueIdStruct, I, CFG]),
     "rcollCommInitFromEnv": (R, [ctypes.POINTER(COMM), CFG]),
     "rcollCommSplit": (R, [COMM, I, I, ctypes.POINTER(COMM), CFG]),
+    "rcollCommShrink": (R, [COMM, ctypes.POINTER(I), I, ctypes.POINTER(COMM), CFG, I]),
+    "rcollCommRevoke": (R, [COMM, I]),
     "rcollCommFinalize": (R, [COMM]),
     "rcollCommDestroy": (R, [COMM]),
     "rcollCommAbort": (R, [COMM]),

@@ -166,6 +166,27 @@ class Communicator:
                                                    ctypes.byref(h), ctypes.byref(cfg)), self._h)
         return None if not h.value else Communicator(None, 0, 0, _handle=h.value)
 
+    def shrink(self, exclude, abort=False, timeout_ms=0, net=None):
+        """After a rank dies: every rank not in `exclude` calls this with the
+        same ranks and gets a communicator of the others, numbered in this
+        one's order; a listed rank that calls gets None. abort=True
+        (RCOLL_SHRINK_ABORT) first stops this communicator's calls and closes
+        its connections; it can then only be destroyed. timeout_ms and net
+        default to this communicator's."""
+        ranks = [int(r) for r in exclude]
+        arr = (ctypes.c_int * max(len(ranks), 1))(*ranks)
+        cfg = None if not timeout_ms and net is None else _abi.ConfigStruct.make(timeout_ms, net)
+        h = ctypes.c_void_p()
+        flags = _abi.SHRINK_ABORT if abort else _abi.SHRINK_DEFAULT
+        check("rcollCommShrink", lib.rcollCommShrink(self._handle("shrink"), arr, len(ranks), ctypes.byref(h),
+                                                     None if cfg is None else ctypes.byref(cfg), flags), self._h)
+        return None if not h.value else Communicator(None, 0, 0, _handle=h.value)
+
+    def revoke(self):
+        """Stops this communicator's calls in other threads and refuses later
+        ones; shrink, destroy and abort may follow."""
+        check("rcollCommRevoke", lib.rcollCommRevoke(self._handle("revoke"), _abi.REVOKE_DEFAULT), self._h)
+
     def destroy(self):
         if self._h is not None:
             h, self._h = self._h, None

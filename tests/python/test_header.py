@@ -54,6 +54,9 @@ class HeaderAgrees(unittest.TestCase):
         self.assertEqual(self.define("RCOLL_UNIQUE_ID_BYTES"), _abi.UNIQUE_ID_BYTES)
         self.assertEqual(ctypes.sizeof(_abi.UniqueIdStruct), _abi.UNIQUE_ID_BYTES)
         self.assertEqual(self.define("RCOLL_SPLIT_NOCOLOR"), _abi.SPLIT_NOCOLOR)
+        self.assertEqual(self.define("RCOLL_SHRINK_DEFAULT"), _abi.SHRINK_DEFAULT)
+        self.assertEqual(self.define("RCOLL_SHRINK_ABORT"), _abi.SHRINK_ABORT)
+        self.assertEqual(self.define("RCOLL_REVOKE_DEFAULT"), _abi.REVOKE_DEFAULT)
         self.assertEqual(self.define("RCOLL_CONFIG_MAGIC"), _abi.CONFIG_MAGIC)
 
     def test_config_fields(self):

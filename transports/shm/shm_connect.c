@@ -182,10 +182,10 @@ static rcollResult_t shm_connect_step(shm_ctx_t *ctx, const void *handle, void *
   int64_t now = rcoll_now_ms();
   int e = p->fd < 0 ? shm_pconn_send(ctx, p, now) : 0;
   if (e != 0) {
+    char why[200];
     shm_pconn_free(ctx, p, 1);
-    return rcoll_error_quiet(rcollSystemError, "shm: cannot reach the listener of pid %d: %s (in another "
-                             "network namespace? RCOLL_SHM_DISABLE=1 avoids shared memory)",
-                             (int)h.pid, strerror(e));
+    shm_unreachable_why(&h, e, why, sizeof why);
+    return rcoll_error_quiet(rcollSystemError, "shm: %s", why);
   }
   rcollResult_t r = rcollSuccess;
   int got = p->fd >= 0 ? shm_pconn_answer(ctx, p, &r) : 0;

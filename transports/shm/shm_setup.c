@@ -93,7 +93,8 @@ rcollResult_t shm_listen(void *vctx, int dev, void *handle, void **listen_comm) 
   shm_listener_t *l = calloc(1, sizeof *l);
   if (l == NULL)
     return rcoll_error(rcollSystemError, "shm: out of memory for a listener");
-  shm_handle_t h = {.magic = SHM_MAGIC, .secret = ctx->secret, .pid = (int32_t)getpid()};
+  shm_handle_t h = {.magic = SHM_MAGIC, .secret = ctx->secret, .pid = (int32_t)getpid(),
+                    .ns_key = shm_ns_key()};
   snprintf(h.sock, sizeof h.sock, SHM_PREFIX ".%d.%016llx", (int)getpid(),
            (unsigned long long)shm_random64());
   l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -1,0 +1,34 @@
+/* Private to lib/bootstrap*.c: the rank side's state, shared by the ring
+ * (bootstrap.c) and the survivors' new ring (bootstrap_shrink.c). */
+#ifndef RCOLL_BOOTSTRAP_PRIV_H
+#define RCOLL_BOOTSTRAP_PRIV_H
+
+#include <stdint.h>
+
+#include "bootstrap.h"
+
+typedef char rcoll_bootstrap_host_t[64];
+
+struct rcoll_bootstrap {
+  int rank, nranks;
+  uint64_t secret;
+  int64_t timeout_ms;
+  int left_fd, right_fd;
+  int broken; /* a ring operation failed: the ring's byte streams are out of step */
+  rcoll_bootstrap_host_t *hosts;
+  /* Kept for rcoll_bootstrap_shrink: our ring listener, open for the
+   * bootstrap's life, and every rank's listener address. */
+  int listen_fd;
+  rcoll_sockaddr_t *addrs;
+  uint32_t shrinks; /* shrinks made from this bootstrap: tells a stale try's intro apart */
+};
+
+/* An empty bootstrap (no connections) for rank of nranks. */
+rcollResult_t rcoll_bootstrap_new(int64_t timeout_ms, uint64_t secret, int rank, int nranks,
+                                  rcoll_bootstrap_t **out);
+/* Records "<what>: <cause>", the cause being the text sockutil just
+ * recorded. It is copied first: rcoll_error() rewrites that same buffer. */
+__attribute__((format(printf, 2, 3))) rcollResult_t rcoll_bootstrap_fail(rcollResult_t rc,
+                                                                       const char *fmt, ...);
+
+#endif
