@@ -49,6 +49,8 @@ static rcollResult_t shm_init(const rcoll_net_config_t *cfg, void **out) {
   RCOLL_CHECK(shm_check_settings(s, own));
   const char *dir = s->shm_dir[0] ? s->shm_dir : "/dev/shm";
   size_t ring = shm_seg_bytes((uint32_t)own->shm_slots, (size_t)own->shm_slot_size);
+  /* First, so that what dead processes left does not count against room. */
+  shm_seg_sweep(dir);
   RCOLL_CHECK(shm_dir_check(dir, 2 * ring));
   shm_ctx_t *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
@@ -75,6 +77,9 @@ static rcollResult_t shm_finalize(void *vctx) {
   if (ctx == NULL)
     return rcollSuccess;
   shm_connects_free(ctx);
+  /* A communicator torn down after a rank died removes what that rank was
+   * creating when it was killed (shm_sweep.c). */
+  shm_seg_sweep(ctx->dir);
   pthread_mutex_destroy(&ctx->lock);
   free(ctx);
   return rcollSuccess;

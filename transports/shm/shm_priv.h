@@ -188,6 +188,12 @@ uint64_t shm_random64(void);
 uint64_t shm_ns_key(void);
 void shm_unreachable_why(const shm_handle_t *h, int err, char *buf, size_t len);
 
+/* shm_sweep.c: the segments of dead processes. shm_seg_name writes a new
+ * segment's name; shm_seg_sweep removes from dir the segments whose creator
+ * (in this pid namespace) has exited, and returns how many. */
+void shm_seg_name(char name[SHM_NAME_MAX], unsigned seq, uint64_t rnd);
+int shm_seg_sweep(const char *dir);
+
 /* shm_setup.c: listen, accept, and the connection object. */
 rcollResult_t shm_listen(void *ctx, int dev, void *handle, void **listen_comm);
 rcollResult_t shm_accept(void *listen_comm, void **recv_comm);

@@ -2,7 +2,8 @@
  * default, which is where shm_open puts them too). Opening the file by path
  * rather than through shm_open lets tests point the transport at a directory
  * that is missing or full. A segment is created with O_EXCL under a name that
- * carries the creator's pid and 64 random bits, and reserved with fallocate
+ * carries the creator's pid and pid namespace (so that shm_sweep.c can tell
+ * whether its creator is gone) and 64 random bits, and reserved with fallocate
  * so that a full tmpfs fails here with ENOSPC instead of killing the process
  * with SIGBUS when a page is first touched.
  *
@@ -95,8 +96,7 @@ static int shm_seg_try(const char *path, size_t bytes, int populate, void **out)
 rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_seg_t **out) {
   static _Atomic unsigned counter;
   char path[512];
-  snprintf(name, SHM_NAME_MAX, SHM_PREFIX "-%d-%u-%016llx", (int)getpid(), atomic_fetch_add(&counter, 1),
-           (unsigned long long)shm_random64());
+  shm_seg_name(name, atomic_fetch_add(&counter, 1), shm_random64());
   shm_path(path, sizeof path, ctx->dir, name);
   uint32_t n = ctx->nslots;
   void *p = NULL;
