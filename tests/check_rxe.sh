@@ -25,7 +25,17 @@
 # Exit codes are checked; perftest's numbers are only reported. Exits 77
 # (skip) when QEMU or the kernel cannot be had. Knobs: RXE_ONE=0 / RXE_TWO=0
 # skip a part, RXE_STEPS=a,b runs only those guest steps, RXE_ASAN=1 uses the
-# sanitized library, RXE_DIR holds logs.
+# sanitized library, RXE_DIR holds logs, RXE_ONE_LIMIT / RXE_TWO_LIMIT cap a
+# boot's whole run (seconds; 2400 and 1800).
+#
+# Under load: TCG shares the host's cores, and a boot that takes 4 minutes
+# on a quiet host took more than 6 on one with a load average of 6. So no
+# fixed limit covers a boot: the guest scales each step's limit by the speed
+# it measured (its boot time, and the host's load passed to it; RXE-SPEED)
+# and retries a step that runs out of time once (RXE-RETRY, shown below);
+# here a watchdog stops a VM only when its current step (whose RXE-BEGIN
+# line carries its limit) or its boot makes no progress for longer than
+# that, and says which.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 ROOT=$PWD
@@ -132,7 +142,36 @@ vm() { # log limit role ip/len peer-ip host netdev-args... (runs in the backgrou
   ${NETNS:-} timeout -k 5 "$limit" qemu-system-x86_64 -machine q35,accel=tcg -cpu max -smp "$SMP" -m 1536 \
     -display none -monitor none -serial "file:$log" -no-reboot \
     -kernel "/boot/vmlinuz-$KVER" -initrd "$DIR/initramfs.cpio.gz" \
-    -append "console=ttyS0 panic=-1 loglevel=3 rxerole=$role rxeip=$ip rxepeer=$peer rxehost=$host $STEPS" "$@" &
+    -append "console=ttyS0 panic=-1 loglevel=3 rxerole=$role rxeip=$ip rxepeer=$peer rxehost=$host $STEPS \
+rxeload=$(cut -d' ' -f1 /proc/loadavg) rxecpus=$(nproc)" "$@" &
+}
+
+# Stops the VM (pid: its timeout or ip-netns process, which passes SIGTERM
+# on to QEMU) when it makes no progress: no RXE-UP within 300 s of starting,
+# a step past its announced limit (plus 60 s for the guest to clean up and
+# print), or 300 s between steps. Returns when the VM is gone; the caller
+# waits for it.
+watch_vm() { # pid log
+  local pid=$1 log=$2 mark=$SECONDS last= cur allow lim
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 2
+    cur=$(grep -a -E '^RXE-(UP|BEGIN|STEP|RETRY|DONE)' "$log" 2>/dev/null | tail -n 1)
+    [[ $cur != "$last" ]] && last=$cur mark=$SECONDS
+    case $cur in
+      RXE-BEGIN* | RXE-RETRY*)
+        lim=$(sed -n 's/.* limit=\([0-9]*\)s.*/\1/p' <<<"$cur")
+        allow=$((${lim:-600} + 60)) ;;
+      *) allow=300 ;;
+    esac
+    if ((SECONDS - mark > allow)); then
+      echo "   $(basename "$log"): no progress for $((SECONDS - mark)) s at \"${cur:-(booting)}\"" \
+        "(allowed $allow s): stopping the VM"
+      kill "$pid" 2>/dev/null
+      sleep 5
+      kill -9 "$pid" 2>/dev/null
+      return
+    fi
+  done
 }
 
 # A namespace holding a bridge and the two VMs' tap devices; QEMU then runs
@@ -163,7 +202,7 @@ check_steps() { # log expected-steps...
 }
 
 show() { # log: what the VM saw and measured
-  grep -a -E '^RXE-(GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH|EAGER|MULTI) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
+  grep -a -E '^RXE-(SPEED|RETRY|GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH|EAGER|MULTI) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
 }
 
 # The plugin's stream (one direction, median of rounds) beside ib_ops driven
@@ -211,8 +250,10 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   echo "-- check_rxe: one VM, ranks as processes over rxe0"
   t0=$SECONDS
   SMP=2
-  vm "$DIR/one.log" "${RXE_ONE_LIMIT:-360}" single 10.0.2.15/24 "" rxe-one -nic user,model=virtio-net-pci
-  wait $!
+  vm "$DIR/one.log" "${RXE_ONE_LIMIT:-2400}" single 10.0.2.15/24 "" rxe-one -nic user,model=virtio-net-pci
+  pv=$!
+  watch_vm $pv "$DIR/one.log"
+  wait $pv
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
   check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
@@ -244,12 +285,16 @@ if [[ ${RXE_TWO:-1} != 0 ]]; then
     NB="dgram,id=n0,local.type=inet,local.host=127.0.0.1,local.port=$((port + 1)),remote.type=inet,remote.host=127.0.0.1,remote.port=$port"
   fi
   echo "   (netdev: ${NA%%,*})"
-  vm "$DIR/two-a.log" "${RXE_TWO_LIMIT:-360}" a 192.168.77.1/24 192.168.77.2 rxe-a \
+  vm "$DIR/two-a.log" "${RXE_TWO_LIMIT:-1800}" a 192.168.77.1/24 192.168.77.2 rxe-a \
     -netdev "$NA" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:01,event_idx=off
   pa=$!
-  vm "$DIR/two-b.log" "${RXE_TWO_LIMIT:-360}" b 192.168.77.2/24 192.168.77.1 rxe-b \
+  vm "$DIR/two-b.log" "${RXE_TWO_LIMIT:-1800}" b 192.168.77.2/24 192.168.77.1 rxe-b \
     -netdev "$NB" -device virtio-net-pci,netdev=n0,mac=52:54:00:00:00:02,event_idx=off
   pb=$!
+  watch_vm $pa "$DIR/two-a.log" &
+  wa=$!
+  watch_vm $pb "$DIR/two-b.log"
+  wait $wa
   wait $pa
   wait $pb
   echo "   ($((SECONDS - t0)) s)"
