@@ -68,6 +68,7 @@ static int shm_send_room(shm_conn_t *c) {
   if (c->pos - c->room < c->nslots)
     return 1;
   c->room = atomic_load_explicit(&c->seg->consumed, memory_order_acquire);
+  shm_tsan_acquire(c);
   return c->pos - c->room < c->nslots;
 }
 
@@ -75,6 +76,7 @@ static void shm_slot_publish(shm_conn_t *c, shm_slot_t *s, size_t size, size_t l
   s->size = size;
   s->len = (uint32_t)len;
   s->kind = (uint32_t)kind;
+  shm_tsan_release(c);
   atomic_store_explicit(&s->seq, c->pos + 1, memory_order_release);
   c->pos++;
 }
@@ -149,6 +151,7 @@ static void shm_copy_out(const shm_req_t *r, char *dst, const char *src, size_t 
 
 static void shm_slot_release(shm_conn_t *c) {
   c->pos++;
+  shm_tsan_release(c);
   atomic_store_explicit(&c->seg->consumed, c->pos, memory_order_release);
 }
 
@@ -205,6 +208,7 @@ static int shm_recv_pull(shm_conn_t *c, shm_req_t *r) {
     shm_slot_t *s = shm_slot_at(c, c->pos);
     if (atomic_load_explicit(&s->seq, memory_order_acquire) != c->pos + 1)
       return 0;
+    shm_tsan_acquire(c);
     if (!r->started && shm_recv_start(c, r, s) < 0)
       return -1;
     if (r->direct)
@@ -299,6 +303,7 @@ rcollResult_t shm_iflush(void *comm, int n, void **data, const size_t *sizes, vo
 /* A single-copy send is done once the receiver has released its slot. */
 static void shm_send_check_direct(shm_conn_t *c, shm_req_t *r) {
   uint64_t consumed = atomic_load_explicit(&c->seg->consumed, memory_order_acquire);
+  shm_tsan_acquire(c);
   c->seen = consumed;
   if (r->direct && consumed >= r->end)
     r->state = SHM_REQ_DONE;

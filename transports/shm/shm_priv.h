@@ -174,6 +174,30 @@ static inline char *shm_payload(shm_slot_t *s, size_t len) {
   return (char *)s + (len <= SHM_LINE - SHM_SLOT_HDR ? SHM_SLOT_HDR : SHM_LINE);
 }
 
+/* ThreadSanitizer, with both ends of a ring in one process (ranks as
+ * threads): each end maps the segment at its own address, so TSan cannot
+ * pair the release of a slot's seq (or of `consumed`) with its acquire, and
+ * took the single-copy path's memcpy from the sender's buffer for a race.
+ * Each such release and acquire is mirrored on one address both ends know:
+ * the sender connection's probe word (seg->probe_addr), memory of this
+ * process when the peer is this process (SHM_COPY_MEMCPY). Without TSan
+ * these are empty. */
+#if defined(__SANITIZE_THREAD__)
+void __tsan_acquire(void *addr);
+void __tsan_release(void *addr);
+static inline void shm_tsan_release(const shm_conn_t *c) {
+  if (c->copy == SHM_COPY_MEMCPY)
+    __tsan_release((void *)(uintptr_t)c->seg->probe_addr);
+}
+static inline void shm_tsan_acquire(const shm_conn_t *c) {
+  if (c->copy == SHM_COPY_MEMCPY)
+    __tsan_acquire((void *)(uintptr_t)c->seg->probe_addr);
+}
+#else
+static inline void shm_tsan_release(const shm_conn_t *c) { (void)c; }
+static inline void shm_tsan_acquire(const shm_conn_t *c) { (void)c; }
+#endif
+
 /* shm_seg.c: segments in the shared-memory directory. */
 rcollResult_t shm_dir_check(const char *dir, size_t need);
 rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_seg_t **seg);
