@@ -446,6 +446,29 @@ check-asan: asan-build
 	@$(SAN_ENV) $(RUN_CHECKS) criterion build-asan/check-results $(TEST_SRCS:tests/%.c=build-asan/tests/bin/%)
 	@scripts/run-checks.sh summary build-asan/check-results
 
+# ThreadSanitizer, in build-tsan/: the library and the programs that run
+# ranks as threads of one process (conformance, lifetimes), run by
+# scripts/run-tsan.sh with tests/tsan.supp, whose every entry says why it is
+# there. The Criterion tests are left out: Criterion's runner (BoxFort) maps
+# its arenas with MAP_FIXED at random addresses that TSan's memory layout
+# reserves, so it aborts at start. Not part of `make check` (it rebuilds
+# everything once more; scripts/run-tsan.sh prints its time).
+# One variant of each reduction loop: target_clones' ifunc resolvers run
+# while the dynamic loader relocates, before TSan's runtime is up, and GCC
+# instruments them (the program dies with SIGSEGV before main).
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer -DRCOLL_REDUCE_NO_CLONES
+TSAN_MAKE = $(SUBMAKE) BUILD=build-tsan LIBOUT=build-tsan/lib TESTBIN=build-tsan/tests/bin \
+            SAN_FLAGS='$(TSAN_FLAGS)'
+tsan-build:
+	+@$(TSAN_MAKE) tsan-tests
+tsan-tests: $(LIB_A) $(TESTBIN)/conformance $(TESTBIN)/lifetimes
+check-tsan: tsan-build
+	@scripts/run-tsan.sh
+clean: clean-tsan
+clean-tsan:
+	rm -rf build-tsan
+.PHONY: tsan-build tsan-tests check-tsan clean-tsan
+
 # The verbs transport on Soft-RoCE in QEMU VMs (installs QEMU and a Debian
 # kernel as root when missing, else skips); `make check` runs it too.
 check-rxe: $(LIB_A)
@@ -571,6 +594,7 @@ help:
 	@echo "make demo       install deps if needed, build, run a 2-rank all-reduce benchmark and plot it"
 	@echo "make check      install deps if needed, build, run all tests (Criterion, tests/check_*.sh, ASan)"
 	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
+	@echo "make check-tsan the threaded tests and conformance under ThreadSanitizer (build-tsan/)"
 	@echo "make check-without-deps  library and Criterion tests built without CUDA, verbs, UCX, hwloc (build-nodeps/)"
 	@echo "make tests      build the Criterion test binaries into tests/bin/"
 	@echo "make lab-check EX=n  grade exercise n of the lab course (docs/lab/README.md)"
