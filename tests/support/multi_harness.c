@@ -123,6 +123,16 @@ void th_multi_eight(th_pair_t *p, const size_t ssizes[RCOLL_NET_MAX_RECVS], cons
   }
 }
 
+/* After a failed group its sends may still be in flight (a transport's
+ * helper thread reading their buffers: ThreadSanitizer saw the socket
+ * transport's send() read a buffer these functions had just freed). A send
+ * buffer may be freed once its send completed or its comm was closed, so the
+ * send side is closed first; th_pair_close skips it then. */
+static void close_sends(th_pair_t *p) {
+  p->ops->close_send(p->send);
+  p->send = NULL;
+}
+
 /* Sends tags 1 then `bad` of `size` bytes to a receive of tags {1, 2, 3}:
  * the receive fails within 3 s, naming the tag (and `why`), nothing is
  * written outside the buffer the first message filled, and the connection
@@ -152,6 +162,7 @@ void th_multi_tag_error(th_pair_t *p, int bad, size_t size, const char *why) {
   void *req = NULL;
   int tag = 0;
   cr_assert_neq(p->ops->irecv(p->recv, 1, (void **)rbufs, caps, &tag, NULL, &req), rcollSuccess);
+  close_sends(p);
   for (int i = 0; i < 3; i++)
     free(rbufs[i]);
   free(sbufs[0]);
@@ -171,6 +182,7 @@ void th_multi_too_large(th_pair_t *p) {
                 strstr(rcoll_error_text(), "larger than posted receive of 200000"),
             "text: %s", rcoll_error_text());
   th_rbuf_check(rbufs[0], 0, caps[0], 1, "the buffer the large message named");
+  close_sends(p);
   for (int i = 0; i < 2; i++)
     free(sbufs[i]), free(rbufs[i]);
 }
