@@ -175,6 +175,12 @@ static void child_send_two(int hfd, int sfd, const char *tls) {
  * seconds (RCOLL_TIMEOUT is 1 s, so the grace for data in flight is short),
  * later receives fail at once, and closing is prompt. */
 static void sender_dies_mid_group(const char *tls) {
+#if defined(__SANITIZE_THREAD__)
+  /* The forked sender starts UCX's threads, and ThreadSanitizer cannot
+   * follow a child of a process with threads (its own, at least) that does:
+   * "dup thread with used id", and the child dies. */
+  cr_skip_test("a forked child that starts threads is beyond ThreadSanitizer");
+#endif
   int hp[2], sp[2];
   cr_assert_eq(pipe(hp), 0);
   cr_assert_eq(pipe(sp), 0);
