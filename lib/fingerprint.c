@@ -1,0 +1,160 @@
+/* Fingerprints (call.h): each call sends a 48-byte description of itself to
+ * each peer it exchanges messages with, ahead of its data on that
+ * connection, and checks the one that comes back before it uses any data
+ * from that peer. Ranks that called different things then fail at once,
+ * naming both calls, instead of waiting for data that never comes or
+ * reading one call's data as another's.
+ *
+ * The messages are ordinary plan steps, so every transport carries them
+ * without code of its own, and the engine's per-connection order puts each
+ * in front of its call's data. A fingerprint send depends on nothing, and
+ * the data receives only wait for the check at completion (the step's
+ * gate), so posting is not delayed: the cost is one small message each way
+ * per peer and call. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "call.h"
+#include "comm.h"
+#include "reduce.h"
+
+static int fp_scratch(struct rcollComm *c) {
+  if (c->fp_mark != NULL)
+    return 0;
+  c->fp_peers = malloc((size_t)c->nranks * sizeof *c->fp_peers);
+  c->fp_mark = calloc((size_t)c->nranks, sizeof *c->fp_mark);
+  return c->fp_peers != NULL && c->fp_mark != NULL ? 0 : -1;
+}
+
+/* The peers the call's steps exchange messages with, in order of first use. */
+static int fp_peers(struct rcollComm *c, const rcoll_call_t *call) {
+  int n = 0;
+  for (int i = call->first_step; i < call->first_step + call->nsteps; i++) {
+    const rcoll_step_t *st = &c->plan.steps[i];
+    if (st->kind != RCOLL_STEP_COPY && c->fp_mark[st->peer] == 0) {
+      c->fp_peers[n] = st->peer;
+      c->fp_mark[st->peer] = ++n;
+    }
+  }
+  return n;
+}
+
+/* Numbers the fingerprint steps first on their connections: the call's own
+ * messages on each move one place down, and each fingerprint takes the
+ * place of the first (or the next free one, where the call sends nothing
+ * that way). Receives from a peer are gated on its fingerprint. */
+static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int per) {
+  rcoll_step_t *steps = c->plan.steps;
+  const uint64_t unset = UINT64_MAX;
+  for (int k = 0; k < npeers * per; k++)
+    steps[call->first_step + k].seq = unset;
+  for (int i = call->first_step + npeers * per; i < call->first_step + call->nsteps; i++) {
+    rcoll_step_t *st = &steps[i];
+    if (st->kind == RCOLL_STEP_COPY)
+      continue;
+    int sending = st->kind == RCOLL_STEP_SEND;
+    int fp = call->first_step + (c->fp_mark[st->peer] - 1) * per + (per == 2 ? !sending : 0);
+    if (steps[fp].kind != st->kind && !(steps[fp].kind == RCOLL_STEP_RECV && !sending))
+      continue; /* no fingerprint this way (send/recv: the receiver's side only) */
+    if (steps[fp].seq == unset)
+      steps[fp].seq = st->seq;
+    st->seq++;
+    if (!sending)
+      st->gate = fp;
+  }
+  for (int k = 0; k < npeers * per; k++) {
+    rcoll_step_t *fp = &steps[call->first_step + k];
+    rcoll_peer_t *pe = &c->peers[fp->peer];
+    uint64_t *planned = fp->kind == RCOLL_STEP_SEND ? &pe->send_planned : &pe->recv_planned;
+    if (fp->seq == unset)
+      fp->seq = *planned;
+    ++*planned;
+  }
+}
+
+rcollResult_t rcoll_fp_insert(struct rcollComm *c, rcoll_call_t *call) {
+  rcoll_plan_t *p = &c->plan;
+  if (p->failed)
+    return rcollSuccess; /* the engine refuses the plan, naming the cause */
+  if (fp_scratch(c) != 0)
+    goto oom;
+  int npeers = fp_peers(c, call);
+  /* Collectives both ways; a send only sends its fingerprint and a receive
+   * only receives one: which of a pair's sends and receives a group lists
+   * first is free, so a fingerprint the other way could meet the wrong call. */
+  int kind = call->fp->kind;
+  int per = kind == RCOLL_COLL_SEND || kind == RCOLL_COLL_RECV ? 1 : 2;
+  if (npeers > 0 && rcoll_plan_insert(p, call->first_step, npeers * per) != 0)
+    goto oom;
+  for (int k = 0; k < npeers; k++) {
+    for (int d = 0; d < per; d++) {
+      rcoll_step_t *st = &p->steps[call->first_step + k * per + d];
+      int sending = per == 2 ? d == 0 : kind == RCOLL_COLL_SEND;
+      st->kind = sending ? RCOLL_STEP_SEND : RCOLL_STEP_RECV;
+      st->flags = RCOLL_STEP_FP;
+      st->peer = c->fp_peers[k];
+      st->bytes = sizeof(rcoll_fp_t);
+      st->src = call->fp; /* a receive compares what came with it */
+      if (!sending && (st->dst = rcoll_fp_alloc(c)) == NULL)
+        goto oom;
+    }
+  }
+  call->nsteps += npeers * per;
+  fp_number(c, call, npeers, per);
+  for (int k = 0; k < npeers; k++)
+    c->fp_mark[c->fp_peers[k]] = 0;
+  return rcollSuccess;
+oom:
+  p->failed = 1;
+  return rcoll_error(rcollSystemError, "rank %d: out of memory adding a call's fingerprints", c->rank);
+}
+
+/* The first field in which two calls that should match differ, or NULL. */
+static const char *fp_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs, int me, int peer) {
+  if (mine->kind == RCOLL_COLL_RECV) {
+    if (theirs->kind != RCOLL_COLL_SEND || theirs->root != me)
+      return "kind";
+    if (theirs->dtype != mine->dtype)
+      return "type";
+    if (theirs->count * rcoll_type_size((rcollDataType_t)theirs->dtype) !=
+        mine->count * rcoll_type_size((rcollDataType_t)mine->dtype))
+      return "size";
+    return theirs->seq != mine->seq ? "number" : NULL;
+  }
+  (void)peer;
+  if (theirs->kind != mine->kind)
+    return "kind";
+  if (theirs->seq != mine->seq)
+    return "number";
+  if (theirs->count != mine->count)
+    return "count";
+  if (theirs->dtype != mine->dtype)
+    return "type";
+  if (theirs->op != mine->op)
+    return "op";
+  if (theirs->root != mine->root)
+    return "root";
+  return strncmp(theirs->algo, mine->algo, sizeof mine->algo) != 0 ? "algorithm" : NULL;
+}
+
+rcollResult_t rcoll_fp_check(struct rcollComm *c, int step, size_t got) {
+  const rcoll_step_t *st = &c->plan.steps[step];
+  const rcoll_fp_t *mine = st->src, *theirs = st->dst;
+  char a[160], b[160];
+  rcoll_fp_describe(mine, c->rank, a, sizeof a);
+  if (got != sizeof *theirs || theirs->magic != RCOLL_FP_MAGIC)
+    return rcoll_error(rcollInvalidUsage,
+                       "rank %d: call mismatch: rank %d sent a %zu-byte message where the "
+                       "fingerprint of its next call was expected, while rank %d called %s: the "
+                       "ranks' calls are out of step (an earlier call differed, or a device call "
+                       "met a host one)", c->rank, st->peer, got, c->rank, a);
+  const char *field = fp_differs(mine, theirs, c->rank, st->peer);
+  if (field == NULL)
+    return rcollSuccess;
+  rcoll_fp_describe(theirs, st->peer, b, sizeof b);
+  return rcoll_error(rcollInvalidUsage,
+                     "rank %d: call mismatch (%s differs): rank %d called %s, rank %d called %s; "
+                     "every rank must make the same calls in the same order, with the same count, "
+                     "type, op and root", c->rank, field, c->rank, a, st->peer, b);
+}
