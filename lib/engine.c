@@ -414,10 +414,8 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin
       idle_trace_pass(&it, now - last_progress, spin_us);
     if (now - last_progress > timeout_us)
       for (int i = 0; i < nplans; i++)
-        if (plans[i]->head < plans[i]->nsteps) {
-          engine_fr_wait(plans, nplans, 0); /* the dump shows where it stopped */
+        if (plans[i]->head < plans[i]->nsteps)
           return stalled_error(plans[i], (now - last_progress) / 1000);
-        }
     engine_idle(plans, nplans, now - last_progress, spin_us);
   }
 }
@@ -457,6 +455,8 @@ rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
     rcoll_trace_connected(plans[0]->comm->trace, connect_ns);
   if (r == rcollSuccess)
     r = engine_loop(plans, nplans, begin_us);
+  if (r != rcollSuccess) /* the dump shows where each call stopped */
+    engine_fr_wait(plans, nplans, 0);
   for (int i = 0; i < nplans; i++)
     if (engine_fr_follows(plans[i]))
       rcoll_fr_run_end(plans[i]->comm, r);

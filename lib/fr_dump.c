@@ -71,7 +71,7 @@ static int fr_entry_line(const rcoll_fr_t *fr, const rcoll_fr_entry_t *e, char *
   snprintf(fp.algo, sizeof fp.algo, "%s", algo != NULL && !rcoll_coll_is_p2p(fp.kind) ? algo : "");
   char wait[64] = "-", desc[160];
   int peer = GET(e->wait_peer);
-  if (peer >= 0 && state == RCOLL_FR_RUNNING)
+  if (peer >= 0 && (state == RCOLL_FR_RUNNING || state == RCOLL_FR_FAILED))
     snprintf(wait, sizeof wait, "%s:%d:%d/%d", GET(e->wait_sending) ? "send" : "recv", peer,
              GET(e->msgs_done), GET(e->msgs));
   int64_t start = GET(e->start_us), end = GET(e->end_us);
