@@ -56,6 +56,9 @@
   X(STR, fr_dump_file, "FR_DUMP_FILE", NULL, "",                                                 \
     "Flight-recorder dumps are appended to this file (%r rank, %h host, %p pid) instead of the " \
     "log; scripts/rcoll-fr-analyze reads them")                                                  \
+  X(STR_OF("SIGUSR1,SIGUSR2,none"), fr_signal, "FR_SIGNAL", NULL, "SIGUSR1",                   \
+    "The signal that dumps every flight recorder of the process (only where the application "   \
+    "has no handler for it: MPICH takes SIGUSR1); none: no signal")                              \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \
   X(STR, comm_id, "COMM_ID", "NCCL_COMM_ID", "",                                                 \
     "host:port of the bootstrap root; rank 0 listens there (rcollGetUniqueId, InitFromEnv)")     \

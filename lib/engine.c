@@ -232,13 +232,17 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
       continue;
     char name[128], where[320];
     rcoll_comm_peer_name(c, st->peer, name, sizeof name);
+    /* A fingerprint that never came: the peer has not started this call. */
+    int fp = (st->flags & RCOLL_STEP_FP) && st->kind != RCOLL_STEP_SEND;
     return rcoll_error(rcollTimeout,
                        "rank %d: no progress for %lld ms waiting to %s %zu bytes %s %s%s "
-                       "(RCOLL_TIMEOUT=%lld s); the peer may have died or stopped calling",
-                       c->rank, (long long)waited_ms,
+                       "(RCOLL_TIMEOUT=%lld s); %s", c->rank, (long long)waited_ms,
                        st->kind == RCOLL_STEP_SEND ? "send" : "receive", st->bytes,
                        st->kind == RCOLL_STEP_SEND ? "to" : "from", name,
-                       step_where(p, st, where, sizeof where), (long long)c->settings.timeout);
+                       step_where(p, st, where, sizeof where), (long long)c->settings.timeout,
+                       fp ? "the call's fingerprint never came: that rank has not started this "
+                            "call (it died, hangs elsewhere or made fewer calls)"
+                          : "the peer may have died or stopped calling");
   }
   return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);
 }

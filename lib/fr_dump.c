@@ -8,14 +8,17 @@
  * to a pipe; a thread of ours, blocked reading that pipe, does the dump.
  * That thread also works when every other thread is stuck (in the engine or
  * in the application), which is when an operator sends the signal. The
- * handler is installed only where SIGUSR1 still has its default action, so
- * an application's own handler is never replaced. */
+ * handler is installed only where the signal still has its default action,
+ * so an application's own handler is never replaced (MPICH's MPI_Init takes
+ * SIGUSR1: RCOLL_FR_SIGNAL=SIGUSR2 then). */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -32,6 +35,8 @@
 static pthread_mutex_t fr_lock = PTHREAD_MUTEX_INITIALIZER; /* the list, and one dump at a time */
 static rcoll_fr_t *fr_list;
 static int fr_pipe[2] = {-1, -1};
+static int fr_signo;          /* RCOLL_FR_SIGNAL of the first communicator */
+static const char *fr_signame;
 
 static const char *const state_names[] = {"empty", "posted", "running", "done", "failed", "discarded",
                                           "device"};
@@ -148,7 +153,7 @@ static void *fr_dumper(void *arg) {
       return NULL;
     pthread_mutex_lock(&fr_lock);
     for (rcoll_fr_t *fr = fr_list; fr != NULL; fr = fr->next_registered)
-      fr_dump_locked(fr, "SIGUSR1");
+      fr_dump_locked(fr, fr_signame);
     pthread_mutex_unlock(&fr_lock);
   }
 }
@@ -156,8 +161,15 @@ static void *fr_dumper(void *arg) {
 /* Once per process, at the first communicator with a recorder. */
 static void fr_signal_setup(void) {
   struct sigaction old;
-  if (sigaction(SIGUSR1, NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) {
-    RCOLL_INFO(RCOLL_SUB_INIT, "SIGUSR1 has a handler already: flight-recorder dumps on SIGUSR1 are off");
+  if (fr_signo == 0)
+    return;
+  if (sigaction(fr_signo, NULL, &old) != 0 || old.sa_handler != SIG_DFL || (old.sa_flags & SA_SIGINFO)) {
+    if (getenv("RCOLL_FR_SIGNAL") != NULL)
+      RCOLL_WARN("RCOLL_FR_SIGNAL=%s: the application has a handler for it; no flight-recorder "
+                 "dumps on that signal", fr_signame);
+    else
+      RCOLL_INFO(RCOLL_SUB_INIT, "%s has a handler already (MPICH takes it): no flight-recorder "
+                 "dumps on it; RCOLL_FR_SIGNAL=SIGUSR2 chooses another", fr_signame);
     return;
   }
   if (pipe2(fr_pipe, O_CLOEXEC) != 0 || fcntl(fr_pipe[1], F_SETFL, O_NONBLOCK) != 0) {
@@ -185,11 +197,18 @@ static void fr_signal_setup(void) {
   sa.sa_handler = fr_on_signal;
   sa.sa_flags = SA_RESTART;
   sigemptyset(&sa.sa_mask);
-  sigaction(SIGUSR1, &sa, NULL);
+  sigaction(fr_signo, &sa, NULL);
 }
 
 void rcoll_fr_register(rcoll_fr_t *fr) {
   static pthread_once_t once = PTHREAD_ONCE_INIT;
+  pthread_mutex_lock(&fr_lock);
+  if (fr_signame == NULL) {
+    const char *want = fr->comm->settings.fr_signal;
+    fr_signo = strcasecmp(want, "none") == 0 ? 0 : strcasecmp(want, "SIGUSR2") == 0 ? SIGUSR2 : SIGUSR1;
+    fr_signame = fr_signo == SIGUSR2 ? "SIGUSR2" : "SIGUSR1";
+  }
+  pthread_mutex_unlock(&fr_lock);
   pthread_once(&once, fr_signal_setup);
   pthread_mutex_lock(&fr_lock);
   fr->next_registered = fr_list;
