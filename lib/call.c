@@ -51,8 +51,8 @@ static void fp_fill(rcoll_fp_t *fp, struct rcollComm *c, rcoll_coll_kind_t kind,
   fp->op = !rcoll_coll_reduces(kind) ? RCOLL_FP_NONE
            : (int)user_op >= (int)rcollNumOps ? RCOLL_FP_OP_PREMUL : (int32_t)user_op;
   fp->seq = ++*call_counter(c, kind, a->root);
-  if (!p2p)
-    snprintf(fp->algo, sizeof fp->algo, "%s", c->plan.algo ? c->plan.algo : "");
+  if (!p2p && c->plan.algo != NULL) /* no snprintf: this runs on every call */
+    memcpy(fp->algo, c->plan.algo, strnlen(c->plan.algo, sizeof fp->algo - 1));
 }
 
 static rcoll_call_t *call_new(struct rcollComm *c) {

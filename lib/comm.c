@@ -268,9 +268,14 @@ RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm) {
  * tears everything down without talking to peers. */
 RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm) {
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommAbort"));
+  /* The flight recorder shows what the abort interrupted; to the log only
+   * when it interrupts something (a failure dumped already, and aborting a
+   * healthy communicator at the end of a job is routine). */
+  int interrupts = comm->active > 0 || comm->in_group;
   comm->aborted = 1;
   rcoll_comm_set_error(comm, rcollInvalidUsage);
-  rcoll_fr_dump(comm, "abort");
+  if (comm->fr != NULL && (interrupts || comm->settings.fr_dump_file[0] != '\0'))
+    rcoll_fr_dump(comm, "abort");
   for (int spins = 0; comm->active > 0 && spins < 20000; spins++) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);

@@ -142,16 +142,17 @@ rcollResult_t rcoll_fp_check(struct rcollComm *c, int step, size_t got) {
   const rcoll_step_t *st = &c->plan.steps[step];
   const rcoll_fp_t *mine = st->src, *theirs = st->dst;
   char a[160], b[160];
+  int garbled = got != sizeof *theirs || theirs->magic != RCOLL_FP_MAGIC;
+  const char *field = garbled ? NULL : fp_differs(mine, theirs, c->rank, st->peer);
+  if (!garbled && field == NULL)
+    return rcollSuccess; /* the usual case: nothing formatted */
   rcoll_fp_describe(mine, c->rank, a, sizeof a);
-  if (got != sizeof *theirs || theirs->magic != RCOLL_FP_MAGIC)
+  if (garbled)
     return rcoll_error(rcollInvalidUsage,
                        "rank %d: call mismatch: rank %d sent a %zu-byte message where the "
                        "fingerprint of its next call was expected, while rank %d called %s: the "
                        "ranks' calls are out of step (an earlier call differed, or a device call "
                        "met a host one)", c->rank, st->peer, got, c->rank, a);
-  const char *field = fp_differs(mine, theirs, c->rank, st->peer);
-  if (field == NULL)
-    return rcollSuccess;
   rcoll_fp_describe(theirs, st->peer, b, sizeof b);
   return rcoll_error(rcollInvalidUsage,
                      "rank %d: call mismatch (%s differs): rank %d called %s, rank %d called %s; "
