@@ -13,10 +13,10 @@
 #define FP_BLOCK 64
 
 /* A fingerprint slot that stays where it is until the plan is reset. */
-static rcoll_fp_t *fp_alloc(struct rcollComm *c) {
+static rcoll_fp_slot_t *fp_alloc(struct rcollComm *c) {
   int b = c->fp_used / FP_BLOCK;
   if (b == c->fp_nblocks) {
-    rcoll_fp_t **blocks = realloc(c->fp_blocks, (size_t)(b + 1) * sizeof *blocks);
+    rcoll_fp_slot_t **blocks = realloc(c->fp_blocks, (size_t)(b + 1) * sizeof *blocks);
     if (blocks == NULL)
       return NULL;
     c->fp_blocks = blocks;
@@ -25,12 +25,13 @@ static rcoll_fp_t *fp_alloc(struct rcollComm *c) {
       return NULL;
     c->fp_nblocks++;
   }
-  rcoll_fp_t *fp = &c->fp_blocks[b][c->fp_used++ % FP_BLOCK];
-  memset(fp, 0, sizeof *fp);
-  return fp;
+  rcoll_fp_slot_t *slot = &c->fp_blocks[b][c->fp_used++ % FP_BLOCK];
+  memset(&slot->fp, 0, sizeof slot->fp); /* the inline bytes are written before they are read */
+  slot->inline_step = -1;
+  return slot;
 }
 
-rcoll_fp_t *rcoll_fp_alloc(struct rcollComm *c) { return fp_alloc(c); }
+rcoll_fp_slot_t *rcoll_fp_alloc(struct rcollComm *c) { return fp_alloc(c); }
 
 static uint64_t *call_counter(struct rcollComm *c, int kind, int peer) {
   if (kind == RCOLL_COLL_SEND)
@@ -72,7 +73,8 @@ static rcoll_call_t *call_new(struct rcollComm *c) {
 rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
                              rcollRedOp_t user_op, int first_step, int device) {
   rcoll_call_t *call = call_new(c);
-  rcoll_fp_t *fp = call != NULL ? fp_alloc(c) : NULL;
+  rcoll_fp_slot_t *slot = call != NULL ? fp_alloc(c) : NULL;
+  rcoll_fp_t *fp = slot != NULL ? &slot->fp : NULL;
   if (fp == NULL) {
     c->ncalls -= call != NULL;
     c->plan.failed = 1; /* the engine refuses the plan, naming the cause */

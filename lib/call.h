@@ -38,6 +38,19 @@ typedef struct rcoll_fp {
   char algo[16];  /* the algorithm that planned it ("" for send/recv) */
 } rcoll_fp_t;
 
+/* Bytes of a call's first message to a peer that may travel inside its
+ * fingerprint message, saving a message per peer on small calls. */
+#define RCOLL_FP_INLINE 256
+
+/* Where a fingerprint message is built or received: the fingerprint, then
+ * the inline bytes; inline_step is the plan step they belong to (-1: none). */
+typedef struct rcoll_fp_slot {
+  rcoll_fp_t fp;
+  unsigned char data[RCOLL_FP_INLINE];
+  int inline_step;
+} rcoll_fp_slot_t;
+_Static_assert(sizeof(rcoll_fp_t) == 48, "the fingerprint is 48 bytes, with the inline bytes right after it");
+
 /* One call of the plan being built or run. */
 typedef struct rcoll_call {
   rcoll_fp_t *fp;         /* stable storage: fingerprint sends point at it */
@@ -96,8 +109,11 @@ rcollResult_t rcoll_fp_insert(struct rcollComm *c, rcoll_call_t *call);
  * it arrived for; on a mismatch returns rcollInvalidUsage with a message
  * naming both calls. */
 rcollResult_t rcoll_fp_check(struct rcollComm *c, int step, size_t got);
-/* A zeroed fingerprint slot that stays put until the plan is reset (NULL
- * when out of memory). */
-rcoll_fp_t *rcoll_fp_alloc(struct rcollComm *c);
+/* A zeroed fingerprint slot (inline_step -1) that stays put until the plan
+ * is reset (NULL when out of memory). */
+rcoll_fp_slot_t *rcoll_fp_alloc(struct rcollComm *c);
+/* A fingerprint send copies its inline bytes in just before it is posted
+ * (engine.c moves the inline steps themselves). */
+void rcoll_fp_fill_inline(rcoll_plan_t *p, rcoll_step_t *st);
 
 #endif

@@ -131,7 +131,7 @@ struct rcollComm {
   uint64_t coll_seq;      /* collectives called so far */
   struct rcoll_call *calls;
   int ncalls, calls_cap;
-  struct rcoll_fp **fp_blocks;
+  struct rcoll_fp_slot **fp_blocks;
   int fp_nblocks, fp_used;
   int *fp_peers;          /* scratch of rcoll_fp_insert: the peers a call touches, */
   int *fp_mark;           /* and each one's place in that list plus 1 (0: not touched) */

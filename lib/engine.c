@@ -65,6 +65,35 @@ static void finish_local(struct rcollComm *c, rcoll_step_t *st) {
   }
 }
 
+/* A step whose message travels inside its call's fingerprint message
+ * (fingerprint.c; its gate is that message's step). A send is done once the
+ * fingerprint message, which copied its bytes, is posted. A receive that
+ * may come inline waits for the fingerprint, which says whether it did;
+ * one that did is copied or reduced from there. Returns 1 when the step is
+ * done, 0 while it waits, -1 when it is posted as an ordinary message. */
+static int inline_post(rcoll_plan_t *p, rcoll_step_t *st) {
+  const rcoll_step_t *fp = &p->steps[st->gate];
+  if (st->kind == RCOLL_STEP_SEND) {
+    if (fp->state == RCOLL_STEP_PENDING)
+      return 0;
+    st->state = RCOLL_STEP_DONE;
+    return 1;
+  }
+  if (fp->state != RCOLL_STEP_DONE)
+    return 0;
+  if (!(st->flags & RCOLL_STEP_INLINE))
+    return -1;
+  const rcoll_fp_slot_t *slot = fp->dst;
+  rcollDataType_t t = (rcollDataType_t)st->dtype;
+  if (st->kind == RCOLL_STEP_RECV)
+    memcpy(st->dst, slot->data, st->bytes);
+  else
+    rcoll_reduce(st->dst, st->src, slot->data, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op);
+  finish_local(p->comm, st);
+  st->state = RCOLL_STEP_DONE;
+  return 1;
+}
+
 /* Tries to post a pending step; returns 1 if it moved. */
 static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
@@ -79,12 +108,19 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
     st->state = RCOLL_STEP_DONE;
     return 1;
   }
+  if (st->flags & (RCOLL_STEP_INLINE | RCOLL_STEP_MAYBE_INLINE)) {
+    int r = inline_post(p, st);
+    if (r >= 0)
+      return r;
+  }
   rcoll_peer_t *pe = &c->peers[st->peer];
   void *req = NULL;
   rcollResult_t r;
   if (st->kind == RCOLL_STEP_SEND) {
     if (st->seq != pe->send_posted)
       return 0;
+    if (st->flags & RCOLL_STEP_FP)
+      rcoll_fp_fill_inline(p, st);
     r = c->nets[pe->net].ops->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
     if (r != rcollSuccess) {
       *err = peer_error(p, st, r, "send to");

@@ -40,10 +40,46 @@ static int fp_peers(struct rcollComm *c, const rcoll_call_t *call) {
   return n;
 }
 
+/* The sender's side of an inline message: a first message to a peer that
+ * is small and depends on nothing travels inside the fingerprint message,
+ * built in a slot of its own, and takes no place on the connection. */
+static int fp_inline_send(struct rcollComm *c, rcoll_step_t *steps, int fp, int i,
+                          const rcoll_fp_t *call_fp) {
+  rcoll_step_t *st = &steps[i];
+  if (st->bytes == 0 || st->bytes > RCOLL_FP_INLINE || st->dep[0] != RCOLL_NO_DEP ||
+      st->dep[1] != RCOLL_NO_DEP)
+    return 0;
+  rcoll_fp_slot_t *slot = rcoll_fp_alloc(c);
+  if (slot == NULL)
+    return 0; /* then it goes as a message of its own */
+  slot->fp = *call_fp;
+  slot->inline_step = i;
+  steps[fp].src = slot;
+  steps[fp].bytes = sizeof slot->fp + st->bytes;
+  st->flags |= RCOLL_STEP_INLINE;
+  st->gate = fp;
+  st->seq = UINT64_MAX; /* no place of its own on the connection */
+  return 1;
+}
+
+/* The receiver's side: a small first receive may come inline; which, its
+ * fingerprint message says (rcoll_fp_check). */
+static void fp_inline_recv(rcoll_step_t *steps, int fp, int i) {
+  if (steps[i].bytes == 0 || steps[i].bytes > RCOLL_FP_INLINE)
+    return;
+  steps[i].flags |= RCOLL_STEP_MAYBE_INLINE;
+  ((rcoll_fp_slot_t *)steps[fp].dst)->inline_step = i;
+}
+
+static int fp_sends_inline(const rcoll_step_t *fp) {
+  return ((const rcoll_fp_slot_t *)fp->src)->inline_step >= 0;
+}
+
 /* Numbers the fingerprint steps first on their connections: the call's own
  * messages on each move one place down, and each fingerprint takes the
  * place of the first (or the next free one, where the call sends nothing
- * that way). Receives from a peer are gated on its fingerprint. */
+ * that way); an inline first message gives its place to the fingerprint.
+ * Receives from a peer are gated on its fingerprint. */
 static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int per) {
   rcoll_step_t *steps = c->plan.steps;
   const uint64_t unset = UINT64_MAX;
@@ -57,8 +93,15 @@ static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int p
     int fp = call->first_step + (c->fp_mark[st->peer] - 1) * per + (per == 2 ? !sending : 0);
     if (steps[fp].kind != st->kind && !(steps[fp].kind == RCOLL_STEP_RECV && !sending))
       continue; /* no fingerprint this way (send/recv: the receiver's side only) */
-    if (steps[fp].seq == unset)
+    int first = steps[fp].seq == unset;
+    if (first)
       steps[fp].seq = st->seq;
+    if (sending && first && fp_inline_send(c, steps, fp, i, call->fp))
+      continue;
+    if (sending && fp_sends_inline(&steps[fp]))
+      continue; /* the inline message gave the fingerprint its place */
+    if (!sending && first)
+      fp_inline_recv(steps, fp, i);
     st->seq++;
     if (!sending)
       st->gate = fp;
@@ -69,7 +112,8 @@ static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int p
     uint64_t *planned = fp->kind == RCOLL_STEP_SEND ? &pe->send_planned : &pe->recv_planned;
     if (fp->seq == unset)
       fp->seq = *planned;
-    ++*planned;
+    if (fp->kind != RCOLL_STEP_SEND || !fp_sends_inline(fp))
+      ++*planned;
   }
 }
 
@@ -95,9 +139,12 @@ rcollResult_t rcoll_fp_insert(struct rcollComm *c, rcoll_call_t *call) {
       st->flags = RCOLL_STEP_FP;
       st->peer = c->fp_peers[k];
       st->bytes = sizeof(rcoll_fp_t);
-      st->src = call->fp; /* a receive compares what came with it */
-      if (!sending && (st->dst = rcoll_fp_alloc(c)) == NULL)
+      st->src = call->fp; /* a receive compares what came with it; its slot has no inline bytes */
+      if (sending)
+        continue;
+      if ((st->dst = rcoll_fp_alloc(c)) == NULL)
         goto oom;
+      st->bytes += RCOLL_FP_INLINE; /* room for a first message inline */
     }
   }
   call->nsteps += npeers * per;
@@ -108,6 +155,33 @@ rcollResult_t rcoll_fp_insert(struct rcollComm *c, rcoll_call_t *call) {
 oom:
   p->failed = 1;
   return rcoll_error(rcollSystemError, "rank %d: out of memory adding a call's fingerprints", c->rank);
+}
+
+/* The calls match; `extra` bytes came inline: they are the first receive's
+ * (marked for the engine, which moves them when the receive's dependencies
+ * are done), and that receive's place on the connection is taken. */
+static rcollResult_t fp_took_inline(struct rcollComm *c, const rcoll_step_t *st, size_t extra) {
+  const rcoll_fp_slot_t *slot = st->dst;
+  if (extra == 0)
+    return rcollSuccess;
+  rcoll_step_t *data = slot->inline_step >= 0 ? &c->plan.steps[slot->inline_step] : NULL;
+  rcoll_peer_t *pe = &c->peers[st->peer];
+  if (data == NULL || data->bytes != extra || pe->recv_posted != data->seq)
+    return rcoll_error(rcollInvalidUsage, "rank %d: rank %d sent %zu bytes with a matching "
+                       "fingerprint where this rank's first message from it is %zu bytes: the "
+                       "ranks planned the same call differently", c->rank, st->peer, extra,
+                       data != NULL ? data->bytes : 0);
+  data->flags |= RCOLL_STEP_INLINE;
+  pe->recv_posted++;
+  return rcollSuccess;
+}
+
+void rcoll_fp_fill_inline(rcoll_plan_t *p, rcoll_step_t *st) {
+  rcoll_fp_slot_t *slot = (rcoll_fp_slot_t *)st->src;
+  if (slot->inline_step >= 0) {
+    const rcoll_step_t *data = &p->steps[slot->inline_step];
+    memcpy(slot->data, data->src, data->bytes);
+  }
 }
 
 /* The first field in which two calls that should match differ, or NULL. */
@@ -142,10 +216,11 @@ rcollResult_t rcoll_fp_check(struct rcollComm *c, int step, size_t got) {
   const rcoll_step_t *st = &c->plan.steps[step];
   const rcoll_fp_t *mine = st->src, *theirs = st->dst;
   char a[160], b[160];
-  int garbled = got != sizeof *theirs || theirs->magic != RCOLL_FP_MAGIC;
+  int garbled = got < sizeof *theirs || got > sizeof *theirs + RCOLL_FP_INLINE ||
+                theirs->magic != RCOLL_FP_MAGIC;
   const char *field = garbled ? NULL : fp_differs(mine, theirs, c->rank, st->peer);
   if (!garbled && field == NULL)
-    return rcollSuccess; /* the usual case: nothing formatted */
+    return fp_took_inline(c, st, got - sizeof *theirs); /* the usual case: nothing formatted */
   rcoll_fp_describe(mine, c->rank, a, sizeof a);
   if (garbled)
     return rcoll_error(rcollInvalidUsage,

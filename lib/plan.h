@@ -32,8 +32,16 @@ typedef enum rcoll_step_kind {
 } rcoll_step_kind_t;
 
 /* RCOLL_STEP_FP: a call's fingerprint message (call.h), sent or received
- * ahead of the call's data on that connection. */
-enum rcoll_step_flags { RCOLL_STEP_FINISH = 1, RCOLL_STEP_FP = 2 };
+ * ahead of the call's data on that connection. RCOLL_STEP_INLINE: a small
+ * first message of a call that travels inside its fingerprint message
+ * (fingerprint.c); RCOLL_STEP_MAYBE_INLINE: a small first receive that may
+ * (the sender decides: its first send must depend on nothing). */
+enum rcoll_step_flags {
+  RCOLL_STEP_FINISH = 1,
+  RCOLL_STEP_FP = 2,
+  RCOLL_STEP_INLINE = 4,
+  RCOLL_STEP_MAYBE_INLINE = 8,
+};
 
 enum rcoll_step_state { RCOLL_STEP_PENDING = 0, RCOLL_STEP_POSTED, RCOLL_STEP_DONE };
 

@@ -41,6 +41,7 @@ typedef struct job {
   rcollComm_t comm;
   rcollResult_t init, warm, result, later;
   double seconds, later_seconds;
+  int data_ok; /* a receive got what was sent */
   char error[1024], later_error[1024];
 } job_t;
 
@@ -75,8 +76,14 @@ static void *rank_main(void *arg) {
   j->warm = rcollSuccess;
   for (int i = 0; i < WARMUP && j->warm == rcollSuccess; i++)
     j->warm = rcollAllReduce(buf, buf, 16, rcollFloat32, rcollSum, j->comm, NULL);
+  /* A sender's elements are 100 + i; a receiver's buffer starts at -1. */
+  for (size_t i = 0; i < j->call.count && j->call.count <= COUNT_MAX; i++)
+    buf[i] = j->call.kind == SEND ? 100.0f + (float)i : -1.0f;
   double t0 = now_s();
   j->result = make_call(&j->call, buf, j->comm);
+  j->data_ok = 1;
+  for (size_t i = 0; j->call.kind == RECV && i < j->call.count && i < COUNT_MAX; i++)
+    j->data_ok &= buf[i] == 100.0f + (float)i;
   j->seconds = now_s() - t0;
   snprintf(j->error, sizeof j->error, "%s", rcollGetLastError(j->comm));
   if (j->call.alone)
@@ -221,6 +228,16 @@ Test(mismatch, p2p_size) {
   receiver_fails(calls, want, "size");
 }
 
+/* 40 bytes travel inside the fingerprint message (fingerprint.c: inline);
+ * the receiver still checks the fingerprint before it takes them. */
+Test(mismatch, p2p_size_inline) {
+  const call_t calls[2] = {{SEND, 10, rcollFloat32, rcollSum, 1, 1},
+                           {RECV, 20, rcollFloat32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called send #1 to rank 1 (10 x float32)",
+                               "rank 1 called recv #1 from rank 0 (20 x float32)"};
+  receiver_fails(calls, want, "size");
+}
+
 Test(mismatch, p2p_type) {
   const call_t calls[2] = {{SEND, 100, rcollFloat32, rcollSum, 1, 1},
                            {RECV, 100, rcollInt32, rcollSum, 0, 0}};
@@ -232,16 +249,18 @@ Test(mismatch, p2p_type) {
 /* Matching calls of every shape still succeed with fingerprints on, and a
  * send/recv pair in either order inside groups is no mismatch. */
 Test(mismatch, matching_calls_pass) {
-  static const char *const nets[] = {"shm", "socket"};
-  for (size_t n = 0; n < 2; n++) {
-    const call_t calls[2] = {{SEND, 100, rcollFloat32, rcollSum, 1, 0},
-                             {RECV, 100, rcollFloat32, rcollSum, 0, 0}};
+  static const char *const nets[] = {"shm", "socket", "shm", "socket"};
+  for (size_t n = 0; n < 4; n++) {
+    size_t count = n < 2 ? 100 : 10; /* 10: the message travels inline */
+    const call_t calls[2] = {{SEND, count, rcollFloat32, rcollSum, 1, 0},
+                             {RECV, count, rcollFloat32, rcollSum, 0, 0}};
     job_t jobs[2];
     run_pair(jobs, nets[n], calls);
     for (int r = 0; r < 2; r++) {
       cr_assert_eq(jobs[r].result, rcollSuccess, "%s: rank %d: %s", nets[n], r, jobs[r].error);
       cr_assert_eq(jobs[r].later, rcollSuccess, "%s: rank %d: %s", nets[n], r, jobs[r].later_error);
     }
+    cr_assert(jobs[1].data_ok, "%s: %zu floats: the receiver did not get what was sent", nets[n], count);
     end_pair(jobs);
   }
 }
