@@ -67,15 +67,18 @@ static void finish_local(struct rcollComm *c, rcoll_step_t *st) {
 
 /* A step whose message travels inside its call's fingerprint message
  * (fingerprint.c; its gate is that message's step). A send is done once the
- * fingerprint message, which copied its bytes, is posted. A receive that
+ * fingerprint message, which copied its bytes, is posted; it counts as
+ * posted on its connection (it keeps its number there). A receive that
  * may come inline waits for the fingerprint, which says whether it did;
  * one that did is copied or reduced from there. Returns 1 when the step is
  * done, 0 while it waits, -1 when it is posted as an ordinary message. */
 static int inline_post(rcoll_plan_t *p, rcoll_step_t *st) {
   const rcoll_step_t *fp = &p->steps[st->gate];
   if (st->kind == RCOLL_STEP_SEND) {
-    if (fp->state == RCOLL_STEP_PENDING)
+    rcoll_peer_t *pe = &p->comm->peers[st->peer];
+    if (fp->state == RCOLL_STEP_PENDING || st->seq != pe->send_posted)
       return 0;
+    pe->send_posted++;
     st->state = RCOLL_STEP_DONE;
     return 1;
   }

@@ -42,7 +42,9 @@ static int fp_peers(struct rcollComm *c, const rcoll_call_t *call) {
 
 /* The sender's side of an inline message: a first message to a peer that
  * is small and depends on nothing travels inside the fingerprint message,
- * built in a slot of its own, and takes no place on the connection. */
+ * built in a slot of its own. It keeps its number on the connection (the
+ * engine counts it as sent), so that both sides number the messages after
+ * it alike, whether it came inline or not (traces match them by number). */
 static int fp_inline_send(struct rcollComm *c, rcoll_step_t *steps, int fp, int i,
                           const rcoll_fp_t *call_fp) {
   rcoll_step_t *st = &steps[i];
@@ -58,7 +60,6 @@ static int fp_inline_send(struct rcollComm *c, rcoll_step_t *steps, int fp, int 
   steps[fp].bytes = sizeof slot->fp + st->bytes;
   st->flags |= RCOLL_STEP_INLINE;
   st->gate = fp;
-  st->seq = UINT64_MAX; /* no place of its own on the connection */
   return 1;
 }
 
@@ -71,15 +72,10 @@ static void fp_inline_recv(rcoll_step_t *steps, int fp, int i) {
   ((rcoll_fp_slot_t *)steps[fp].dst)->inline_step = i;
 }
 
-static int fp_sends_inline(const rcoll_step_t *fp) {
-  return ((const rcoll_fp_slot_t *)fp->src)->inline_step >= 0;
-}
-
 /* Numbers the fingerprint steps first on their connections: the call's own
  * messages on each move one place down, and each fingerprint takes the
  * place of the first (or the next free one, where the call sends nothing
- * that way); an inline first message gives its place to the fingerprint.
- * Receives from a peer are gated on its fingerprint. */
+ * that way). Receives from a peer are gated on its fingerprint. */
 static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int per) {
   rcoll_step_t *steps = c->plan.steps;
   const uint64_t unset = UINT64_MAX;
@@ -96,11 +92,9 @@ static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int p
     int first = steps[fp].seq == unset;
     if (first)
       steps[fp].seq = st->seq;
-    if (sending && first && fp_inline_send(c, steps, fp, i, call->fp))
-      continue;
-    if (sending && fp_sends_inline(&steps[fp]))
-      continue; /* the inline message gave the fingerprint its place */
-    if (!sending && first)
+    if (first && sending)
+      fp_inline_send(c, steps, fp, i, call->fp);
+    else if (first)
       fp_inline_recv(steps, fp, i);
     st->seq++;
     if (!sending)
@@ -112,8 +106,7 @@ static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int p
     uint64_t *planned = fp->kind == RCOLL_STEP_SEND ? &pe->send_planned : &pe->recv_planned;
     if (fp->seq == unset)
       fp->seq = *planned;
-    if (fp->kind != RCOLL_STEP_SEND || !fp_sends_inline(fp))
-      ++*planned;
+    ++*planned;
   }
 }
 

@@ -218,7 +218,7 @@ int rcoll_plan_insert(rcoll_plan_t *p, int at, int n) {
 void rcoll_plan_discard(rcoll_plan_t *p) {
   for (int i = 0; i < p->nsteps; i++) {
     rcoll_step_t *st = &p->steps[i];
-    if (st->kind == RCOLL_STEP_SEND && !(st->flags & RCOLL_STEP_INLINE)) /* inline: no place */
+    if (st->kind == RCOLL_STEP_SEND)
       p->comm->peers[st->peer].send_planned--;
     else if (st->kind == RCOLL_STEP_RECV || st->kind == RCOLL_STEP_RECV_REDUCE)
       p->comm->peers[st->peer].recv_planned--;
