@@ -5,6 +5,7 @@
 #include <stdio.h>
 
 #include "algo.h"
+#include "call.h"
 #include "comm.h"
 #include "device.h"
 #include "group.h"
@@ -147,12 +148,20 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   if (a->count == 0)
     return rcollSuccess;
   /* PreMulSum: the call sums a scaled copy of the input (redop.h). */
+  rcollRedOp_t user_op = a->op;
+  int first_step = comm->plan.nsteps;
   r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1), device);
   if (r == rcollSuccess)
     r = coll_plan(d, a, comm);
+  /* Numbered, fingerprinted and recorded (call.h) once planned: the
+   * fingerprint names the algorithm and goes to the peers the plan uses. */
+  if (r == rcollSuccess)
+    r = rcoll_call_add(comm, d->coll, a, user_op, first_step, device >= 0);
   if (r != rcollSuccess) {
     if (rcoll_group_active())
-      rcoll_group_fail(r);
+      rcoll_group_fail(r); /* rcollGroupEnd discards the group's plan */
+    else
+      rcoll_calls_discard(comm), rcoll_plan_discard(&comm->plan);
     return r;
   }
   RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,

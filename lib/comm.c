@@ -9,7 +9,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "call.h"
 #include "device.h"
+#include "flight_recorder.h"
 #include "log.h"
 #include "memtype.h"
 #include "redop.h"
@@ -36,9 +38,27 @@ rcollResult_t rcoll_comm_check(const struct rcollComm *comm, const char *fn) {
   return rcollSuccess;
 }
 
-void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r) {
+int rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r) {
   int expected = rcollSuccess;
-  atomic_compare_exchange_strong(&comm->async_error, &expected, (int)r);
+  return atomic_compare_exchange_strong(&comm->async_error, &expected, (int)r);
+}
+
+/* FNV-1a of the unique id: the same on every rank of the communicator. */
+static uint64_t comm_id_hash(const rcollUniqueId *id) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < sizeof id->internal; i++)
+    h = (h ^ (unsigned char)id->internal[i]) * 0x100000001b3ull;
+  return h;
+}
+
+/* Fingerprints are sent only when every rank sends them: a rank without
+ * them would read another's fingerprint as data. */
+static void comm_fingerprint_policy(struct rcollComm *c) {
+  c->fingerprint = 1;
+  for (int r = 0; r < c->nranks; r++)
+    c->fingerprint &= (c->infos[r].flags & RCOLL_RANK_FINGERPRINT) != 0;
+  if (!c->fingerprint && c->settings.fingerprint && c->rank == 0)
+    RCOLL_WARN("RCOLL_FINGERPRINT is off on some ranks: no call fingerprints on this communicator");
 }
 
 const char *rcoll_comm_peer_name(const struct rcollComm *comm, int peer, char *buf, size_t len) {
@@ -81,7 +101,8 @@ static rcollResult_t comm_alloc(struct rcollComm *c) {
 }
 
 static void comm_free(struct rcollComm *c) {
-  rcoll_device_ops.comm_destroy(c); /* first: its proxy may still use the connections */
+  rcoll_fr_close(c); /* first: the SIGUSR1 dumper reads the comm */
+  rcoll_device_ops.comm_destroy(c); /* its proxy may still use the connections */
   rcoll_trace_close(c);
   rcoll_reg_free_all(c);
   rcoll_conn_close_all(c);
@@ -89,6 +110,7 @@ static void comm_free(struct rcollComm *c) {
   rcoll_bootstrap_close(c->bootstrap);
   rcoll_plan_free(&c->plan);
   rcoll_redop_free(c);
+  rcoll_calls_free(c);
   free(c->peers);
   free(c->infos);
   free(c->need);
@@ -164,8 +186,11 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
                                  uint64_t secret, const rcollUniqueId *id, struct rcollComm **out) {
   if (r == rcollSuccess)
     r = rcoll_comm_open_nets(c, net_name, secret);
-  if (r == rcollSuccess)
+  if (r == rcollSuccess) {
     comm_spin_policy(c);
+    comm_fingerprint_policy(c);
+    c->id_hash = comm_id_hash(id);
+  }
   if (r == rcollSuccess)
     r = rcoll_trace_open(c, id);
   /* Now, not at the first call: the tuner agrees its figures with every
@@ -178,6 +203,7 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
     return r;
   }
   rcoll_plan_reset(&c->plan, c);
+  rcoll_fr_open(c);
   RCOLL_INFO(RCOLL_SUB_INIT, "comm %p rank %d of %d on %s (node %d of %d, local rank %d of %d): "
              "transports %s, chunk %zu B, %d slots", (void *)c, c->rank, c->nranks,
              rcoll_bootstrap_host(c->bootstrap, c->rank), c->topo.node, c->topo.nnodes,
@@ -242,8 +268,14 @@ RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm) {
  * tears everything down without talking to peers. */
 RCOLL_API rcollResult_t rcollCommAbort(rcollComm_t comm) {
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommAbort"));
+  /* The flight recorder shows what the abort interrupted; to the log only
+   * when it interrupts something (a failure dumped already, and aborting a
+   * healthy communicator at the end of a job is routine). */
+  int interrupts = comm->active > 0 || comm->in_group;
   comm->aborted = 1;
   rcoll_comm_set_error(comm, rcollInvalidUsage);
+  if (comm->fr != NULL && (interrupts || comm->settings.fr_dump_file[0] != '\0'))
+    rcoll_fr_dump(comm, "abort");
   for (int spins = 0; comm->active > 0 && spins < 20000; spins++) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);

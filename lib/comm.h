@@ -35,6 +35,7 @@ typedef struct rcoll_rank_info {
 } rcoll_rank_info_t;
 
 #define RCOLL_RANK_TRACING 1u
+#define RCOLL_RANK_FINGERPRINT 2u /* RCOLL_FINGERPRINT is on (call.h) */
 
 /* The first message on every connection: who sent it (conn.c). */
 typedef struct rcoll_conn_hello {
@@ -68,6 +69,8 @@ typedef struct rcoll_peer {
   void *staging_mh;
   unsigned slot_next;
   uint8_t slot_busy[RCOLL_MAX_SLOTS];
+  /* Sends to and receives from this peer so far (call.h: their numbers). */
+  uint64_t p2p_sent, p2p_recvd;
 } rcoll_peer_t;
 
 struct rcollComm {
@@ -122,6 +125,20 @@ struct rcollComm {
    * engine's only cost when tracing is off is testing this. */
   struct rcoll_trace *trace;
 
+  /* The calls of the plan (call.h): their numbers, fingerprints and
+   * flight-recorder entries. Fingerprints live in blocks that never move,
+   * since plan steps point at them. */
+  uint64_t coll_seq;      /* collectives called so far */
+  struct rcoll_call *calls;
+  int ncalls, calls_cap;
+  struct rcoll_fp_slot **fp_blocks;
+  int fp_nblocks, fp_used;
+  int *fp_peers;          /* scratch of rcoll_fp_insert: the peers a call touches, */
+  int *fp_mark;           /* and each one's place in that list plus 1 (0: not touched) */
+  int fingerprint;        /* every rank sends fingerprints (RCOLL_FINGERPRINT) */
+  uint64_t id_hash;       /* names the communicator in dumps: the same on all its ranks */
+  struct rcoll_fr *fr;    /* flight recorder (flight_recorder.h); NULL when off */
+
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;
   _Atomic int revoked;     /* rcollCommRevoke: calls stop and are refused (shrink.c) */
@@ -168,8 +185,9 @@ void rcoll_comm_summary(const struct rcollComm *c);
  * (comm_topo_dump.c). */
 void rcoll_comm_topo_dump(const struct rcollComm *c);
 
-/* Records a failure as the communicator's sticky async error. */
-void rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r);
+/* Records a failure as the communicator's sticky async error; returns 1
+ * when this was the first. */
+int rcoll_comm_set_error(struct rcollComm *comm, rcollResult_t r);
 /* "rank 3 (host:pid)" for error messages. */
 const char *rcoll_comm_peer_name(const struct rcollComm *comm, int peer, char *buf, size_t len);
 

@@ -121,6 +121,7 @@ rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, ui
   rcoll_rank_info_t *me = &c->infos[c->rank];
   rcoll_topo_hostid(&c->settings, me->hostid);
   me->flags = c->settings.trace[0] != '\0' ? RCOLL_RANK_TRACING : 0;
+  me->flags |= c->settings.fingerprint ? RCOLL_RANK_FINGERPRINT : 0;
   if (want[0] != '\0')
     RCOLL_CHECK(net_open_named(c, want, secret));
   else

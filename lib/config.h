@@ -46,6 +46,19 @@
     "Most events one rank's trace keeps (72 bytes each in memory); later ones are counted, not kept") \
   X(INT_IN(1, 2147483647), timeout, "TIMEOUT", NULL, "300",                                      \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
+  X(INT_IN(0, 1), fingerprint, "FINGERPRINT", NULL, "1",                                        \
+    "1: each call sends a 48-byte fingerprint (kind, number, count, type, op, root, algorithm) "  \
+    "ahead of its data, so that ranks making different calls fail at once naming both; off "     \
+    "unless every rank has it on")                                                               \
+  X(INT_IN(0, 1000000), fr_entries, "FR_ENTRIES", NULL, "64",                                   \
+    "Flight recorder: the last calls each communicator keeps, dumped on failure, abort and "     \
+    "SIGUSR1 (docs/faults.md); 0: off")                                                          \
+  X(STR, fr_dump_file, "FR_DUMP_FILE", NULL, "",                                                 \
+    "Flight-recorder dumps are appended to this file (%r rank, %h host, %p pid) instead of the " \
+    "log; scripts/rcoll-fr-analyze reads them")                                                  \
+  X(STR_OF("SIGUSR1,SIGUSR2,none"), fr_signal, "FR_SIGNAL", NULL, "SIGUSR1",                   \
+    "The signal that dumps every flight recorder of the process (only where the application "   \
+    "has no handler for it: MPICH takes SIGUSR1); none: no signal")                              \
   X(STR, net, "NET", "NCCL_NET", "", "Transport to use; empty picks the best available (bench/rcoll_info lists those built in)") \
   X(STR, comm_id, "COMM_ID", "NCCL_COMM_ID", "",                                                 \
     "host:port of the bootstrap root; rank 0 listens there (rcollGetUniqueId, InitFromEnv)")     \

@@ -8,8 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call.h"
 #include "clock.h"
 #include "comm.h"
+#include "device.h"
 #include "log.h"
 
 #define HELLO_MAGIC 0x6f6c6c65686c6c63ull
@@ -152,19 +154,31 @@ static int conn_missing(struct rcollComm *c, const rcoll_plan_t *p) {
   return missing;
 }
 
-static rcollResult_t conn_timeout(struct rcollComm *c) {
-  char name[128];
+/* " in allreduce #17 (...)" for a host plan, so that a failure to connect
+ * names the call that needed the connection (the CUDA proxy's plans carry
+ * no call records). */
+static const char *conn_where(const rcoll_plan_t *p, char *buf, size_t len) {
+  buf[0] = '\0';
+  if (p == &p->comm->plan && !rcoll_device_ops.executing(p->comm))
+    rcoll_calls_where(p->comm, buf, len);
+  return buf;
+}
+
+static rcollResult_t conn_timeout(const rcoll_plan_t *p) {
+  struct rcollComm *c = p->comm;
+  char name[128], where[320];
+  conn_where(p, where, sizeof where);
   for (int peer = 0; peer < c->nranks; peer++) {
     rcoll_peer_t *pe = &c->peers[peer];
     int send = (c->need[peer] & NEED_SEND) && pe->send_comm == NULL;
     if (send || ((c->need[peer] & NEED_RECV) && pe->recv_comm == NULL)) {
       rcoll_comm_peer_name(c, peer, name, sizeof name);
-      return rcoll_error(rcollTimeout, "rank %d: could not %s %s within %lld ms", c->rank,
-                         send ? "connect to" : "get a connection from", name,
-                         (long long)c->timeout_ms);
+      return rcoll_error(rcollTimeout, "rank %d: could not %s %s within %lld ms%s (before any of "
+                         "its data moved)", c->rank, send ? "connect to" : "get a connection from",
+                         name, (long long)c->timeout_ms, where);
     }
   }
-  return rcoll_error(rcollTimeout, "rank %d: connection set-up timed out", c->rank);
+  return rcoll_error(rcollTimeout, "rank %d: connection set-up timed out%s", c->rank, where);
 }
 
 static rcollResult_t conn_staging(struct rcollComm *c, const rcoll_plan_t *p) {
@@ -187,10 +201,10 @@ static rcollResult_t conn_round(struct rcollComm *c, const rcoll_plan_t *p, int 
       continue;
     rcollResult_t r = try_connect(c, peer);
     if (r != rcollSuccess) {
-      char name[128];
+      char name[128], where[320];
       rcoll_comm_peer_name(c, peer, name, sizeof name);
-      return rcoll_error(r, "rank %d: connecting to %s failed: %s", c->rank, name,
-                         rcoll_error_text());
+      return rcoll_error(r, "rank %d: connecting to %s failed%s: %s", c->rank, name,
+                         conn_where(p, where, sizeof where), rcoll_error_text());
     }
   }
   RCOLL_CHECK(try_accept(c));
@@ -219,16 +233,18 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
       int done = 0;
       RCOLL_CHECK(conn_round(c, plans[i], &done));
       all &= done;
-      if (c->aborted || c->revoked)
-        return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s", c->rank,
-                           c->aborted ? "aborted" : "revoked");
+      if (c->aborted || c->revoked) {
+        char where[320];
+        return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s%s", c->rank,
+                           c->aborted ? "aborted" : "revoked", conn_where(plans[i], where, sizeof where));
+      }
     }
     if (all)
       return rcollSuccess;
     if (rcoll_now_ms() > deadline)
       for (int i = 0; i < nplans; i++)
         if (conn_missing(plans[i]->comm, plans[i]) > 0)
-          return conn_timeout(plans[i]->comm);
+          return conn_timeout(plans[i]);
     sched_yield();
   }
 }

@@ -16,9 +16,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "call.h"
 #include "clock.h"
 #include "comm.h"
 #include "device.h"
+#include "flight_recorder.h"
 #include "log.h"
 #include "reduce.h"
 #include "trace.h"
@@ -26,6 +28,9 @@
 /* Steps examined per pass: far more than can be in flight at once. (Traces
  * give a connection as many lanes as this, trace_write.c.) */
 #define ENGINE_WINDOW 512
+/* A wait this long is recorded in the flight recorder (how far the call
+ * got): long enough never to cost a call that is merely slow to start. */
+#define ENGINE_FR_WAIT_US 100000
 
 static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
   for (int k = 0; k < 2; k++)
@@ -34,10 +39,22 @@ static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
   return 1;
 }
 
-static rcollResult_t peer_error(struct rcollComm *c, int peer, rcollResult_t r, const char *what) {
-  char name[128];
-  rcoll_comm_peer_name(c, peer, name, sizeof name);
-  return rcoll_error(r, "rank %d: %s %s failed: %s", c->rank, what, name, rcoll_error_text());
+/* " in allreduce #17 (...): 3 of 12 steps done, ..." for a step of a host
+ * plan; the CUDA proxy's plans carry no call records (call.h). */
+static const char *step_where(const rcoll_plan_t *p, const rcoll_step_t *st, char *buf, size_t len) {
+  if (rcoll_device_ops.executing(p->comm) || p != &p->comm->plan)
+    return buf[0] = '\0', buf;
+  return rcoll_call_where(p->comm, (int)(st - p->steps), buf, len);
+}
+
+static rcollResult_t peer_error(rcoll_plan_t *p, const rcoll_step_t *st, rcollResult_t r,
+                                const char *what) {
+  char name[128], where[320];
+  struct rcollComm *c = p->comm;
+  rcoll_comm_peer_name(c, st->peer, name, sizeof name);
+  step_where(p, st, where, sizeof where);
+  return rcoll_error(r, "rank %d: %s %s failed%s: %s", c->rank, what, name, where,
+                     rcoll_error_text());
 }
 
 static void finish_local(struct rcollComm *c, rcoll_step_t *st) {
@@ -46,6 +63,38 @@ static void finish_local(struct rcollComm *c, rcoll_step_t *st) {
     rcoll_reduce_finish(st->dst, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op,
                         c->nranks);
   }
+}
+
+/* A step whose message travels inside its call's fingerprint message
+ * (fingerprint.c; its gate is that message's step). A send is done once the
+ * fingerprint message, which copied its bytes, is posted; it counts as
+ * posted on its connection (it keeps its number there). A receive that
+ * may come inline waits for the fingerprint, which says whether it did;
+ * one that did is copied or reduced from there. Returns 1 when the step is
+ * done, 0 while it waits, -1 when it is posted as an ordinary message. */
+static int inline_post(rcoll_plan_t *p, rcoll_step_t *st) {
+  const rcoll_step_t *fp = &p->steps[st->gate];
+  if (st->kind == RCOLL_STEP_SEND) {
+    rcoll_peer_t *pe = &p->comm->peers[st->peer];
+    if (fp->state == RCOLL_STEP_PENDING || st->seq != pe->send_posted)
+      return 0;
+    pe->send_posted++;
+    st->state = RCOLL_STEP_DONE;
+    return 1;
+  }
+  if (fp->state != RCOLL_STEP_DONE)
+    return 0;
+  if (!(st->flags & RCOLL_STEP_INLINE))
+    return -1;
+  const rcoll_fp_slot_t *slot = fp->dst;
+  rcollDataType_t t = (rcollDataType_t)st->dtype;
+  if (st->kind == RCOLL_STEP_RECV)
+    memcpy(st->dst, slot->data, st->bytes);
+  else
+    rcoll_reduce(st->dst, st->src, slot->data, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op);
+  finish_local(p->comm, st);
+  st->state = RCOLL_STEP_DONE;
+  return 1;
 }
 
 /* Tries to post a pending step; returns 1 if it moved. */
@@ -62,15 +111,22 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
     st->state = RCOLL_STEP_DONE;
     return 1;
   }
+  if (st->flags & (RCOLL_STEP_INLINE | RCOLL_STEP_MAYBE_INLINE)) {
+    int r = inline_post(p, st);
+    if (r >= 0)
+      return r;
+  }
   rcoll_peer_t *pe = &c->peers[st->peer];
   void *req = NULL;
   rcollResult_t r;
   if (st->kind == RCOLL_STEP_SEND) {
     if (st->seq != pe->send_posted)
       return 0;
+    if (st->flags & RCOLL_STEP_FP)
+      rcoll_fp_fill_inline(p, st);
     r = c->nets[pe->net].ops->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
     if (r != rcollSuccess) {
-      *err = peer_error(c, st->peer, r, "send to");
+      *err = peer_error(p, st, r, "send to");
       return 0;
     }
     if (req == NULL)
@@ -87,7 +143,7 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
       /* Reduced on arrival: no staging slot, the message is read once. */
       r = ops->irecv_reduce(pe->recv_comm, st->dst, st->src, st->bytes, st->dtype, st->op, &req);
       if (r != rcollSuccess) {
-        *err = peer_error(c, st->peer, r, "receive from");
+        *err = peer_error(p, st, r, "receive from");
         return 0;
       }
       if (req == NULL)
@@ -108,7 +164,7 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
     int tag = 0;
     r = c->nets[pe->net].ops->irecv(pe->recv_comm, 1, &buf, &st->bytes, &tag, &mh, &req);
     if (r != rcollSuccess) {
-      *err = peer_error(c, st->peer, r, "receive from");
+      *err = peer_error(p, st, r, "receive from");
       return 0;
     }
     if (req == NULL)
@@ -129,23 +185,30 @@ static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   if (rcoll_device_ops.executing(c))
     return rcoll_device_ops.step_test(p, st, err);
+  /* Data from a peer is used only once its call's fingerprint matched. */
+  if (st->gate != RCOLL_NO_DEP && p->steps[st->gate].state != RCOLL_STEP_DONE)
+    return 0;
   int done = 0;
   size_t got = 0;
   rcollResult_t r = rcoll_peer_net(c, st->peer)->test(st->request, &done, &got);
   if (r != rcollSuccess) {
-    *err = peer_error(c, st->peer, r, st->kind == RCOLL_STEP_SEND ? "send to" : "receive from");
+    *err = peer_error(p, st, r, st->kind == RCOLL_STEP_SEND ? "send to" : "receive from");
     return 0;
   }
   if (!done)
     return 0;
   st->request = NULL;
-  if (st->kind != RCOLL_STEP_SEND && got != st->bytes) {
-    char name[128];
+  if ((st->flags & RCOLL_STEP_FP) && st->kind != RCOLL_STEP_SEND) {
+    *err = rcoll_fp_check(c, (int)(st - p->steps), got);
+    if (*err != rcollSuccess)
+      return 0;
+  } else if (st->kind != RCOLL_STEP_SEND && got != st->bytes) {
+    char name[128], where[320];
     rcoll_comm_peer_name(c, st->peer, name, sizeof name);
     *err = rcoll_error(rcollInvalidUsage,
-                       "rank %d: %s sent %zu bytes where %zu were expected "
+                       "rank %d: %s sent %zu bytes where %zu were expected%s "
                        "(counts, types or call order differ between ranks)",
-                       c->rank, name, got, st->bytes);
+                       c->rank, name, got, st->bytes, step_where(p, st, where, sizeof where));
     return 0;
   }
   if (st->kind == RCOLL_STEP_RECV_REDUCE && st->slot < 0) {
@@ -206,15 +269,19 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
     const rcoll_step_t *st = &p->steps[i];
     if (st->state == RCOLL_STEP_DONE || st->kind == RCOLL_STEP_COPY)
       continue;
-    char name[128];
+    char name[128], where[320];
     rcoll_comm_peer_name(c, st->peer, name, sizeof name);
+    /* A fingerprint that never came: the peer has not started this call. */
+    int fp = (st->flags & RCOLL_STEP_FP) && st->kind != RCOLL_STEP_SEND;
     return rcoll_error(rcollTimeout,
-                       "rank %d: no progress for %lld ms waiting to %s %zu bytes %s %s "
-                       "(RCOLL_TIMEOUT=%lld s); the peer may have died or stopped calling",
-                       c->rank, (long long)waited_ms,
+                       "rank %d: no progress for %lld ms waiting to %s %zu bytes %s %s%s "
+                       "(RCOLL_TIMEOUT=%lld s); %s", c->rank, (long long)waited_ms,
                        st->kind == RCOLL_STEP_SEND ? "send" : "receive", st->bytes,
                        st->kind == RCOLL_STEP_SEND ? "to" : "from", name,
-                       (long long)c->settings.timeout);
+                       step_where(p, st, where, sizeof where), (long long)c->settings.timeout,
+                       fp ? "the call's fingerprint never came: that rank has not started this "
+                            "call (it died, hangs elsewhere or made fewer calls)"
+                          : "the peer may have died or stopped calling");
   }
   return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);
 }
@@ -287,13 +354,44 @@ static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64
     rcoll_trace_net_wait(trace, slept_at, n);
 }
 
+/* The first failure of a communicator dumps its flight recorder (after
+ * rcoll_fr_run_end recorded how the calls ended). */
 static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t r) {
   for (int i = 0; i < nplans; i++) {
     struct rcollComm *c = plans[i]->comm;
     snprintf(c->last_error, sizeof c->last_error, "%s", rcoll_error_text());
-    rcoll_comm_set_error(c, r);
+    if (rcoll_comm_set_error(c, r) && c->fr != NULL)
+      rcoll_fr_dump(c, r == rcollTimeout ? "timeout" : "error");
   }
   return r;
+}
+
+/* Whether the flight recorder follows this plan: a host plan of the
+ * calling thread (the CUDA proxy's plans are copies with no call records). */
+static int engine_fr_follows(const rcoll_plan_t *p) {
+  return p->comm->fr != NULL && p == &p->comm->plan && !rcoll_device_ops.executing(p->comm);
+}
+
+/* The oldest step of a plan still waiting on a peer (or head). */
+static int engine_oldest(const rcoll_plan_t *p) {
+  for (int i = p->head; i < p->nsteps; i++)
+    if (p->steps[i].state != RCOLL_STEP_DONE && p->steps[i].kind != RCOLL_STEP_COPY)
+      return i;
+  return p->head;
+}
+
+/* Flight recorder: after a long wait, each plan's calls say how far they
+ * got; `moving` says the wait is over. */
+__attribute__((cold)) static void engine_fr_wait(rcoll_plan_t **plans, int nplans, int moving) {
+  for (int i = 0; i < nplans; i++) {
+    rcoll_plan_t *p = plans[i];
+    if (!engine_fr_follows(p))
+      continue;
+    if (moving)
+      rcoll_fr_moving(p->comm);
+    else if (p->head < p->nsteps)
+      rcoll_fr_waiting(p->comm, engine_oldest(p));
+  }
 }
 
 /* The engine's waits, for the first plan's trace: one "wait" slice from
@@ -315,8 +413,9 @@ __attribute__((cold)) static void idle_trace_end(engine_idle_trace_t *it) {
   it->passes = it->sleeps = 0;
 }
 
-static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
-  int64_t last_progress = rcoll_now_us();
+static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin_us) {
+  int64_t last_progress = begin_us;
+  int fr_waited = 0; /* this wait is in the flight recorder */
   int64_t timeout_us = plans[0]->comm->timeout_ms * 1000;
   int64_t spin_us = plans[0]->comm->spin_us;
   engine_idle_trace_t it = {.trace = plans[0]->comm->trace};
@@ -327,9 +426,15 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       rcoll_plan_t *p = plans[i];
       if (p->head == p->nsteps)
         continue;
-      if (p->comm->aborted || p->comm->revoked)
-        return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s during the call", p->comm->rank,
-                           p->comm->aborted ? "aborted" : "revoked (rcollCommRevoke or rcollCommShrink)");
+      if (p->comm->aborted || p->comm->revoked) {
+        char where[320] = "";
+        if (!rcoll_device_ops.executing(p->comm) && p == &p->comm->plan)
+          rcoll_calls_where(p->comm, where, sizeof where);
+        return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s during the call%s",
+                           p->comm->rank,
+                           p->comm->aborted ? "aborted" : "revoked (rcollCommRevoke or rcollCommShrink)",
+                           where);
+      }
       moved += plan_progress(p, &err);
       if (err != rcollSuccess)
         return err;
@@ -342,8 +447,12 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
     int64_t now = rcoll_now_us();
     if (moved) {
       last_progress = now;
+      if (fr_waited)
+        engine_fr_wait(plans, nplans, 1), fr_waited = 0;
       continue;
     }
+    if (!fr_waited && now - last_progress > ENGINE_FR_WAIT_US)
+      engine_fr_wait(plans, nplans, 0), fr_waited = 1;
     if (it.trace != NULL)
       idle_trace_pass(&it, now - last_progress, spin_us);
     if (now - last_progress > timeout_us)
@@ -378,13 +487,22 @@ rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
                                      plans[i]->comm->rank));
     plans[i]->comm->active++;
   }
+  int64_t begin_us = rcoll_now_us();
+  for (int i = 0; i < nplans; i++)
+    if (engine_fr_follows(plans[i]))
+      rcoll_fr_run_begin(plans[i]->comm, begin_us);
   engine_trace_begin(plans, nplans);
   int64_t connect_ns = plans[0]->comm->trace != NULL ? rcoll_trace_now() : 0;
   rcollResult_t r = rcoll_conn_ensure(plans, nplans);
   if (plans[0]->comm->trace != NULL)
     rcoll_trace_connected(plans[0]->comm->trace, connect_ns);
   if (r == rcollSuccess)
-    r = engine_loop(plans, nplans);
+    r = engine_loop(plans, nplans, begin_us);
+  if (r != rcollSuccess) /* the dump shows where each call stopped */
+    engine_fr_wait(plans, nplans, 0);
+  for (int i = 0; i < nplans; i++)
+    if (engine_fr_follows(plans[i]))
+      rcoll_fr_run_end(plans[i]->comm, r);
   if (r != rcollSuccess)
     engine_fail(plans, nplans, r);
   for (int i = 0; i < nplans; i++) {

@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
+#include "call.h"
 #include "log.h"
 
 static _Thread_local int group_depth;
@@ -79,8 +80,10 @@ RCOLL_API rcollResult_t rcollGroupEnd(void) {
   rcollResult_t r = group_error;
   if (r != rcollSuccess) {
     /* A call in the group was refused: run none of them, as NCCL does. */
-    for (int i = 0; i < group_n; i++)
+    for (int i = 0; i < group_n; i++) {
+      rcoll_calls_discard(group_comms[i]); /* their numbers go to the next calls */
       rcoll_plan_discard(&group_comms[i]->plan);
+    }
     group_clear();
     return r;
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "call.h"
 #include "comm.h"
 #include "redop.h"
 #include "reduce.h"
@@ -24,6 +25,8 @@ void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
       comm->scratch_reader[i] = RCOLL_NO_DEP;
   if (comm != NULL) /* the scaled inputs of PreMulSum calls were read by the plan */
     rcoll_redop_release(comm);
+  if (comm != NULL)
+    rcoll_calls_reset(comm);
 }
 
 void rcoll_plan_free(rcoll_plan_t *p) {
@@ -58,6 +61,7 @@ static rcoll_step_t *plan_add(rcoll_plan_t *p, int kind, int dep0, int dep1) {
   st->dep[0] = dep0;
   st->dep[1] = dep1;
   st->slot = -1;
+  st->gate = RCOLL_NO_DEP;
   return st;
 }
 
@@ -181,6 +185,34 @@ void rcoll_plan_scratch_set_reader(rcoll_plan_t *p, const void *piece, int step)
     return; /* allocation failed: the plan is marked failed and will not run */
   size_t i = (size_t)((const char *)piece - c->scratch) / c->chunk_bytes;
   c->scratch_reader[i] = step;
+}
+
+static void plan_shift(int *index, int at, int n) {
+  if (*index != RCOLL_NO_DEP && *index >= at)
+    *index += n;
+}
+
+int rcoll_plan_insert(rcoll_plan_t *p, int at, int n) {
+  int old = p->nsteps;
+  for (int i = 0; i < n; i++) /* grows the array; the new steps are moved into the gap below */
+    if (plan_add(p, RCOLL_STEP_COPY, RCOLL_NO_DEP, RCOLL_NO_DEP) == NULL)
+      return -1;
+  memmove(&p->steps[at + n], &p->steps[at], (size_t)(old - at) * sizeof *p->steps);
+  for (int i = at + n; i < p->nsteps; i++) {
+    plan_shift(&p->steps[i].dep[0], at, n);
+    plan_shift(&p->steps[i].dep[1], at, n);
+    plan_shift(&p->steps[i].gate, at, n);
+  }
+  for (int i = 0; i < n; i++) {
+    rcoll_step_t *st = &p->steps[at + i];
+    memset(st, 0, sizeof *st);
+    st->dep[0] = st->dep[1] = st->gate = RCOLL_NO_DEP;
+    st->slot = -1;
+  }
+  struct rcollComm *c = p->comm;
+  for (int i = 0; c != NULL && c->scratch_reader != NULL && i < c->nscratch; i++)
+    plan_shift(&c->scratch_reader[i], at, n);
+  return 0;
 }
 
 void rcoll_plan_discard(rcoll_plan_t *p) {

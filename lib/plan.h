@@ -31,7 +31,17 @@ typedef enum rcoll_step_kind {
   RCOLL_STEP_NKINDS
 } rcoll_step_kind_t;
 
-enum rcoll_step_flags { RCOLL_STEP_FINISH = 1 };
+/* RCOLL_STEP_FP: a call's fingerprint message (call.h), sent or received
+ * ahead of the call's data on that connection. RCOLL_STEP_INLINE: a small
+ * first message of a call that travels inside its fingerprint message
+ * (fingerprint.c); RCOLL_STEP_MAYBE_INLINE: a small first receive that may
+ * (the sender decides: its first send must depend on nothing). */
+enum rcoll_step_flags {
+  RCOLL_STEP_FINISH = 1,
+  RCOLL_STEP_FP = 2,
+  RCOLL_STEP_INLINE = 4,
+  RCOLL_STEP_MAYBE_INLINE = 8,
+};
 
 enum rcoll_step_state { RCOLL_STEP_PENDING = 0, RCOLL_STEP_POSTED, RCOLL_STEP_DONE };
 
@@ -52,6 +62,10 @@ typedef struct rcoll_step {
   /* Engine bookkeeping. */
   void *request;
   int slot;
+  /* A receive that may complete only once this earlier step is done (the
+   * call's fingerprint from the same peer, which must be checked before its
+   * data is used), or RCOLL_NO_DEP. Unlike dep, it does not delay posting. */
+  int gate;
 } rcoll_step_t;
 
 typedef struct rcoll_plan {
@@ -109,6 +123,13 @@ void rcoll_plan_scratch_set_reader(rcoll_plan_t *p, const void *piece, int step)
  * least `bytes`, owned by the plan and valid until the next call; NULL after
  * an allocation failure (the plan is then marked failed). */
 void *rcoll_plan_tmp(rcoll_plan_t *p, size_t bytes);
+
+/* Opens a gap of n steps at index `at` (later steps move up by n, and every
+ * dependency, gate and scratch reader that points at a moved step follows
+ * it); the gap's steps are zeroed with no dependencies. The core puts a
+ * call's fingerprint messages there (call.h). Returns 0, or -1 after an
+ * allocation failure (the plan is then marked failed). */
+int rcoll_plan_insert(rcoll_plan_t *p, int at, int n);
 
 /* Undoes the connection sequence numbers a plan reserved without running it
  * (a group that failed validation), then resets it. */

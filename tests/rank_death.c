@@ -10,14 +10,25 @@
  *                                   hangs without closing anything, so only
  *                                   RCOLL_TIMEOUT can free the others
  *   rank_death -n 4 -d 3 -m nojoin  rank 3 never calls rcollCommInitRank
+ *   rank_death -n 4 -d 2 -m hang    rank 2 stops calling (it sleeps in its own
+ *                                   code, alive): the others time out; then
+ *                                   the parent sends it SIGUSR1 (a flight-
+ *                                   recorder dump) before killing it
+ *   -c                              cycle through all-reduce, broadcast (root
+ *                                   = call number mod n), all-gather and
+ *                                   reduce-scatter instead of all-reducing
+ *   -w MS                           -m kill and stop: signal the victim MS ms
+ *                                   after it is in its stream of calls (20)
  *
  * The ranks are forked processes joined through a unique id passed in a pipe.
  * Every survivor must get a non-success result within RCOLL_TIMEOUT plus a
  * margin, with error text that names a rank other than its own; at least one survivor (the dead
  * rank's neighbour) must name the dead rank itself; rcollCommAbort must then
  * return promptly. Prints one line per rank and "rank_death: PASS" or
- * "rank_death: FAIL"; exits 0 only on PASS. */
+ * "rank_death: FAIL"; exits 0 only on PASS. Every survivor's error must also
+ * name the call it failed in and its number ("allreduce #4"). */
 #include <pthread.h>
+#include <regex.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +45,7 @@
 #define MAX_CALLS 400
 #define CALLS_BEFORE_DEATH 3
 
-enum mode { MODE_EXIT, MODE_KILL, MODE_STOP, MODE_NOJOIN };
+enum mode { MODE_EXIT, MODE_KILL, MODE_STOP, MODE_NOJOIN, MODE_HANG };
 
 /* What each rank reports, in memory shared with the parent. */
 typedef struct outcome {
@@ -50,7 +61,7 @@ typedef struct outcome {
 } outcome_t;
 
 static outcome_t *out;
-static int nranks, dead, timeout_s;
+static int nranks, dead, timeout_s, cycle, delay_ms = 20;
 static enum mode mode;
 
 static double now_s(void) {
@@ -75,6 +86,18 @@ static rcollResult_t join(rcollComm_t *comm, int rank, int maker, int fds[2]) {
   return rcollCommInitRank(comm, nranks, id, rank);
 }
 
+/* Call i of every rank: the same collective everywhere. With -c they cycle;
+ * each rank contributes ones, so an all-reduce gives nranks everywhere. */
+static rcollResult_t call(int i, const float *ones, float *buf, rcollComm_t comm) {
+  size_t block = COUNT / (size_t)nranks;
+  switch (cycle ? i % 4 : 0) {
+  case 1: return rcollBroadcast(ones, buf, COUNT, rcollFloat32, i % nranks, comm, NULL);
+  case 2: return rcollAllGather(ones, buf, block, rcollFloat32, comm, NULL);
+  case 3: return rcollReduceScatter(ones, buf, block, rcollFloat32, rcollSum, comm, NULL);
+  default: return rcollAllReduce(ones, buf, COUNT, rcollFloat32, rcollSum, comm, NULL);
+  }
+}
+
 static void *die_soon(void *arg) {
   (void)arg;
   struct timespec ts = {0, 20 * 1000 * 1000}; /* the call is under way by now */
@@ -87,15 +110,18 @@ static void *die_soon(void *arg) {
  * -m kill or stop it tells the parent (through `ready`) and keeps calling
  * until the parent's signal arrives. */
 static void victim(rcollComm_t comm, const float *ones, float *buf, int ready) {
-  for (int i = 0; i < CALLS_BEFORE_DEATH; i++)
-    rcollAllReduce(ones, buf, COUNT, rcollFloat32, rcollSum, comm, NULL);
+  int i = 0;
+  for (; i < CALLS_BEFORE_DEATH; i++)
+    call(i, ones, buf, comm);
   pthread_t th;
   if (mode == MODE_EXIT)
     pthread_create(&th, NULL, die_soon, NULL);
-  else if (write(ready, "k", 1) != 1)
+  else if (mode != MODE_HANG && write(ready, "k", 1) != 1)
     _exit(3);
-  for (;;)
-    rcollAllReduce(ones, buf, COUNT, rcollFloat32, rcollSum, comm, NULL);
+  for (; mode == MODE_HANG;) /* alive, but no longer calling: the parent ends it */
+    pause();
+  for (;; i++)
+    call(i, ones, buf, comm);
 }
 
 static void survivor(rcollComm_t comm, const float *ones, float *buf, outcome_t *o) {
@@ -103,7 +129,7 @@ static void survivor(rcollComm_t comm, const float *ones, float *buf, outcome_t 
   for (int i = 0; i < MAX_CALLS; i++) {
     buf[0] = buf[COUNT - 1] = 0.0f;
     double t0 = now_s();
-    rcollResult_t r = rcollAllReduce(ones, buf, COUNT, rcollFloat32, rcollSum, comm, NULL);
+    rcollResult_t r = call(i, ones, buf, comm);
     o->fail_s = now_s() - t0;
     o->result = r;
     if (r != rcollSuccess) {
@@ -111,7 +137,8 @@ static void survivor(rcollComm_t comm, const float *ones, float *buf, outcome_t 
       break;
     }
     o->calls_ok++;
-    o->wrong_data |= buf[0] != (float)nranks || buf[COUNT - 1] != (float)nranks;
+    if (!cycle || i % 4 == 0)
+      o->wrong_data |= buf[0] != (float)nranks || buf[COUNT - 1] != (float)nranks;
   }
   float x = 1.0f;
   o->later_result = rcollAllReduce(&x, &x, 1, rcollFloat32, rcollSum, comm, NULL);
@@ -167,10 +194,24 @@ static int names_other_rank(const char *text, int self, int *named_dead) {
   return found;
 }
 
+/* Whether text names the call it failed in with its number ("allreduce #4"). */
+static int names_call(const char *text) {
+  regex_t re;
+  if (regcomp(&re, "(allreduce|broadcast|allgather|reduce_scatter) #[0-9]+", REG_EXTENDED) != 0)
+    return 0;
+  int found = regexec(&re, text, 0, NULL, 0) == 0;
+  regfree(&re);
+  return found;
+}
+
 /* Judges one survivor; prints its line. Returns 1 if it did what it must. */
 static int judge(int rank, int *named_dead) {
   const outcome_t *o = &out[rank];
   int names_rank = names_other_rank(o->error, rank, named_dead);
+  if (mode != MODE_NOJOIN && !names_call(o->error)) {
+    printf("  rank %d: the error names no call and number  <-- FAIL\n", rank);
+    names_rank = 0;
+  }
   double limit = timeout_s + 10.0;
   int ok = o->reported && o->result != rcollSuccess && o->fail_s <= limit && names_rank &&
            !o->wrong_data;
@@ -188,7 +229,7 @@ static int parse_args(int argc, char **argv) {
   int c;
   nranks = 4;
   dead = 2;
-  while ((c = getopt(argc, argv, "n:d:m:")) != -1) {
+  while ((c = getopt(argc, argv, "n:d:m:cw:")) != -1) {
     if (c == 'n')
       nranks = atoi(optarg);
     else if (c == 'd')
@@ -201,6 +242,12 @@ static int parse_args(int argc, char **argv) {
       mode = MODE_STOP;
     else if (c == 'm' && strcmp(optarg, "nojoin") == 0)
       mode = MODE_NOJOIN;
+    else if (c == 'm' && strcmp(optarg, "hang") == 0)
+      mode = MODE_HANG;
+    else if (c == 'c')
+      cycle = 1;
+    else if (c == 'w')
+      delay_ms = atoi(optarg);
     else
       return -1;
   }
@@ -213,7 +260,7 @@ static int parse_args(int argc, char **argv) {
 static void signal_victim(pid_t victim_pid, int ready, int sig) {
   char k;
   if (read(ready, &k, 1) == 1) {
-    struct timespec ts = {0, 20 * 1000 * 1000};
+    struct timespec ts = {delay_ms / 1000, (long)(delay_ms % 1000) * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
   kill(victim_pid, sig);
@@ -221,7 +268,8 @@ static void signal_victim(pid_t victim_pid, int ready, int sig) {
 
 int main(int argc, char **argv) {
   if (parse_args(argc, argv) != 0) {
-    fprintf(stderr, "usage: %s -n NRANKS -d DEAD_RANK -m exit|kill|stop|nojoin\n", argv[0]);
+    fprintf(stderr, "usage: %s -n NRANKS -d DEAD_RANK -m exit|kill|stop|nojoin|hang [-c] [-w MS]\n",
+            argv[0]);
     return 2;
   }
   out = mmap(NULL, MAX_RANKS * sizeof *out, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -246,13 +294,19 @@ int main(int argc, char **argv) {
   for (int r = 0; r < nranks; r++)
     if (pids[r] > 0 && r != dead)
       waitpid(pids[r], NULL, 0);
+  if (pids[dead] > 0 && mode == MODE_HANG) { /* alive: its flight recorder can still dump */
+    kill(pids[dead], SIGUSR1);
+    struct timespec ts = {1, 0};
+    nanosleep(&ts, NULL);
+  }
   if (pids[dead] > 0) { /* a stopped victim is still there: end it now */
     kill(pids[dead], SIGKILL);
     waitpid(pids[dead], NULL, 0);
   }
-  static const char *const names[] = {"exit", "kill", "stop", "nojoin"};
+  static const char *const names[] = {"exit", "kill", "stop", "nojoin", "hang"};
   static const char *const what[] = {"calls _exit() mid-call", "is SIGKILLed mid-call",
-                                     "is SIGSTOPped mid-call", "never joins"};
+                                     "is SIGSTOPped mid-call", "never joins",
+                                     "stops calling (alive)"};
   printf("rank_death: %d ranks, rank %d %s, RCOLL_TIMEOUT=%d\n", nranks, dead, what[mode],
          timeout_s);
   int ok = 1, named_dead = 0;

@@ -1,0 +1,119 @@
+/* Calls as the ranks see them: every public collective or send/recv gets a
+ * number, a fingerprint that the ranks compare (fingerprint.c), an entry in
+ * the flight recorder (flight_recorder.h), and a description that error
+ * messages quote ("allreduce #17 (4000 x float32 sum, ring)").
+ *
+ * Numbers: collectives count 1, 2, ... per communicator, the same on every
+ * rank because every rank makes every collective call; a send or receive
+ * counts per pair of ranks and direction ("send #3 to rank 1" is matched by
+ * "recv #3 from rank 0"), since the other ranks do not make it. */
+#ifndef RCOLL_CALL_H
+#define RCOLL_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "algo.h"
+#include "rcoll.h"
+
+struct rcollComm;
+
+#define RCOLL_FP_MAGIC 0x70666372u /* "rcfp" */
+/* The op of a call whose op was made by rcollRedOpCreatePreMulSum: the
+ * handle and the scalar may differ between ranks; what they must agree on
+ * is that the call sums scaled inputs. */
+#define RCOLL_FP_OP_PREMUL (-2)
+#define RCOLL_FP_NONE (-1)
+
+/* A call's fingerprint, sent ahead of its data to each peer (48 bytes). */
+typedef struct rcoll_fp {
+  uint64_t seq;   /* collectives: the comm's collective number; send/recv: the pair's */
+  uint64_t count; /* elements, as the user passed them */
+  uint32_t magic; /* RCOLL_FP_MAGIC */
+  int32_t root;   /* root of a rooted collective, peer of a send/recv, else RCOLL_FP_NONE */
+  int32_t op;     /* rcollRedOp_t, RCOLL_FP_OP_PREMUL, or RCOLL_FP_NONE */
+  uint8_t kind;   /* rcoll_coll_kind_t */
+  uint8_t dtype;  /* rcollDataType_t */
+  uint8_t pad[2];
+  char algo[16];  /* the algorithm that planned it ("" for send/recv) */
+} rcoll_fp_t;
+
+/* Bytes of a call's first message to a peer that may travel inside its
+ * fingerprint message, saving a message per peer on small calls. */
+#define RCOLL_FP_INLINE 256
+
+/* Where a fingerprint message is built or received: the fingerprint, then
+ * the inline bytes; inline_step is the plan step they belong to (-1: none). */
+typedef struct rcoll_fp_slot {
+  rcoll_fp_t fp;
+  unsigned char data[RCOLL_FP_INLINE];
+  int inline_step;
+} rcoll_fp_slot_t;
+_Static_assert(sizeof(rcoll_fp_t) == 48, "the fingerprint is 48 bytes, with the inline bytes right after it");
+
+/* One call of the plan being built or run. */
+typedef struct rcoll_call {
+  rcoll_fp_t *fp;         /* stable storage: fingerprint sends point at it */
+  int first_step, nsteps; /* its steps in the communicator's plan */
+  uint64_t fr_id;         /* its flight-recorder entry (0: none) */
+  int device;             /* queued for the CUDA proxy: no fingerprint steps */
+} rcoll_call_t;
+
+/* Records a call that was just planned (its steps are plan steps
+ * first_step.. on): numbers it, makes its fingerprint, adds the fingerprint
+ * messages to its peers (fingerprint.c) and its flight-recorder entry.
+ * `user_op` is the op the user passed (before PreMulSum's rewrite). */
+rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
+                             rcollRedOp_t user_op, int first_step, int device);
+/* The calls of the plan are done, failed or discarded: forget them. */
+void rcoll_calls_reset(struct rcollComm *c);
+/* A group was refused before it ran: give back the numbers its calls took. */
+void rcoll_calls_discard(struct rcollComm *c);
+void rcoll_calls_free(struct rcollComm *c);
+
+/* "allreduce #17 (4000 x float32 sum, ring)", "send #3 to rank 1 (10 x int32)". */
+const char *rcoll_fp_describe(const rcoll_fp_t *fp, int self, char *buf, size_t len);
+/* The call that step `step` of the comm's plan belongs to (NULL: none). */
+const rcoll_call_t *rcoll_call_of_step(const struct rcollComm *c, int step);
+
+/* How far a call got, for timeouts and the flight recorder: of its steps,
+ * how many are done; and for the step it waits on (the oldest not done),
+ * the peer, the direction and how many of the call's messages with that
+ * peer in that direction are done. */
+typedef struct rcoll_call_progress {
+  int steps_done, steps;
+  int peer;   /* -1: waits on nothing (local steps only) */
+  int sending;
+  int msgs_done, msgs;
+  size_t bytes; /* of the message waited on */
+} rcoll_call_progress_t;
+
+/* The call that `step` of the comm's plan belongs to and its progress;
+ * NULL when the step is in no recorded call. */
+const rcoll_call_t *rcoll_call_progress(const struct rcollComm *c, int step,
+                                        rcoll_call_progress_t *out);
+/* " in allreduce #17 (...): 3 of 12 steps done, 1 of 4 messages from rank 1
+ * received" for step `step` of the plan ("" when the plan has no call). */
+const char *rcoll_call_where(const struct rcollComm *c, int step, char *buf, size_t len);
+/* " in allreduce #17 (...)" or " in a group of 3 calls from allreduce #17
+ * (...)" for the whole plan, before any step ran ("" when none). */
+const char *rcoll_calls_where(const struct rcollComm *c, char *buf, size_t len);
+
+/* Fingerprint messages (fingerprint.c): inserts, ahead of the steps of the
+ * call just planned, one fingerprint send to and one receive from every
+ * peer the call exchanges messages with (both ways for collectives, so that
+ * both ranks of a mismatched pair find it; the receiver only for send/recv,
+ * whose other direction a group may order freely). */
+rcollResult_t rcoll_fp_insert(struct rcollComm *c, rcoll_call_t *call);
+/* Compares a received fingerprint (step `step`, `got` bytes) with the call
+ * it arrived for; on a mismatch returns rcollInvalidUsage with a message
+ * naming both calls. */
+rcollResult_t rcoll_fp_check(struct rcollComm *c, int step, size_t got);
+/* A zeroed fingerprint slot (inline_step -1) that stays put until the plan
+ * is reset (NULL when out of memory). */
+rcoll_fp_slot_t *rcoll_fp_alloc(struct rcollComm *c);
+/* A fingerprint send copies its inline bytes in just before it is posted
+ * (engine.c moves the inline steps themselves). */
+void rcoll_fp_fill_inline(rcoll_plan_t *p, rcoll_step_t *st);
+
+#endif
