@@ -54,7 +54,9 @@ typedef enum {
   rcollFloat32 = 7, rcollFloat = 7,
   rcollFloat64 = 8, rcollDouble = 8,
   rcollBfloat16 = 9,
-  rcollNumTypes = 10
+  rcollFloat8e4m3 = 10, /* 8-bit floats as NVIDIA's __nv_fp8_e4m3 and __nv_fp8_e5m2 */
+  rcollFloat8e5m2 = 11,
+  rcollNumTypes = 12
 } rcollDataType_t;
 
 typedef enum {

@@ -19,6 +19,7 @@ static const struct {
     [rcollInt64] = {8, "int64"},     [rcollUint64] = {8, "uint64"},
     [rcollFloat16] = {2, "float16"}, [rcollBfloat16] = {2, "bfloat16"},
     [rcollFloat32] = {4, "float32"}, [rcollFloat64] = {8, "float64"},
+    [rcollFloat8e4m3] = {1, "float8e4m3"}, [rcollFloat8e5m2] = {1, "float8e5m2"},
 };
 
 static const char *const rcoll_op_names[rcollNumOps] = {
@@ -93,6 +94,8 @@ RCOLL_TYPE_LOOPS(f16, uint16_t)
 RCOLL_TYPE_LOOPS(bf16, uint16_t)
 RCOLL_TYPE_LOOPS(f32, float)
 RCOLL_TYPE_LOOPS(f64, double)
+RCOLL_TYPE_LOOPS(e4m3, uint8_t)
+RCOLL_TYPE_LOOPS(e5m2, uint8_t)
 
 /* avg accumulates a sum; the division happens once, in rcoll_reduce_finish. */
 #define RCOLL_TYPE_ROW(sfx)                                                              \
@@ -108,6 +111,7 @@ static const rcoll_reduce_loop_t rcoll_reduce_loops[rcollNumTypes][rcollNumOps] 
     [rcollInt64] = RCOLL_TYPE_ROW(i64),     [rcollUint64] = RCOLL_TYPE_ROW(u64),
     [rcollFloat16] = RCOLL_TYPE_ROW(f16),   [rcollBfloat16] = RCOLL_TYPE_ROW(bf16),
     [rcollFloat32] = RCOLL_TYPE_ROW(f32),   [rcollFloat64] = RCOLL_TYPE_ROW(f64),
+    [rcollFloat8e4m3] = RCOLL_TYPE_ROW(e4m3), [rcollFloat8e5m2] = RCOLL_TYPE_ROW(e5m2),
 };
 
 static const rcoll_finish_loop_t rcoll_finish_loops[rcollNumTypes] = {
@@ -116,6 +120,7 @@ static const rcoll_finish_loop_t rcoll_finish_loops[rcollNumTypes] = {
     [rcollInt64] = rcoll_finish_avg_i64,     [rcollUint64] = rcoll_finish_avg_u64,
     [rcollFloat16] = rcoll_finish_avg_f16,   [rcollBfloat16] = rcoll_finish_avg_bf16,
     [rcollFloat32] = rcoll_finish_avg_f32,   [rcollFloat64] = rcoll_finish_avg_f64,
+    [rcollFloat8e4m3] = rcoll_finish_avg_e4m3, [rcollFloat8e5m2] = rcoll_finish_avg_e5m2,
 };
 
 #if RCOLL_REDUCE_X86

@@ -36,11 +36,13 @@ DATATYPES = {
     "rcollFloat32": 7,
     "rcollFloat64": 8,
     "rcollBfloat16": 9,
+    "rcollFloat8e4m3": 10,
+    "rcollFloat8e5m2": 11,
 }
 DATATYPE_ALIASES = {
     "rcollChar": 0, "rcollInt": 2, "rcollHalf": 6, "rcollFloat": 7, "rcollDouble": 8,
 }
-NUM_TYPES = 10
+NUM_TYPES = 12
 
 # rcollRedOp_t
 REDOPS = {
