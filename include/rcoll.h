@@ -214,6 +214,14 @@ RCOLL_API rcollResult_t rcollCommRegister(const rcollComm_t comm, void *buff, si
                                           void **handle);
 RCOLL_API rcollResult_t rcollCommDeregister(const rcollComm_t comm, void *handle);
 
+/* Memory for buffers: with a CUDA device, device memory on the calling
+ * thread's current device (as NCCL's ncclMemAlloc); without one, host memory
+ * from rcoll's pool, page-aligned and on pages of its own (good to register).
+ * size 0 gives *ptr = NULL. rcollMemFree(NULL) does nothing; a pointer
+ * rcollMemAlloc did not return is refused (rcollInvalidArgument). */
+RCOLL_API rcollResult_t rcollMemAlloc(void **ptr, size_t size);
+RCOLL_API rcollResult_t rcollMemFree(void *ptr);
+
 /* What a communicator runs on (not in NCCL), for tools and benchmarks:
  * the transport this rank uses to `peer` and its device ("shm",
  * "socket eth0 10000 Mb/s"), and whether the library counts the peer on this
