@@ -114,6 +114,12 @@ RCOLL_API rcollResult_t rcollGetUniqueId(rcollUniqueId *uniqueId);
 RCOLL_API rcollResult_t rcollCommInitRank(rcollComm_t *comm, int nranks, rcollUniqueId commId, int rank);
 RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, rcollUniqueId commId,
                                                 int rank, rcollConfig_t *config);
+/* As rcollCommInitRankConfig, meeting through nId unique ids (1..nranks, the
+ * same ids in the same order on every rank) so that no one root serves every
+ * rank: as NCCL, the ranks are cut in order into nId blocks (the first
+ * nranks % nId one rank larger) and block k meets at commIds[k]. */
+RCOLL_API rcollResult_t rcollCommInitRankScalable(rcollComm_t *newcomm, int nranks, int myrank, int nId,
+                                                  rcollUniqueId *commIds, rcollConfig_t *config);
 /* Creates ndev communicators inside this process (one internal thread per rank
  * during init). Collectives on them from one thread must sit in a group. */
 RCOLL_API rcollResult_t rcollCommInitAll(rcollComm_t *comms, int ndev, const int *devlist);

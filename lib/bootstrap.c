@@ -103,31 +103,29 @@ static void rcoll_rank_hello(const rcoll_bootstrap_t *b, const rcoll_sockaddr_t 
 
 /* Checks the root's table and keeps the host names; entries keep the wire
  * format until here. */
-static rcollResult_t rcoll_rank_table(rcoll_bootstrap_t *b, rcoll_bootstrap_hello_t *table,
-                                      const char *root_str) {
-  for (int i = 0; i < b->nranks; i++) {
+static rcollResult_t rcoll_rank_table(rcoll_bootstrap_t *b, rcoll_bootstrap_hello_t *table, int n,
+                                      uint64_t secret, int first, const char *root_str) {
+  for (int i = 0; i < n; i++) {
     rcoll_bootstrap_hello_swap(&table[i]);
-    if (table[i].secret != b->secret || table[i].rank != i || table[i].nranks != b->nranks)
+    if (table[i].secret != secret || table[i].rank != i || table[i].nranks != n)
       return rcoll_error(rcollRemoteError,
                          "bootstrap: rank %d: the root at %s sent a corrupt table (entry %d)",
                          b->rank, root_str, i);
-    memcpy(b->hosts[i], table[i].host, sizeof(b->hosts[i]));
-    b->hosts[i][sizeof(b->hosts[i]) - 1] = '\0';
+    int r = (first + i) % b->nranks; /* entry i is rank first + i (wrapping: a block's extra) */
+    memcpy(b->hosts[r], table[i].host, sizeof(b->hosts[r]));
+    b->hosts[r][sizeof(b->hosts[r]) - 1] = '\0';
   }
   return rcollSuccess;
 }
 
-/* Sends our hello and receives the reply and the table over fd. */
-static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
-                                         const rcoll_bootstrap_hello_t *hello,
-                                         rcoll_bootstrap_hello_t *table, int64_t deadline,
-                                         const char *root_str) {
+/* Receives the root's reply and its table of n entries (entry i: rank
+ * first + i) over fd. */
+static rcollResult_t rcoll_rank_answer(rcoll_bootstrap_t *b, int fd, rcoll_bootstrap_hello_t *table, int n,
+                                       uint64_t secret, int first, int64_t deadline, const char *root_str) {
   rcoll_bootstrap_reply_t reply;
-  rcollResult_t rc = rcoll_socket_send_all(fd, hello, sizeof(*hello), deadline);
   /* The root's verdict (which ranks are missing) says more than our own
    * timeout would, and the root times out at about the same moment. */
-  if (rc == rcollSuccess)
-    rc = rcoll_socket_recv_all(fd, &reply, sizeof(reply), deadline + RCOLL_BOOTSTRAP_VERDICT_MS);
+  rcollResult_t rc = rcoll_socket_recv_all(fd, &reply, sizeof(reply), deadline + RCOLL_BOOTSTRAP_VERDICT_MS);
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: no answer from the root at %s", b->rank,
                                 root_str);
@@ -139,11 +137,23 @@ static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
     return rcoll_error(rc, "bootstrap: rank %d: the root at %s says: %s", b->rank, root_str,
                        reply.text);
   }
-  rc = rcoll_socket_recv_all(fd, table, sizeof(*table) * (size_t)b->nranks, deadline);
+  rc = rcoll_socket_recv_all(fd, table, sizeof(*table) * (size_t)n, deadline);
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: receiving the table from the root at %s",
                                 b->rank, root_str);
-  return rcoll_rank_table(b, table, root_str);
+  return rcoll_rank_table(b, table, n, secret, first, root_str);
+}
+
+/* Sends our hello and receives the reply and the table over fd. */
+static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
+                                         const rcoll_bootstrap_hello_t *hello,
+                                         rcoll_bootstrap_hello_t *table, int64_t deadline,
+                                         const char *root_str) {
+  rcollResult_t rc = rcoll_socket_send_all(fd, hello, sizeof(*hello), deadline);
+  if (rc != rcollSuccess)
+    return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: no answer from the root at %s", b->rank,
+                                root_str);
+  return rcoll_rank_answer(b, fd, table, b->nranks, b->secret, 0, deadline, root_str);
 }
 
 static rcollResult_t rcoll_rank_join(rcoll_bootstrap_t *b, const rcoll_sockaddr_t *root,
@@ -312,6 +322,139 @@ rcollResult_t rcoll_bootstrap_init(const rcoll_settings_t *s, const rcollUniqueI
   }
   RCOLL_INFO(RCOLL_SUB_BOOTSTRAP, "bootstrap: rank %d of %d joined (left %d, right %d)", rank,
              nranks, rcoll_ring_left(b), rcoll_ring_right(b));
+  *out = b;
+  return rcollSuccess;
+}
+
+/* ---- several unique ids (rcollCommInitRankScalable) ----
+ * NCCL 2.28.9's rule (bootstrap.cc): the ranks are cut in order into nid
+ * blocks, the first nranks % nid of them one rank larger, and block k meets
+ * at ids[k]. Each root then serves about nranks / nid ranks and sends tables
+ * that long. The ring needs one address more: block k's last rank connects
+ * to block k+1's first, so that first rank also joins block k's root, as its
+ * extra last entry. Both hellos go out before either answer is awaited (a
+ * root answers only once its whole block is in, so waiting in between could
+ * chain every block into a cycle). With the ring formed, the host names are
+ * allgathered over it; the ring itself speaks with ids[0]'s secret. */
+static rcollResult_t rcoll_ring_allgather(rcoll_bootstrap_t *b, char *data, size_t bytes, const char *what);
+
+void rcoll_bootstrap_block(int nranks, int nid, int k, int *first, int *count) {
+  int per = nranks / nid, rest = nranks % nid;
+  *first = k * per + (k < rest ? k : rest);
+  *count = per + (k < rest);
+}
+
+int rcoll_bootstrap_block_of(int rank, int nranks, int nid) {
+  int per = nranks / nid, rest = nranks % nid, big = rest * (per + 1);
+  return rank < big ? rank / (per + 1) : rest + (rank - big) / per;
+}
+
+typedef struct block_join {
+  rcoll_bootstrap_id_t id;
+  int first, index, size; /* entry 0 is rank `first`; ours is `index` of `size` */
+  int fd;
+  char where[80];
+} block_join_t;
+
+static void block_join_at(const rcoll_bootstrap_t *b, const rcoll_bootstrap_id_t *ids, int nid, int k,
+                          int index, block_join_t *j) {
+  int count;
+  j->id = ids[k];
+  rcoll_bootstrap_block(b->nranks, nid, k, &j->first, &count);
+  j->index = index < 0 ? count : index;
+  j->size = count + (nid > 1);
+  j->fd = -1;
+  rcoll_sockaddr_str(&j->id.root, j->where, sizeof(j->where));
+}
+
+static rcollResult_t block_hello(rcoll_bootstrap_t *b, block_join_t *j, const rcoll_sockaddr_t *listen_addr,
+                                 int64_t deadline) {
+  rcoll_bootstrap_hello_t h;
+  j->fd = rcoll_socket_connect(&j->id.root, deadline);
+  if (j->fd < 0)
+    return rcoll_bootstrap_fail(errno == ETIMEDOUT ? rcollTimeout : rcollSystemError,
+                                "bootstrap: rank %d cannot reach the root at %s", b->rank, j->where);
+  rcoll_rank_hello(b, listen_addr, &h);
+  rcoll_bootstrap_hello_swap(&h); /* back to host order to set the block's fields */
+  h.secret = j->id.secret;
+  h.rank = j->index;
+  h.nranks = j->size;
+  rcoll_bootstrap_hello_swap(&h);
+  if (rcoll_socket_send_all(j->fd, &h, sizeof(h), deadline) != rcollSuccess)
+    return rcoll_bootstrap_fail(rcollRemoteError, "bootstrap: rank %d: sending its hello to the root at %s",
+                                b->rank, j->where);
+  return rcollSuccess;
+}
+
+static rcollResult_t block_connect_all(rcoll_bootstrap_t *b, const rcoll_settings_t *s,
+                                       const rcoll_bootstrap_id_t *ids, int nid) {
+  int64_t deadline = rcoll_now_ms() + b->timeout_ms;
+  int k = rcoll_bootstrap_block_of(b->rank, b->nranks, nid), first, count;
+  rcoll_bootstrap_block(b->nranks, nid, k, &first, &count);
+  block_join_t own, prev;
+  block_join_at(b, ids, nid, k, b->rank - first, &own);
+  int has_prev = nid > 1 && b->rank == first; /* also the previous block's extra entry */
+  if (has_prev)
+    block_join_at(b, ids, nid, (k + nid - 1) % nid, -1, &prev);
+  rcoll_sockaddr_t listen_addr;
+  RCOLL_CHECK(rcoll_rank_listen_addr(s, &own.id.root, &listen_addr));
+  int listen_fd = rcoll_socket_listen(&listen_addr, 1024);
+  if (listen_fd < 0)
+    return rcollSystemError;
+  rcoll_bootstrap_hello_t *table = calloc((size_t)own.size + (has_prev ? (size_t)prev.size : 0), sizeof(*table));
+  rcollResult_t rc = table ? rcollSuccess : rcoll_error(rcollSystemError, "bootstrap: out of memory");
+  if (rc == rcollSuccess)
+    rc = block_hello(b, &own, &listen_addr, deadline);
+  if (rc == rcollSuccess && has_prev)
+    rc = block_hello(b, &prev, &listen_addr, deadline);
+  if (rc == rcollSuccess)
+    rc = rcoll_rank_answer(b, own.fd, table, own.size, own.id.secret, own.first, deadline, own.where);
+  if (rc == rcollSuccess && has_prev)
+    rc = rcoll_rank_answer(b, prev.fd, table + own.size, prev.size, prev.id.secret, prev.first, deadline,
+                           prev.where);
+  /* Our right neighbour is the entry after ours: the block's extra entry
+   * when we are its last rank (with one id, the table wraps as usual). */
+  if (rc == rcollSuccess && b->nranks > 1)
+    rc = rcoll_ring_connect_right(b, &table[(own.index + 1) % own.size].listen_addr, deadline);
+  if (rc == rcollSuccess && b->nranks > 1)
+    rc = rcoll_ring_accept_left(b, listen_fd, deadline);
+  if (rc == rcollSuccess)
+    rc = rcoll_ring_allgather(b, (char *)b->hosts, sizeof(b->hosts[0]), "allgather of host names");
+  if (own.fd >= 0)
+    close(own.fd);
+  if (has_prev && prev.fd >= 0)
+    close(prev.fd);
+  free(table);
+  close(listen_fd);
+  return rc;
+}
+
+rcollResult_t rcoll_bootstrap_init_ids(const rcoll_settings_t *s, const rcollUniqueId *ids, int nid, int rank,
+                                       int nranks, rcoll_bootstrap_t **out) {
+  if (nid == 1)
+    return rcoll_bootstrap_init(s, ids, rank, nranks, out);
+  if (!s || !ids || !out || nid < 1 || nid > nranks || nranks > RCOLL_BOOTSTRAP_MAX_RANKS || rank < 0 ||
+      rank >= nranks)
+    return rcoll_error(rcollInvalidArgument, "bootstrap init: rank %d of %d with %d ids is out of range", rank,
+                       nranks, nid);
+  rcoll_bootstrap_id_t *dec = calloc((size_t)nid, sizeof(*dec));
+  if (!dec)
+    return rcoll_error(rcollSystemError, "bootstrap: out of memory for %d ids", nid);
+  rcollResult_t rc = rcollSuccess;
+  for (int i = 0; i < nid && rc == rcollSuccess; i++)
+    rc = rcoll_bootstrap_id_decode(&ids[i], &dec[i]);
+  rcoll_bootstrap_t *b = NULL;
+  if (rc == rcollSuccess)
+    rc = rcoll_bootstrap_new(rcoll_bootstrap_timeout_ms(s), dec[0].secret, rank, nranks, &b);
+  if (rc == rcollSuccess)
+    rc = block_connect_all(b, s, dec, nid);
+  free(dec);
+  if (rc != rcollSuccess) {
+    rcoll_bootstrap_close(b);
+    return rc;
+  }
+  RCOLL_INFO(RCOLL_SUB_BOOTSTRAP, "bootstrap: rank %d of %d joined through unique id %d of %d", rank, nranks,
+             rcoll_bootstrap_block_of(rank, nranks, nid), nid);
   *out = b;
   return rcollSuccess;
 }

@@ -190,15 +190,21 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
 
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config) {
+  return rcoll_comm_create_ids(out, nranks, id, 1, rank, config);
+}
+
+/* ids[0] gives the communicator its secret and trace name whatever nid is. */
+rcollResult_t rcoll_comm_create_ids(struct rcollComm **out, int nranks, const rcollUniqueId *ids, int nid,
+                                    int rank, const rcollConfig_t *config) {
   rcoll_bootstrap_id_t bid;
-  RCOLL_CHECK(rcoll_bootstrap_id_decode(id, &bid));
+  RCOLL_CHECK(rcoll_bootstrap_id_decode(&ids[0], &bid));
   rcollResult_t r;
   struct rcollComm *c = comm_begin(nranks, rank, config != NULL ? config->timeoutMs : 0, &r);
   if (c == NULL)
     return r;
   if (r == rcollSuccess)
-    r = rcoll_bootstrap_init(&c->settings, id, rank, nranks, &c->bootstrap);
-  return comm_finish(c, r, config ? config->netName : NULL, bid.secret, id, out);
+    r = rcoll_bootstrap_init_ids(&c->settings, ids, nid, rank, nranks, &c->bootstrap);
+  return comm_finish(c, r, config ? config->netName : NULL, bid.secret, &ids[0], out);
 }
 
 rcollResult_t rcoll_comm_create_from(struct rcollComm **out, int nranks, int rank, rcoll_bootstrap_t *b,

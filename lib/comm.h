@@ -133,6 +133,9 @@ struct rcollComm {
 /* Creates this rank's communicator (init.c validates the arguments). */
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config);
+/* The same, meeting through nid unique ids (rcollCommInitRankScalable). */
+rcollResult_t rcoll_comm_create_ids(struct rcollComm **out, int nranks, const rcollUniqueId *ids, int nid,
+                                    int rank, const rcollConfig_t *config);
 /* The same over a bootstrap already formed (rcollCommShrink's survivors),
  * which the communicator takes over, or closes when it fails; the
  * transports use the bootstrap's secret. net_name NULL: RCOLL_NET;

@@ -30,27 +30,54 @@ RCOLL_API rcollResult_t rcollGetUniqueId(rcollUniqueId *uniqueId) {
   return rcoll_bootstrap_root_start(&s, listen_at, random_secret(), uniqueId);
 }
 
-RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, rcollUniqueId commId,
-                                                int rank, rcollConfig_t *config) {
+/* The checks every init entry makes; fn names the entry in errors. */
+static rcollResult_t init_checks(const char *fn, rcollComm_t *comm, int nranks, int rank,
+                                 const rcollConfig_t *config) {
   if (comm == NULL)
-    return rcoll_error(rcollInvalidArgument, "rcollCommInitRank: comm is NULL");
+    return rcoll_error(rcollInvalidArgument, "%s: comm is NULL", fn);
   *comm = NULL;
   if (nranks < 1)
-    return rcoll_error(rcollInvalidArgument, "rcollCommInitRank: nranks %d must be at least 1",
-                       nranks);
+    return rcoll_error(rcollInvalidArgument, "%s: nranks %d must be at least 1", fn, nranks);
   if (rank < 0 || rank >= nranks)
-    return rcoll_error(rcollInvalidArgument, "rcollCommInitRank: rank %d is not in [0, %d)", rank,
-                       nranks);
+    return rcoll_error(rcollInvalidArgument, "%s: rank %d is not in [0, %d)", fn, rank, nranks);
   if (config != NULL && (config->magic != RCOLL_CONFIG_MAGIC || config->size > sizeof *config ||
                          config->size < offsetof(rcollConfig_t, netName)))
-    return rcoll_error(rcollInvalidArgument,
-                       "rcollCommInitRankConfig: config was not set up with RCOLL_CONFIG_INITIALIZER");
+    return rcoll_error(rcollInvalidArgument, "%s: config was not set up with RCOLL_CONFIG_INITIALIZER", fn);
   if (config != NULL && config->blocking != 1)
     return rcoll_error(rcollInvalidArgument,
-                       "rcollCommInitRankConfig: non-blocking communicators (blocking=0) are not "
-                       "supported yet");
+                       "%s: non-blocking communicators (blocking=0) are not supported yet", fn);
+  return rcollSuccess;
+}
+
+RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, rcollUniqueId commId,
+                                                int rank, rcollConfig_t *config) {
+  RCOLL_CHECK(init_checks("rcollCommInitRank", comm, nranks, rank, config));
   rcoll_log_set_rank(rank);
   return rcoll_comm_create(comm, nranks, &commId, rank, config);
+}
+
+/* Every rank passes the same nId ids in the same order; rank r meets at
+ * commIds[k] for its block k (NCCL's blocks: lib/bootstrap.c), so each id's
+ * root serves about nranks / nId ranks. */
+RCOLL_API rcollResult_t rcollCommInitRankScalable(rcollComm_t *newcomm, int nranks, int myrank, int nId,
+                                                  rcollUniqueId *commIds, rcollConfig_t *config) {
+  static const char fn[] = "rcollCommInitRankScalable";
+  RCOLL_CHECK(init_checks(fn, newcomm, nranks, myrank, config));
+  if (nId < 1 || nId > nranks)
+    return rcoll_error(rcollInvalidArgument, "%s: nId %d must be in 1..nranks (%d): at most one unique id "
+                       "per rank", fn, nId, nranks);
+  if (commIds == NULL)
+    return rcoll_error(rcollInvalidArgument, "%s: commIds is NULL", fn);
+  for (int i = 0; i < nId; i++) {
+    rcoll_bootstrap_id_t dec;
+    if (rcoll_bootstrap_id_decode(&commIds[i], &dec) != rcollSuccess) {
+      char why[RCOLL_ERROR_TEXT_MAX]; /* copied first: rcoll_error rewrites that text */
+      snprintf(why, sizeof why, "%s", rcoll_error_text());
+      return rcoll_error(rcollInvalidArgument, "%s: unique id %d of %d: %s", fn, i, nId, why);
+    }
+  }
+  rcoll_log_set_rank(myrank);
+  return rcoll_comm_create_ids(newcomm, nranks, commIds, nId, myrank, config);
 }
 
 RCOLL_API rcollResult_t rcollCommInitRank(rcollComm_t *comm, int nranks, rcollUniqueId commId,
