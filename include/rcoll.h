@@ -244,6 +244,24 @@ RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, s
 RCOLL_API rcollResult_t rcollGroupStart(void);
 RCOLL_API rcollResult_t rcollGroupEnd(void);
 
+/* What rcollGroupSimulateEnd reports; initialise with
+ * RCOLL_SIM_INFO_INITIALIZER (size, magic and version are checked). */
+typedef struct {
+  size_t size;
+  unsigned magic;
+  unsigned version;
+  float estimatedTime; /* microseconds, the tuner's prediction (bench/rcoll_tune's) */
+} rcollSimInfo_t;
+#define RCOLL_UNDEF_FLOAT -1.0f
+#define RCOLL_SIM_INFO_MAGIC 0x7273696du
+#define RCOLL_SIM_INFO_INITIALIZER \
+  { sizeof(rcollSimInfo_t), RCOLL_SIM_INFO_MAGIC, RCOLL_VERSION_CODE, RCOLL_UNDEF_FLOAT }
+/* Ends the group without running it: every call in it is dropped, and
+ * simInfo->estimatedTime gets the tuner's predicted time of its collectives
+ * (the sum of each communicator's calls, the slowest communicator's sum for
+ * a group of several). Host calls only; send/receive count as 0. */
+RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo);
+
 #ifdef __cplusplus
 }
 #endif
