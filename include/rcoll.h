@@ -6,6 +6,7 @@
 #ifndef RCOLL_H
 #define RCOLL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -91,19 +92,30 @@ typedef struct rcollComm *rcollComm_t;
  * for it, as with NCCL; its errors show in rcollCommGetAsyncError. */
 typedef void *rcollStream_t;
 
-/* Communicator options; initialise with RCOLL_CONFIG_INITIALIZER. */
+/* Communicator options; initialise with RCOLL_CONFIG_INITIALIZER, which
+ * sets every option undefined (RCOLL_CONFIG_UNDEF_INT / _PTR, NCCL's
+ * convention): an option left so takes its default. New fields are only ever
+ * appended, and `size` says how much of the struct the caller's header had:
+ * the library reads a config only up to its size. */
 typedef struct {
-  size_t size;     /* sizeof(rcollConfig_t), checked for ABI growth */
+  size_t size;     /* sizeof(rcollConfig_t) of the caller's header */
   unsigned magic;  /* RCOLL_CONFIG_MAGIC */
   unsigned version;
-  int blocking;    /* 1 (default): calls complete before returning */
-  int timeoutMs;   /* 0: use RCOLL_TIMEOUT */
-  const char *netName; /* NULL: use RCOLL_NET or the best transport */
+  int blocking;    /* 1 (the default): calls complete before returning; 0 is not supported yet */
+  int timeoutMs;   /* 0 or undefined: use RCOLL_TIMEOUT */
+  const char *netName; /* undefined: use RCOLL_NET or the best transport */
+  int splitShare;  /* 0 or 1 (NCCL's); rcoll's split communicators always make their own connections */
+  const char *commName; /* shown in the communicator's log lines; copied at init */
 } rcollConfig_t;
 
+#define RCOLL_CONFIG_UNDEF_INT INT_MIN
+#define RCOLL_CONFIG_UNDEF_PTR NULL
 #define RCOLL_CONFIG_MAGIC 0x72636f6cu
-#define RCOLL_CONFIG_INITIALIZER \
-  { sizeof(rcollConfig_t), RCOLL_CONFIG_MAGIC, RCOLL_VERSION_CODE, 1, 0, NULL }
+#define RCOLL_CONFIG_INITIALIZER                                                        \
+  { sizeof(rcollConfig_t), RCOLL_CONFIG_MAGIC, RCOLL_VERSION_CODE,                      \
+    RCOLL_CONFIG_UNDEF_INT, /* blocking */  RCOLL_CONFIG_UNDEF_INT, /* timeoutMs */    \
+    RCOLL_CONFIG_UNDEF_PTR, /* netName */   RCOLL_CONFIG_UNDEF_INT, /* splitShare */   \
+    RCOLL_CONFIG_UNDEF_PTR  /* commName */ }
 
 RCOLL_API rcollResult_t rcollGetVersion(int *version);
 RCOLL_API const char *rcollGetErrorString(rcollResult_t result);

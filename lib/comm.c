@@ -95,6 +95,7 @@ static void comm_free(struct rcollComm *c) {
   free(c->pending);
   free(c->scratch_reader);
   free(c->scratch);
+  free(c->name);
   rcoll_comm_registry_remove(c);
   c->magic = 0;
   free(c);
@@ -199,9 +200,13 @@ rcollResult_t rcoll_comm_create_ids(struct rcollComm **out, int nranks, const rc
   rcoll_bootstrap_id_t bid;
   RCOLL_CHECK(rcoll_bootstrap_id_decode(&ids[0], &bid));
   rcollResult_t r;
+  /* timeoutMs undefined is INT_MIN, which comm_begin takes as RCOLL_TIMEOUT. */
   struct rcollComm *c = comm_begin(nranks, rank, config != NULL ? config->timeoutMs : 0, &r);
   if (c == NULL)
     return r;
+  if (r == rcollSuccess && config != NULL && config->commName != NULL &&
+      (c->name = strdup(config->commName)) == NULL)
+    r = rcoll_error(rcollSystemError, "out of memory for the communicator's name");
   if (r == rcollSuccess)
     r = rcoll_bootstrap_init_ids(&c->settings, ids, nid, rank, nranks, &c->bootstrap);
   return comm_finish(c, r, config ? config->netName : NULL, bid.secret, &ids[0], out);

@@ -74,6 +74,7 @@ struct rcollComm {
   uint64_t magic;
   int rank;
   int nranks;
+  char *name; /* rcollConfig_t's commName (NULL: none), for the log */
   rcoll_settings_t settings;
   int64_t timeout_ms;
   size_t chunk_bytes;
@@ -130,7 +131,12 @@ struct rcollComm {
   char last_error[RCOLL_ERROR_TEXT_MAX];
 };
 
-/* Creates this rank's communicator (init.c validates the arguments). */
+/* Reads the user's config (NULL: all defaults) into *out, a full struct,
+ * only up to its size, and checks its values; fn names the caller in errors
+ * (comm_config.c). */
+rcollResult_t rcoll_config_read(const char *fn, const rcollConfig_t *user, rcollConfig_t *out);
+/* Creates this rank's communicator (init.c validates the arguments; config
+ * is a full one from rcoll_config_read). */
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config);
 /* The same, meeting through nid unique ids (rcollCommInitRankScalable). */

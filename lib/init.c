@@ -30,9 +30,10 @@ RCOLL_API rcollResult_t rcollGetUniqueId(rcollUniqueId *uniqueId) {
   return rcoll_bootstrap_root_start(&s, listen_at, random_secret(), uniqueId);
 }
 
-/* The checks every init entry makes; fn names the entry in errors. */
+/* The checks every init entry makes; fn names the entry in errors. The
+ * config is read into *cfg (comm_config.c). */
 static rcollResult_t init_checks(const char *fn, rcollComm_t *comm, int nranks, int rank,
-                                 const rcollConfig_t *config) {
+                                 const rcollConfig_t *config, rcollConfig_t *cfg) {
   if (comm == NULL)
     return rcoll_error(rcollInvalidArgument, "%s: comm is NULL", fn);
   *comm = NULL;
@@ -40,20 +41,15 @@ static rcollResult_t init_checks(const char *fn, rcollComm_t *comm, int nranks, 
     return rcoll_error(rcollInvalidArgument, "%s: nranks %d must be at least 1", fn, nranks);
   if (rank < 0 || rank >= nranks)
     return rcoll_error(rcollInvalidArgument, "%s: rank %d is not in [0, %d)", fn, rank, nranks);
-  if (config != NULL && (config->magic != RCOLL_CONFIG_MAGIC || config->size > sizeof *config ||
-                         config->size < offsetof(rcollConfig_t, netName)))
-    return rcoll_error(rcollInvalidArgument, "%s: config was not set up with RCOLL_CONFIG_INITIALIZER", fn);
-  if (config != NULL && config->blocking != 1)
-    return rcoll_error(rcollInvalidArgument,
-                       "%s: non-blocking communicators (blocking=0) are not supported yet", fn);
-  return rcollSuccess;
+  return rcoll_config_read(fn, config, cfg);
 }
 
 RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, rcollUniqueId commId,
                                                 int rank, rcollConfig_t *config) {
-  RCOLL_CHECK(init_checks("rcollCommInitRank", comm, nranks, rank, config));
+  rcollConfig_t cfg;
+  RCOLL_CHECK(init_checks("rcollCommInitRank", comm, nranks, rank, config, &cfg));
   rcoll_log_set_rank(rank);
-  return rcoll_comm_create(comm, nranks, &commId, rank, config);
+  return rcoll_comm_create(comm, nranks, &commId, rank, &cfg);
 }
 
 /* Every rank passes the same nId ids in the same order; rank r meets at
@@ -62,7 +58,8 @@ RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, r
 RCOLL_API rcollResult_t rcollCommInitRankScalable(rcollComm_t *newcomm, int nranks, int myrank, int nId,
                                                   rcollUniqueId *commIds, rcollConfig_t *config) {
   static const char fn[] = "rcollCommInitRankScalable";
-  RCOLL_CHECK(init_checks(fn, newcomm, nranks, myrank, config));
+  rcollConfig_t cfg;
+  RCOLL_CHECK(init_checks(fn, newcomm, nranks, myrank, config, &cfg));
   if (nId < 1 || nId > nranks)
     return rcoll_error(rcollInvalidArgument, "%s: nId %d must be in 1..nranks (%d): at most one unique id "
                        "per rank", fn, nId, nranks);
@@ -77,7 +74,7 @@ RCOLL_API rcollResult_t rcollCommInitRankScalable(rcollComm_t *newcomm, int nran
     }
   }
   rcoll_log_set_rank(myrank);
-  return rcoll_comm_create_ids(newcomm, nranks, commIds, nId, myrank, config);
+  return rcoll_comm_create_ids(newcomm, nranks, commIds, nId, myrank, &cfg);
 }
 
 RCOLL_API rcollResult_t rcollCommInitRank(rcollComm_t *comm, int nranks, rcollUniqueId commId,
