@@ -149,6 +149,7 @@ static struct rcollComm *comm_begin(int nranks, int rank, int64_t timeout_ms, rc
   }
   c->rank = rank;
   c->nranks = nranks;
+  c->cuda_dev = rcoll_device_ops.current_device();
   *r = rcoll_settings_load(&c->settings);
   if (*r == rcollSuccess) {
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : c->settings.timeout * 1000;
@@ -298,9 +299,10 @@ RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device) {
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommCuDevice"));
   if (device == NULL)
     return rcoll_error(rcollInvalidArgument, "rcollCommCuDevice: device is NULL");
-  /* A communicator is bound to the device of its first device call; -1
-   * while it has only moved host buffers. */
-  *device = rcoll_device_ops.comm_device(comm);
+  /* As NCCL: the device that was current when the communicator was made
+   * (rcollCommInitAll: its devlist entry). Without a CUDA device NCCL cannot
+   * make a communicator at all; rcoll can, and says -1. */
+  *device = comm->cuda_dev >= 0 ? comm->cuda_dev : rcoll_device_ops.comm_device(comm);
   return rcollSuccess;
 }
 

@@ -75,6 +75,7 @@ struct rcollComm {
   int rank;
   int nranks;
   char *name; /* rcollConfig_t's commName (NULL: none), for the log */
+  int cuda_dev; /* the current CUDA device at init (NCCL binds it there); -1 without one */
   rcoll_settings_t settings;
   int64_t timeout_ms;
   size_t chunk_bytes;

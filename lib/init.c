@@ -8,6 +8,7 @@
 
 #include "bootstrap.h"
 #include "comm.h"
+#include "device.h"
 #include "log.h"
 
 static uint64_t random_secret(void) {
@@ -85,6 +86,7 @@ RCOLL_API rcollResult_t rcollCommInitRank(rcollComm_t *comm, int nranks, rcollUn
 typedef struct init_all_arg {
   rcollComm_t *comm;
   int nranks, rank;
+  int device; /* devlist[rank], or -1 */
   rcollUniqueId id;
   rcollResult_t result;
   char error[RCOLL_ERROR_TEXT_MAX];
@@ -92,20 +94,48 @@ typedef struct init_all_arg {
 
 static void *init_all_thread(void *p) {
   init_all_arg_t *a = p;
+  /* The current device is per thread: this rank's thread makes its devlist
+   * entry current, and the communicator binds it at init. */
+  a->result = a->device >= 0 ? rcoll_device_ops.set_device(a->device) : rcollSuccess;
+  if (a->result != rcollSuccess) {
+    /* Rare: rcollCommInitAll tried every device first. The other ranks
+     * then wait for this one until RCOLL_TIMEOUT. */
+    snprintf(a->error, sizeof a->error, "devlist[%d] = %d: %s", a->rank, a->device, rcoll_error_text());
+    return NULL;
+  }
   a->result = rcollCommInitRank(a->comm, a->nranks, a->id, a->rank);
   snprintf(a->error, sizeof a->error, "%s", rcoll_error_text());
   return NULL;
 }
 
 /* Init is collective, so each rank joins from its own thread; the calling
- * thread waits for all of them. devlist names CUDA devices and is ignored for
- * host communicators. */
+ * thread waits for all of them. Communicator i is bound to CUDA device
+ * devlist[i] (made current in its thread before init, as NCCL does); with
+ * devlist NULL each takes the device current in a new thread (CUDA's 0), as
+ * rcoll serves host buffers with more ranks than devices (NCCL would use
+ * devices 0..ndev-1). Without CUDA the entries are checked, and unused. */
 RCOLL_API rcollResult_t rcollCommInitAll(rcollComm_t *comms, int ndev, const int *devlist) {
-  (void)devlist;
   if (comms == NULL)
     return rcoll_error(rcollInvalidArgument, "rcollCommInitAll: comms is NULL");
   if (ndev < 1)
     return rcoll_error(rcollInvalidArgument, "rcollCommInitAll: ndev %d must be at least 1", ndev);
+  /* Every device is tried here first, in the calling thread (then made
+   * current again as it was): a bad one fails the call at once, not after
+   * the other ranks' threads time out waiting for its rank. */
+  int current = rcoll_device_ops.current_device();
+  for (int i = 0; devlist != NULL && i < ndev; i++) {
+    rcollResult_t r = devlist[i] < 0 ? rcoll_error_quiet(rcollInvalidArgument, "not a device")
+                                     : rcoll_device_ops.set_device(devlist[i]);
+    if (r != rcollSuccess) {
+      char why[RCOLL_ERROR_TEXT_MAX];
+      snprintf(why, sizeof why, "%s", rcoll_error_text());
+      if (current >= 0)
+        rcoll_device_ops.set_device(current);
+      return rcoll_error(rcollInvalidArgument, "rcollCommInitAll: devlist[%d] = %d: %s", i, devlist[i], why);
+    }
+  }
+  if (devlist != NULL && current >= 0)
+    rcoll_device_ops.set_device(current);
   rcollUniqueId id;
   RCOLL_CHECK(rcollGetUniqueId(&id));
   init_all_arg_t *args = calloc((size_t)ndev, sizeof *args);
@@ -117,7 +147,8 @@ RCOLL_API rcollResult_t rcollCommInitAll(rcollComm_t *comms, int ndev, const int
   }
   int started = 0;
   for (; started < ndev; started++) {
-    args[started] = (init_all_arg_t){.comm = &comms[started], .nranks = ndev, .rank = started, .id = id};
+    args[started] = (init_all_arg_t){.comm = &comms[started], .nranks = ndev, .rank = started, .id = id,
+                                     .device = devlist != NULL ? devlist[started] : -1};
     if (pthread_create(&threads[started], NULL, init_all_thread, &args[started]) != 0)
       break;
   }
