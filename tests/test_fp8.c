@@ -139,3 +139,35 @@ Test(fp8, allreduce_avg_scales_first_as_nccl, .timeout = 120) {
   for (int r = 0; r < 2; r++)
     cr_expect_eq(rcollCommDestroy(comms[r]), rcollSuccess);
 }
+
+/* PreMulSum on fp8: each rank's input times its own fp8 scalar (in half,
+ * back to fp8), then summed: 1 x 0.5 + 3 x 2.0 = 6.5, which e4m3 rounds to
+ * 6.5 exactly (1.101b x 4) and e5m2 to 6 (ties to even: 1.10b x 4). */
+Test(fp8, premulsum_scales_each_rank, .timeout = 120) {
+  setenv("RCOLL_TIMEOUT", "30", 1);
+  rcollComm_t comms[2];
+  cr_assert_eq(rcollCommInitAll(comms, 2, NULL), rcollSuccess, "%s", rcollGetLastError(NULL));
+  static const rcollDataType_t types[2] = {rcollFloat8e4m3, rcollFloat8e5m2};
+  static const float want[2] = {6.5f, 6.0f};
+  for (int k = 0; k < 2; k++) {
+    int mb = k ? 2 : 3, bias = k ? 15 : 7, e4m3 = !k;
+    uint8_t scalar[2] = {rcoll_float_to_fp8(0.5f, mb, bias, e4m3), rcoll_float_to_fp8(2.0f, mb, bias, e4m3)};
+    uint8_t in[2] = {rcoll_float_to_fp8(1.0f, mb, bias, e4m3), rcoll_float_to_fp8(3.0f, mb, bias, e4m3)};
+    uint8_t out[2];
+    rcollRedOp_t op[2];
+    for (int r = 0; r < 2; r++)
+      cr_assert_eq(rcollRedOpCreatePreMulSum(&op[r], &scalar[r], types[k], rcollScalarHostImmediate, comms[r]),
+                   rcollSuccess, "%s", rcollGetLastError(comms[r]));
+    cr_assert_eq(rcollGroupStart(), rcollSuccess);
+    for (int r = 0; r < 2; r++)
+      cr_assert_eq(rcollAllReduce(&in[r], &out[r], 1, types[k], op[r], comms[r], NULL), rcollSuccess);
+    cr_assert_eq(rcollGroupEnd(), rcollSuccess, "%s", rcollGetLastError(NULL));
+    for (int r = 0; r < 2; r++) {
+      float got = k ? rcoll_e5m2_to_float(out[r]) : rcoll_e4m3_to_float(out[r]);
+      cr_expect_eq(got, want[k], "%s rank %d: %g", rcoll_type_name(types[k]), r, got);
+      cr_expect_eq(rcollRedOpDestroy(op[r], comms[r]), rcollSuccess);
+    }
+  }
+  for (int r = 0; r < 2; r++)
+    rcollCommDestroy(comms[r]);
+}
