@@ -5,6 +5,8 @@
  * also built for newer instruction sets, and float16 has F16C loops. */
 #include "reduce.h"
 
+#include <pthread.h>
+
 #include "reduce_math.h"
 
 typedef void (*rcoll_reduce_loop_t)(void *dst, const void *a, const void *b, size_t n);
@@ -94,8 +96,64 @@ RCOLL_TYPE_LOOPS(f16, uint16_t)
 RCOLL_TYPE_LOOPS(bf16, uint16_t)
 RCOLL_TYPE_LOOPS(f32, float)
 RCOLL_TYPE_LOOPS(f64, double)
-RCOLL_TYPE_LOOPS(e4m3, uint8_t)
-RCOLL_TYPE_LOOPS(e5m2, uint8_t)
+
+/* fp8 on the host. The scalar math of reduce_math.h (which the kernels use)
+ * spends about 100 ns an element in branches, so these loops look the same
+ * answers up instead: a 256-entry table widens fp8 to float, and since every
+ * result is first rounded to half (NCCL computes in half), a 65536-entry
+ * table indexed by the half's bits narrows it. Both are filled from the
+ * scalar functions once, so the two paths agree by construction;
+ * tests/test_reduce.c checks these loops against a libm reference. */
+typedef struct fp8_tables {
+  float to_float[256];
+  uint8_t from_half[65536];
+} fp8_tables_t;
+
+static fp8_tables_t fp8_tab[2]; /* e4m3, e5m2 */
+static pthread_once_t fp8_once = PTHREAD_ONCE_INIT;
+
+static void fp8_tables_fill(void) {
+  for (int v = 0; v < 256; v++) {
+    fp8_tab[0].to_float[v] = rcoll_e4m3_to_float((uint8_t)v);
+    fp8_tab[1].to_float[v] = rcoll_e5m2_to_float((uint8_t)v);
+  }
+  for (uint32_t h = 0; h < 65536; h++) {
+    float f = rcoll_half_to_float((uint16_t)h);
+    fp8_tab[0].from_half[h] = rcoll_float_to_fp8(f, 3, 7, 1);
+    fp8_tab[1].from_half[h] = rcoll_float_to_fp8(f, 2, 15, 0);
+  }
+}
+
+static const fp8_tables_t *fp8_tables(int e5m2) {
+  pthread_once(&fp8_once, fp8_tables_fill);
+  return &fp8_tab[e5m2];
+}
+
+#define RCOLL_FP8_LOOP(op, sfx, e5m2, expr)                                              \
+  static void rcoll_loop_##op##_##sfx(void *dst, const void *a, const void *b, size_t n) { \
+    const fp8_tables_t *T = fp8_tables(e5m2);                                            \
+    uint8_t *d = dst;                                                                    \
+    const uint8_t *x = a, *y = b;                                                        \
+    for (size_t i = 0; i < n; i++) {                                                     \
+      float u = T->to_float[x[i]], v = T->to_float[y[i]];                                \
+      d[i] = T->from_half[rcoll_float_to_half(expr)];                                    \
+    }                                                                                    \
+  }
+
+#define RCOLL_FP8_LOOPS(sfx, e5m2)                                                       \
+  RCOLL_FP8_LOOP(sum, sfx, e5m2, u + v)                                                  \
+  RCOLL_FP8_LOOP(prod, sfx, e5m2, u * v)                                                 \
+  RCOLL_FP8_LOOP(max, sfx, e5m2, rcoll_max_f32(u, v))                                    \
+  RCOLL_FP8_LOOP(min, sfx, e5m2, rcoll_min_f32(u, v))                                    \
+  static void rcoll_finish_avg_##sfx(void *buf, size_t n, int nranks) {                  \
+    const fp8_tables_t *T = fp8_tables(e5m2);                                            \
+    uint8_t *d = buf;                                                                    \
+    for (size_t i = 0; i < n; i++)                                                       \
+      d[i] = T->from_half[rcoll_float_to_half(T->to_float[d[i]] / (float)nranks)];       \
+  }
+
+RCOLL_FP8_LOOPS(e4m3, 0)
+RCOLL_FP8_LOOPS(e5m2, 1)
 
 /* avg accumulates a sum; the division happens once, in rcoll_reduce_finish. */
 #define RCOLL_TYPE_ROW(sfx)                                                              \
