@@ -98,58 +98,62 @@ RCOLL_TYPE_LOOPS(f32, float)
 RCOLL_TYPE_LOOPS(f64, double)
 
 /* fp8 on the host. The scalar math of reduce_math.h (which the kernels use)
- * spends about 100 ns an element in branches, so these loops look the same
- * answers up instead: a 256-entry table widens fp8 to float, and since every
- * result is first rounded to half (NCCL computes in half), a 65536-entry
- * table indexed by the half's bits narrows it. Both are filled from the
- * scalar functions once, so the two paths agree by construction;
- * tests/test_reduce.c checks these loops against a libm reference. */
-typedef struct fp8_tables {
-  float to_float[256];
-  uint8_t from_half[65536];
-} fp8_tables_t;
+ * spends about 100 ns an element in branches. With 256 values per operand,
+ * every result of an op is one entry of a 256 x 256 table: a loop then does
+ * one load per element. The tables (64 KiB per format and op, 512 KiB in
+ * all, filled on first use from the scalar functions, so that the two paths
+ * agree by construction) live in zeroed memory that costs nothing until
+ * then. tests/test_reduce.c checks these loops against a libm reference. */
+enum { FP8_SUM, FP8_PROD, FP8_MAX, FP8_MIN, FP8_NOPS };
 
-static fp8_tables_t fp8_tab[2]; /* e4m3, e5m2 */
-static pthread_once_t fp8_once = PTHREAD_ONCE_INIT;
+static uint8_t fp8_tab[2][FP8_NOPS][256 * 256]; /* [e5m2][op][a << 8 | b] */
+static _Atomic int fp8_ready[2][FP8_NOPS];
+static pthread_mutex_t fp8_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void fp8_tables_fill(void) {
-  for (int v = 0; v < 256; v++) {
-    fp8_tab[0].to_float[v] = rcoll_e4m3_to_float((uint8_t)v);
-    fp8_tab[1].to_float[v] = rcoll_e5m2_to_float((uint8_t)v);
-  }
-  for (uint32_t h = 0; h < 65536; h++) {
-    float f = rcoll_half_to_float((uint16_t)h);
-    fp8_tab[0].from_half[h] = rcoll_float_to_fp8(f, 3, 7, 1);
-    fp8_tab[1].from_half[h] = rcoll_float_to_fp8(f, 2, 15, 0);
+static uint8_t fp8_scalar(int e5m2, int op, uint8_t a, uint8_t b) {
+  switch (op) {
+  case FP8_SUM: return e5m2 ? rcoll_sum_e5m2(a, b) : rcoll_sum_e4m3(a, b);
+  case FP8_PROD: return e5m2 ? rcoll_prod_e5m2(a, b) : rcoll_prod_e4m3(a, b);
+  case FP8_MAX: return e5m2 ? rcoll_max_e5m2(a, b) : rcoll_max_e4m3(a, b);
+  default: return e5m2 ? rcoll_min_e5m2(a, b) : rcoll_min_e4m3(a, b);
   }
 }
 
-static const fp8_tables_t *fp8_tables(int e5m2) {
-  pthread_once(&fp8_once, fp8_tables_fill);
-  return &fp8_tab[e5m2];
+static const uint8_t *fp8_table(int e5m2, int op) {
+  if (!fp8_ready[e5m2][op]) {
+    pthread_mutex_lock(&fp8_lock);
+    if (!fp8_ready[e5m2][op]) {
+      for (int a = 0; a < 256; a++)
+        for (int b = 0; b < 256; b++)
+          fp8_tab[e5m2][op][a << 8 | b] = fp8_scalar(e5m2, op, (uint8_t)a, (uint8_t)b);
+      fp8_ready[e5m2][op] = 1;
+    }
+    pthread_mutex_unlock(&fp8_lock);
+  }
+  return fp8_tab[e5m2][op];
 }
 
-#define RCOLL_FP8_LOOP(op, sfx, e5m2, expr)                                              \
+#define RCOLL_FP8_LOOP(op, OP, sfx, e5m2)                                                 \
   static void rcoll_loop_##op##_##sfx(void *dst, const void *a, const void *b, size_t n) { \
-    const fp8_tables_t *T = fp8_tables(e5m2);                                            \
+    const uint8_t *T = fp8_table(e5m2, OP);                                              \
     uint8_t *d = dst;                                                                    \
     const uint8_t *x = a, *y = b;                                                        \
-    for (size_t i = 0; i < n; i++) {                                                     \
-      float u = T->to_float[x[i]], v = T->to_float[y[i]];                                \
-      d[i] = T->from_half[rcoll_float_to_half(expr)];                                    \
-    }                                                                                    \
+    for (size_t i = 0; i < n; i++)                                                       \
+      d[i] = T[(unsigned)x[i] << 8 | y[i]];                                              \
   }
 
+/* The avg finish divides by a different nranks each time: no table. It
+ * runs on device results copied back and in tests; a host avg of fp8 is a
+ * PreMulSum (lib/redop.c). */
 #define RCOLL_FP8_LOOPS(sfx, e5m2)                                                       \
-  RCOLL_FP8_LOOP(sum, sfx, e5m2, u + v)                                                  \
-  RCOLL_FP8_LOOP(prod, sfx, e5m2, u * v)                                                 \
-  RCOLL_FP8_LOOP(max, sfx, e5m2, rcoll_max_f32(u, v))                                    \
-  RCOLL_FP8_LOOP(min, sfx, e5m2, rcoll_min_f32(u, v))                                    \
+  RCOLL_FP8_LOOP(sum, FP8_SUM, sfx, e5m2)                                                \
+  RCOLL_FP8_LOOP(prod, FP8_PROD, sfx, e5m2)                                              \
+  RCOLL_FP8_LOOP(max, FP8_MAX, sfx, e5m2)                                                \
+  RCOLL_FP8_LOOP(min, FP8_MIN, sfx, e5m2)                                                \
   static void rcoll_finish_avg_##sfx(void *buf, size_t n, int nranks) {                  \
-    const fp8_tables_t *T = fp8_tables(e5m2);                                            \
     uint8_t *d = buf;                                                                    \
     for (size_t i = 0; i < n; i++)                                                       \
-      d[i] = T->from_half[rcoll_float_to_half(T->to_float[d[i]] / (float)nranks)];       \
+      d[i] = rcoll_avg_##sfx(d[i], nranks);                                              \
   }
 
 RCOLL_FP8_LOOPS(e4m3, 0)
