@@ -10,7 +10,8 @@
  * -w warm-up calls, then -n timed calls between barriers; the time is the
  * mean over ranks of each rank's time per call. algbw = size / time, busbw =
  * algbw * (n-1)/n (GB/s, 1e9), as nccl-tests. With -c 1 (the default) the
- * blocks are checked after the timed calls. One row per size:
+ * blocks are checked after the timed calls. One row per size (count: elements
+ * per block, as bench/alltoall_perf prints it):
  *   bytes count time_us algbw busbw #wrong */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +67,7 @@ static long run_size(size_t bytes, int iters, int warmup, int check, int rank, i
   size_t sent = count * (size_t)n * sizeof(float);
   double t = sum / n, algbw = (double)sent / (t * 1e3);
   if (rank == 0)
-    printf("%12zu %12zu %10.2f %8.3f %8.3f %6s\n", sent, count * (size_t)n, t, algbw,
+    printf("%12zu %12zu %10.2f %8.3f %8.3f %6s\n", sent, count, t, algbw,
            algbw * (n - 1) / n, check ? (total ? "FAIL" : "0") : "N/A");
   if (rank == 0 && total)
     printf("# %ld wrong elements at %zu bytes\n", total, sent);
