@@ -102,12 +102,22 @@ static rcollResult_t block_connect_all(rcoll_bootstrap_t *b, const rcoll_setting
     rc = rcoll_ring_accept_left(b, listen_fd, deadline);
   if (rc == rcollSuccess)
     rc = rcoll_ring_allgather(b, (char *)b->hosts, sizeof(b->hosts[0]), "allgather of host names");
+  /* As after a one-root join: every rank's listener address is kept, and
+   * ours stays open, for the survivors' ring of rcollCommShrink
+   * (bootstrap_shrink.c). */
+  if (rc == rcollSuccess) {
+    b->addrs[b->rank] = listen_addr;
+    rc = rcoll_ring_allgather(b, (char *)b->addrs, sizeof(b->addrs[0]), "allgather of listener addresses");
+  }
   if (own.fd >= 0)
     close(own.fd);
   if (has_prev && prev.fd >= 0)
     close(prev.fd);
   free(table);
-  close(listen_fd);
+  if (rc == rcollSuccess)
+    b->listen_fd = listen_fd;
+  else
+    close(listen_fd);
   return rc;
 }
 

@@ -27,8 +27,6 @@ declare -A EXCEPTIONS=(
   [ncclCommWindowRegister]="symmetric-memory windows: NVLink/multicast device memory that every rank maps; rcoll has no symmetric kernels (rcollCommRegister covers registration)"
   [ncclCommWindowDeregister]="symmetric-memory windows, as ncclCommWindowRegister"
   [ncclResetDebugInit]="deprecated in 2.28.9 (\"not supported as part of the NCCL API and will be removed\"); rcoll reads its log settings once per process"
-  [ncclCommShrink]="pending: rcollCommShrink is the shrink branch's work"
-  [ncclCommRevoke]="pending: rcollCommRevoke belongs with rcollCommShrink (the shrink branch)"
 )
 
 # nccl_header: prints the path of an installed nccl.h of version 2.28.9.

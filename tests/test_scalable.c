@@ -25,6 +25,10 @@ typedef struct job {
   char error[MAX_RANKS][256];
 } job_t;
 
+/* Set: after the all-reduce, every rank but the last shrinks the
+ * communicator without the last one and all-reduces on the result. */
+static int shrink_after;
+
 typedef struct rank_arg {
   job_t *job;
   int rank;
@@ -38,6 +42,17 @@ static void *rank_main(void *p) {
   if (r == rcollSuccess) {
     double v = a->rank + 1;
     r = rcollAllReduce(&v, &j->sum[a->rank], 1, rcollFloat64, rcollSum, comm, NULL);
+    int last = j->nranks - 1;
+    if (r == rcollSuccess && shrink_after && a->rank != last) {
+      /* A communicator made through several ids keeps what rcollCommShrink
+       * needs (every rank's listener), as one made through one id does. */
+      rcollComm_t small;
+      r = rcollCommShrink(comm, &last, 1, &small, NULL, RCOLL_SHRINK_DEFAULT);
+      if (r == rcollSuccess) {
+        r = rcollAllReduce(&v, &j->sum[a->rank], 1, rcollFloat64, rcollSum, small, NULL);
+        rcollCommDestroy(small);
+      }
+    }
     rcollCommDestroy(comm);
   }
   j->result[a->rank] = r;
@@ -139,4 +154,18 @@ Test(scalable, bad_arguments) {
   memset(junk, 0x42, sizeof junk);
   cr_expect_eq(rcollCommInitRankScalable(&comm, 2, 0, 2, junk, NULL), rcollInvalidArgument);
   cr_expect(strstr(rcollGetLastError(NULL), "unique id 0 of 2") != NULL, "%s", rcollGetLastError(NULL));
+}
+
+Test(scalable, shrink_works_on_a_scalable_communicator) {
+  rcollUniqueId ids[2];
+  for (int i = 0; i < 2; i++)
+    cr_assert_eq(rcollGetUniqueId(&ids[i]), rcollSuccess);
+  shrink_after = 1;
+  job_t j = {.nranks = 5, .nid = 2, .ids = ids};
+  run_job(&j);
+  for (int r = 0; r < 5; r++)
+    cr_assert_eq(j.result[r], rcollSuccess, "rank %d: %s", r, j.error[r]);
+  for (int r = 0; r < 4; r++)
+    cr_expect_eq(j.sum[r], 1 + 2 + 3 + 4, "rank %d after the shrink: %g", r, j.sum[r]);
+  cr_expect_eq(j.sum[4], 15, "the excluded rank kept its first sum");
 }
