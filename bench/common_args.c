@@ -22,6 +22,7 @@ static const struct {
   {"int64", NULL, rcollInt64, 8},         {"uint64", NULL, rcollUint64, 8},
   {"half", "float16", rcollFloat16, 2},   {"float", "float32", rcollFloat32, 4},
   {"double", "float64", rcollFloat64, 8}, {"bfloat16", "bf16", rcollBfloat16, 2},
+  {"f8e4m3", "float8e4m3", rcollFloat8e4m3, 1}, {"f8e5m2", "float8e5m2", rcollFloat8e5m2, 1},
 };
 
 /* nccl-tests' order for "-o all". */
@@ -106,7 +107,7 @@ static int parse_types(const char *text, bench_opts_t *o) {
   }
   if (o->ntypes == 0) {
     fprintf(stderr, "invalid datatype '%s' (int8, uint8, int32, uint32, int64, uint64, "
-                    "half/float16, bfloat16, float/float32, double/float64 or all)\n", text);
+                    "half/float16, bfloat16, float/float32, double/float64, f8e4m3, f8e5m2 or all)\n", text);
     return -1;
   }
   return 0;

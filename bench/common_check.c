@@ -12,8 +12,13 @@
 
 #include "common_impl.h"
 
+static int type_is_fp8(rcollDataType_t t) {
+  return t == rcollFloat8e4m3 || t == rcollFloat8e5m2;
+}
+
 int bench_type_is_float(rcollDataType_t t) {
-  return t == rcollFloat16 || t == rcollBfloat16 || t == rcollFloat32 || t == rcollFloat64;
+  return t == rcollFloat16 || t == rcollBfloat16 || t == rcollFloat32 || t == rcollFloat64 ||
+         type_is_fp8(t);
 }
 
 static int type_is_signed(rcollDataType_t t) {
@@ -82,11 +87,47 @@ double bench_fp_decode(uint64_t bits, int mbits, int ebits) {
   return sign * ldexp((double)(m | (1ull << mbits)), (int)e - bias - mbits);
 }
 
+/* fp8: e4m3 (3+4 bits, bias 7) spends its top exponent on numbers up to 448
+ * and has one NaN (S.1111.111); e5m2 (2+5 bits) is IEEE-like, largest 57344.
+ * Both round to nearest even and saturate (NVIDIA's __NV_SATFINITE), which
+ * clamping to the largest value before rounding gives. */
+static uint8_t fp8_encode(double d, rcollDataType_t t) {
+  const int e4m3 = t == rcollFloat8e4m3, mbits = e4m3 ? 3 : 2, bias = e4m3 ? 7 : 15;
+  uint8_t sign = signbit(d) ? 0x80 : 0;
+  if (isnan(d))
+    return (uint8_t)(sign | 0x7f);
+  double a = fmin(fabs(d), e4m3 ? 448.0 : 57344.0);
+  if (a == 0)
+    return sign;
+  int e;
+  frexp(a, &e);
+  int exponent = e - 1 < 1 - bias ? 1 - bias : e - 1;
+  double q = nearbyint(ldexp(a, mbits - exponent));
+  if (q >= ldexp(1.0, mbits + 1)) {
+    q /= 2;
+    exponent++;
+  }
+  if (q < ldexp(1.0, mbits)) /* subnormal */
+    return (uint8_t)(sign | (uint32_t)q);
+  return (uint8_t)(sign | ((uint32_t)(exponent + bias) << mbits) | ((uint32_t)q - (1u << mbits)));
+}
+
+static double fp8_decode(uint8_t v, rcollDataType_t t) {
+  if (t == rcollFloat8e5m2)
+    return bench_fp_decode(v, 2, 5);
+  if ((v & 0x7f) == 0x7f)
+    return NAN;
+  double sign = v & 0x80 ? -1.0 : 1.0;
+  int e = (v >> 3) & 15, m = v & 7;
+  return e == 0 ? sign * ldexp(m, -9) : sign * ldexp(m | 8, e - 10);
+}
+
 /* Rounds d to the nearest value of a floating type. */
 static double round_to_type(rcollDataType_t t, double d) {
   switch (t) {
   case rcollFloat16: return bench_fp_decode(bench_fp_encode(d, 10, 5), 10, 5);
   case rcollBfloat16: return bench_fp_decode(bench_fp_encode(d, 7, 8), 7, 8);
+  case rcollFloat8e4m3: case rcollFloat8e5m2: return fp8_decode(fp8_encode(d, t), t);
   case rcollFloat32: return (double)(float)d;
   default: return d;
   }
@@ -98,6 +139,7 @@ bench_val_t bench_load(const void *buf, size_t i, rcollDataType_t t) {
   switch (t) {
   case rcollFloat16: { uint16_t h; memcpy(&h, p, 2); v.f = bench_fp_decode(h, 10, 5); break; }
   case rcollBfloat16: { uint16_t h; memcpy(&h, p, 2); v.f = bench_fp_decode(h, 7, 8); break; }
+  case rcollFloat8e4m3: case rcollFloat8e5m2: v.f = fp8_decode(*p, t); break;
   case rcollFloat32: { float f; memcpy(&f, p, 4); v.f = f; break; }
   case rcollFloat64: memcpy(&v.f, p, 8); break;
   default: {
@@ -114,6 +156,7 @@ void bench_store(void *buf, size_t i, rcollDataType_t t, bench_val_t v) {
   switch (t) {
   case rcollFloat16: { uint16_t h = bench_fp_encode(v.f, 10, 5); memcpy(p, &h, 2); break; }
   case rcollBfloat16: { uint16_t h = bench_fp_encode(v.f, 7, 8); memcpy(p, &h, 2); break; }
+  case rcollFloat8e4m3: case rcollFloat8e5m2: *p = fp8_encode(v.f, t); break;
   case rcollFloat32: { float f = (float)v.f; memcpy(p, &f, 4); break; }
   case rcollFloat64: memcpy(p, &v.f, 8); break;
   default: memcpy(p, &v.u, bench_type_size(t)); break;
@@ -184,8 +227,8 @@ static bench_val_t input_keyed(rcollDataType_t t, rcollRedOp_t op, int nranks, i
                                size_t index, uint64_t key) {
   bench_val_t v = {0, 0};
   uint64_t h = mix64(key + index * 0xd1b54a32d192ed03ull);
-  if (bench_type_is_float(t))
-    v.f = float_input(op, rank, index, h);
+  if (bench_type_is_float(t)) /* fp8 cannot hold them all: round, and expect what was sent */
+    v.f = round_to_type(t, float_input(op, rank, index, h));
   else
     v.u = int_input(t, op, nranks, h);
   return v;
@@ -252,6 +295,8 @@ static double float_reduce(rcollDataType_t t, rcollRedOp_t op, int nranks, const
  * units in the last place, for reductions done in another order. */
 static double type_tolerance(rcollDataType_t t) {
   switch (t) {
+  case rcollFloat8e5m2: return 0.25; /* 2 mantissa bits, and avg scales by fp8(1/n) first */
+  case rcollFloat8e4m3: return 0.125;
   case rcollBfloat16: return 1e-2;
   case rcollFloat16: return 1e-3;
   case rcollFloat32: return 1e-5;
@@ -261,6 +306,8 @@ static double type_tolerance(rcollDataType_t t) {
 
 static int mantissa_bits(rcollDataType_t t) {
   switch (t) {
+  case rcollFloat8e4m3: return 3;
+  case rcollFloat8e5m2: return 2;
   case rcollBfloat16: return 7;
   case rcollFloat16: return 10;
   case rcollFloat32: return 23;
@@ -280,7 +327,8 @@ static int result_is_exact(rcollDataType_t t, rcollRedOp_t op, int nranks) {
   case rcollMax:
   case rcollMin: return 1;
   case rcollSum: return 8.0 * nranks <= ldexp(1.0, mantissa_bits(t) + 1);
-  case rcollProd: return nranks <= (t == rcollFloat16 ? 14 : t == rcollFloat64 ? 1000 : 120);
+  case rcollProd:
+    return nranks <= (type_is_fp8(t) ? 6 : t == rcollFloat16 ? 14 : t == rcollFloat64 ? 1000 : 120);
   default: return 0;
   }
 }

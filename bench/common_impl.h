@@ -14,7 +14,7 @@
 
 /* ---------------------------------------------------------------- options */
 
-#define BENCH_MAX_TYPES 10
+#define BENCH_MAX_TYPES 12
 #define BENCH_MAX_OPS 5
 
 /* How the per-rank times are combined (-a), as nccl-tests. */

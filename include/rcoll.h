@@ -6,6 +6,7 @@
 #ifndef RCOLL_H
 #define RCOLL_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -54,7 +55,9 @@ typedef enum {
   rcollFloat32 = 7, rcollFloat = 7,
   rcollFloat64 = 8, rcollDouble = 8,
   rcollBfloat16 = 9,
-  rcollNumTypes = 10
+  rcollFloat8e4m3 = 10, /* 8-bit floats as NVIDIA's __nv_fp8_e4m3 and __nv_fp8_e5m2 */
+  rcollFloat8e5m2 = 11,
+  rcollNumTypes = 12
 } rcollDataType_t;
 
 typedef enum {
@@ -89,19 +92,30 @@ typedef struct rcollComm *rcollComm_t;
  * for it, as with NCCL; its errors show in rcollCommGetAsyncError. */
 typedef void *rcollStream_t;
 
-/* Communicator options; initialise with RCOLL_CONFIG_INITIALIZER. */
+/* Communicator options; initialise with RCOLL_CONFIG_INITIALIZER, which
+ * sets every option undefined (RCOLL_CONFIG_UNDEF_INT / _PTR, NCCL's
+ * convention): an option left so takes its default. New fields are only ever
+ * appended, and `size` says how much of the struct the caller's header had:
+ * the library reads a config only up to its size. */
 typedef struct {
-  size_t size;     /* sizeof(rcollConfig_t), checked for ABI growth */
+  size_t size;     /* sizeof(rcollConfig_t) of the caller's header */
   unsigned magic;  /* RCOLL_CONFIG_MAGIC */
   unsigned version;
-  int blocking;    /* 1 (default): calls complete before returning */
-  int timeoutMs;   /* 0: use RCOLL_TIMEOUT */
-  const char *netName; /* NULL: use RCOLL_NET or the best transport */
+  int blocking;    /* 1 (the default): calls complete before returning; 0 is not supported yet */
+  int timeoutMs;   /* 0 or undefined: use RCOLL_TIMEOUT */
+  const char *netName; /* undefined: use RCOLL_NET or the best transport */
+  int splitShare;  /* 0 or 1 (NCCL's); rcoll's split communicators always make their own connections */
+  const char *commName; /* shown in the communicator's log lines; copied at init */
 } rcollConfig_t;
 
+#define RCOLL_CONFIG_UNDEF_INT INT_MIN
+#define RCOLL_CONFIG_UNDEF_PTR NULL
 #define RCOLL_CONFIG_MAGIC 0x72636f6cu
-#define RCOLL_CONFIG_INITIALIZER \
-  { sizeof(rcollConfig_t), RCOLL_CONFIG_MAGIC, RCOLL_VERSION_CODE, 1, 0, NULL }
+#define RCOLL_CONFIG_INITIALIZER                                                        \
+  { sizeof(rcollConfig_t), RCOLL_CONFIG_MAGIC, RCOLL_VERSION_CODE,                      \
+    RCOLL_CONFIG_UNDEF_INT, /* blocking */  RCOLL_CONFIG_UNDEF_INT, /* timeoutMs */    \
+    RCOLL_CONFIG_UNDEF_PTR, /* netName */   RCOLL_CONFIG_UNDEF_INT, /* splitShare */   \
+    RCOLL_CONFIG_UNDEF_PTR  /* commName */ }
 
 RCOLL_API rcollResult_t rcollGetVersion(int *version);
 RCOLL_API const char *rcollGetErrorString(rcollResult_t result);
@@ -112,6 +126,12 @@ RCOLL_API rcollResult_t rcollGetUniqueId(rcollUniqueId *uniqueId);
 RCOLL_API rcollResult_t rcollCommInitRank(rcollComm_t *comm, int nranks, rcollUniqueId commId, int rank);
 RCOLL_API rcollResult_t rcollCommInitRankConfig(rcollComm_t *comm, int nranks, rcollUniqueId commId,
                                                 int rank, rcollConfig_t *config);
+/* As rcollCommInitRankConfig, meeting through nId unique ids (1..nranks, the
+ * same ids in the same order on every rank) so that no one root serves every
+ * rank: as NCCL, the ranks are cut in order into nId blocks (the first
+ * nranks % nId one rank larger) and block k meets at commIds[k]. */
+RCOLL_API rcollResult_t rcollCommInitRankScalable(rcollComm_t *newcomm, int nranks, int myrank, int nId,
+                                                  rcollUniqueId *commIds, rcollConfig_t *config);
 /* Creates ndev communicators inside this process (one internal thread per rank
  * during init). Collectives on them from one thread must sit in a group. */
 RCOLL_API rcollResult_t rcollCommInitAll(rcollComm_t *comms, int ndev, const int *devlist);
@@ -212,6 +232,14 @@ RCOLL_API rcollResult_t rcollCommRegister(const rcollComm_t comm, void *buff, si
                                           void **handle);
 RCOLL_API rcollResult_t rcollCommDeregister(const rcollComm_t comm, void *handle);
 
+/* Memory for buffers: with a CUDA device, device memory on the calling
+ * thread's current device (as NCCL's ncclMemAlloc); without one, host memory
+ * from rcoll's pool, page-aligned and on pages of its own (good to register).
+ * size 0 gives *ptr = NULL. rcollMemFree(NULL) does nothing; a pointer
+ * rcollMemAlloc did not return is refused (rcollInvalidArgument). */
+RCOLL_API rcollResult_t rcollMemAlloc(void **ptr, size_t size);
+RCOLL_API rcollResult_t rcollMemFree(void *ptr);
+
 /* What a communicator runs on (not in NCCL), for tools and benchmarks:
  * the transport this rank uses to `peer` and its device ("shm",
  * "socket eth0 10000 Mb/s"), and whether the library counts the peer on this
@@ -227,6 +255,24 @@ RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, s
 
 RCOLL_API rcollResult_t rcollGroupStart(void);
 RCOLL_API rcollResult_t rcollGroupEnd(void);
+
+/* What rcollGroupSimulateEnd reports; initialise with
+ * RCOLL_SIM_INFO_INITIALIZER (size, magic and version are checked). */
+typedef struct {
+  size_t size;
+  unsigned magic;
+  unsigned version;
+  float estimatedTime; /* microseconds, the tuner's prediction (bench/rcoll_tune's) */
+} rcollSimInfo_t;
+#define RCOLL_UNDEF_FLOAT -1.0f
+#define RCOLL_SIM_INFO_MAGIC 0x7273696du
+#define RCOLL_SIM_INFO_INITIALIZER \
+  { sizeof(rcollSimInfo_t), RCOLL_SIM_INFO_MAGIC, RCOLL_VERSION_CODE, RCOLL_UNDEF_FLOAT }
+/* Ends the group without running it: every call in it is dropped, and
+ * simInfo->estimatedTime gets the tuner's predicted time of its collectives
+ * (the sum of each communicator's calls, the slowest communicator's sum for
+ * a group of several). Host calls only; send/receive count as 0. */
+RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo);
 
 #ifdef __cplusplus
 }

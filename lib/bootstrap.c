@@ -70,7 +70,7 @@ static int rcoll_addr_is_loopback(const rcoll_sockaddr_t *a) {
 /* Our listening address: loopback when the root is on loopback (a
  * single-host job), else the interface the settings pick, in the root's
  * family unless the settings name one, so that every rank can reach us. */
-static rcollResult_t rcoll_rank_listen_addr(const rcoll_settings_t *s, const rcoll_sockaddr_t *root,
+rcollResult_t rcoll_rank_listen_addr(const rcoll_settings_t *s, const rcoll_sockaddr_t *root,
                                             rcoll_sockaddr_t *out) {
   char ifname[RCOLL_IFNAME_MAX];
   const char *fam = s->socket_family;
@@ -88,7 +88,7 @@ static rcollResult_t rcoll_rank_listen_addr(const rcoll_settings_t *s, const rco
   return rcoll_socket_pick_addr(s->socket_ifname, fam, out, ifname);
 }
 
-static void rcoll_rank_hello(const rcoll_bootstrap_t *b, const rcoll_sockaddr_t *listen_addr,
+void rcoll_rank_hello(const rcoll_bootstrap_t *b, const rcoll_sockaddr_t *listen_addr,
                              rcoll_bootstrap_hello_t *h) {
   char name[48] = "?";
   memset(h, 0, sizeof(*h));
@@ -103,31 +103,29 @@ static void rcoll_rank_hello(const rcoll_bootstrap_t *b, const rcoll_sockaddr_t 
 
 /* Checks the root's table and keeps the host names; entries keep the wire
  * format until here. */
-static rcollResult_t rcoll_rank_table(rcoll_bootstrap_t *b, rcoll_bootstrap_hello_t *table,
-                                      const char *root_str) {
-  for (int i = 0; i < b->nranks; i++) {
+static rcollResult_t rcoll_rank_table(rcoll_bootstrap_t *b, rcoll_bootstrap_hello_t *table, int n,
+                                      uint64_t secret, int first, const char *root_str) {
+  for (int i = 0; i < n; i++) {
     rcoll_bootstrap_hello_swap(&table[i]);
-    if (table[i].secret != b->secret || table[i].rank != i || table[i].nranks != b->nranks)
+    if (table[i].secret != secret || table[i].rank != i || table[i].nranks != n)
       return rcoll_error(rcollRemoteError,
                          "bootstrap: rank %d: the root at %s sent a corrupt table (entry %d)",
                          b->rank, root_str, i);
-    memcpy(b->hosts[i], table[i].host, sizeof(b->hosts[i]));
-    b->hosts[i][sizeof(b->hosts[i]) - 1] = '\0';
+    int r = (first + i) % b->nranks; /* entry i is rank first + i (wrapping: a block's extra) */
+    memcpy(b->hosts[r], table[i].host, sizeof(b->hosts[r]));
+    b->hosts[r][sizeof(b->hosts[r]) - 1] = '\0';
   }
   return rcollSuccess;
 }
 
-/* Sends our hello and receives the reply and the table over fd. */
-static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
-                                         const rcoll_bootstrap_hello_t *hello,
-                                         rcoll_bootstrap_hello_t *table, int64_t deadline,
-                                         const char *root_str) {
+/* Receives the root's reply and its table of n entries (entry i: rank
+ * first + i) over fd. */
+rcollResult_t rcoll_rank_answer(rcoll_bootstrap_t *b, int fd, rcoll_bootstrap_hello_t *table, int n,
+                                       uint64_t secret, int first, int64_t deadline, const char *root_str) {
   rcoll_bootstrap_reply_t reply;
-  rcollResult_t rc = rcoll_socket_send_all(fd, hello, sizeof(*hello), deadline);
   /* The root's verdict (which ranks are missing) says more than our own
    * timeout would, and the root times out at about the same moment. */
-  if (rc == rcollSuccess)
-    rc = rcoll_socket_recv_all(fd, &reply, sizeof(reply), deadline + RCOLL_BOOTSTRAP_VERDICT_MS);
+  rcollResult_t rc = rcoll_socket_recv_all(fd, &reply, sizeof(reply), deadline + RCOLL_BOOTSTRAP_VERDICT_MS);
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: no answer from the root at %s", b->rank,
                                 root_str);
@@ -139,11 +137,23 @@ static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
     return rcoll_error(rc, "bootstrap: rank %d: the root at %s says: %s", b->rank, root_str,
                        reply.text);
   }
-  rc = rcoll_socket_recv_all(fd, table, sizeof(*table) * (size_t)b->nranks, deadline);
+  rc = rcoll_socket_recv_all(fd, table, sizeof(*table) * (size_t)n, deadline);
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: receiving the table from the root at %s",
                                 b->rank, root_str);
-  return rcoll_rank_table(b, table, root_str);
+  return rcoll_rank_table(b, table, n, secret, first, root_str);
+}
+
+/* Sends our hello and receives the reply and the table over fd. */
+static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
+                                         const rcoll_bootstrap_hello_t *hello,
+                                         rcoll_bootstrap_hello_t *table, int64_t deadline,
+                                         const char *root_str) {
+  rcollResult_t rc = rcoll_socket_send_all(fd, hello, sizeof(*hello), deadline);
+  if (rc != rcollSuccess)
+    return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: no answer from the root at %s", b->rank,
+                                root_str);
+  return rcoll_rank_answer(b, fd, table, b->nranks, b->secret, 0, deadline, root_str);
 }
 
 static rcollResult_t rcoll_rank_join(rcoll_bootstrap_t *b, const rcoll_sockaddr_t *root,
@@ -166,7 +176,7 @@ static rcollResult_t rcoll_rank_join(rcoll_bootstrap_t *b, const rcoll_sockaddr_
 /* ------------------------------------------------------------------ */
 /* Forming the ring                                                     */
 
-static rcollResult_t rcoll_ring_connect_right(rcoll_bootstrap_t *b, const rcoll_sockaddr_t *addr,
+rcollResult_t rcoll_ring_connect_right(rcoll_bootstrap_t *b, const rcoll_sockaddr_t *addr,
                                               int64_t deadline) {
   int right = rcoll_ring_right(b);
   rcoll_bootstrap_intro_t in = {.secret = b->secret, .rank = b->rank};
@@ -202,7 +212,7 @@ static const char *rcoll_ring_take(void *arg, int fd, const rcoll_sockaddr_t *ad
 
 /* Accepts until the left neighbour shows up. Intros are read from every
  * connection at once (hello_pending.h), so strangers cannot delay it. */
-static rcollResult_t rcoll_ring_accept_left(rcoll_bootstrap_t *b, int listen_fd, int64_t deadline) {
+rcollResult_t rcoll_ring_accept_left(rcoll_bootstrap_t *b, int listen_fd, int64_t deadline) {
   int left = rcoll_ring_left(b);
   rcoll_pending_t pend;
   char who[64];
@@ -316,6 +326,7 @@ rcollResult_t rcoll_bootstrap_init(const rcoll_settings_t *s, const rcollUniqueI
   return rcollSuccess;
 }
 
+
 /* ------------------------------------------------------------------ */
 /* Allgather and barrier                                                */
 
@@ -384,7 +395,7 @@ static rcollResult_t rcoll_ring_step(const rcoll_bootstrap_t *b, rcoll_ring_io_t
   return rcollSuccess;
 }
 
-static rcollResult_t rcoll_ring_allgather(rcoll_bootstrap_t *b, char *data, size_t bytes,
+rcollResult_t rcoll_ring_allgather(rcoll_bootstrap_t *b, char *data, size_t bytes,
                                           const char *what) {
   int64_t deadline = rcoll_now_ms() + b->timeout_ms;
   if (b->broken)

@@ -41,6 +41,16 @@ rcollResult_t rcoll_bootstrap_id_decode(const rcollUniqueId *id, rcoll_bootstrap
  * gathers each rank's host name. */
 rcollResult_t rcoll_bootstrap_init(const rcoll_settings_t *s, const rcollUniqueId *id, int rank,
                                    int nranks, rcoll_bootstrap_t **out);
+/* The same with nid unique ids (rcollCommInitRankScalable): rank r meets at
+ * ids[rcoll_bootstrap_block_of(r, nranks, nid)], so each root serves one
+ * block of about nranks / nid ranks (bootstrap.c says how the blocks join).
+ * nid == 1 is rcoll_bootstrap_init. */
+rcollResult_t rcoll_bootstrap_init_ids(const rcoll_settings_t *s, const rcollUniqueId *ids, int nid, int rank,
+                                       int nranks, rcoll_bootstrap_t **out);
+/* NCCL's blocks: block k holds ranks first..first+count-1; the first
+ * nranks % nid blocks hold one rank more. */
+void rcoll_bootstrap_block(int nranks, int nid, int k, int *first, int *count);
+int rcoll_bootstrap_block_of(int rank, int nranks, int nid);
 /* data holds nranks blocks of `bytes`; block `rank` is ours on entry, every
  * block is filled on return. */
 rcollResult_t rcoll_bootstrap_allgather(rcoll_bootstrap_t *b, void *data, size_t bytes);

@@ -120,6 +120,7 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
     return rcoll_error(rcollInternalError, "%s: no algorithm implements %s", d->name,
                        rcoll_coll_name(d->coll));
   p->chunk_bytes = ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes;
+  p->predicted_us += ch.time_us;
   algo->plan(p, a);
   p->algo = algo->name;
   return rcollSuccess;

@@ -117,6 +117,7 @@ static void comm_free(struct rcollComm *c) {
   free(c->pending);
   free(c->scratch_reader);
   free(c->scratch);
+  free(c->name);
   rcoll_comm_registry_remove(c);
   c->magic = 0;
   free(c);
@@ -170,6 +171,7 @@ static struct rcollComm *comm_begin(int nranks, int rank, int64_t timeout_ms, rc
   }
   c->rank = rank;
   c->nranks = nranks;
+  c->cuda_dev = rcoll_device_ops.current_device();
   *r = rcoll_settings_load(&c->settings);
   if (*r == rcollSuccess) {
     c->timeout_ms = timeout_ms > 0 ? timeout_ms : c->settings.timeout * 1000;
@@ -216,15 +218,25 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
 
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config) {
+  return rcoll_comm_create_ids(out, nranks, id, 1, rank, config);
+}
+
+/* ids[0] gives the communicator its secret and trace name whatever nid is. */
+rcollResult_t rcoll_comm_create_ids(struct rcollComm **out, int nranks, const rcollUniqueId *ids, int nid,
+                                    int rank, const rcollConfig_t *config) {
   rcoll_bootstrap_id_t bid;
-  RCOLL_CHECK(rcoll_bootstrap_id_decode(id, &bid));
+  RCOLL_CHECK(rcoll_bootstrap_id_decode(&ids[0], &bid));
   rcollResult_t r;
+  /* timeoutMs undefined is INT_MIN, which comm_begin takes as RCOLL_TIMEOUT. */
   struct rcollComm *c = comm_begin(nranks, rank, config != NULL ? config->timeoutMs : 0, &r);
   if (c == NULL)
     return r;
+  if (r == rcollSuccess && config != NULL && config->commName != NULL &&
+      (c->name = strdup(config->commName)) == NULL)
+    r = rcoll_error(rcollSystemError, "out of memory for the communicator's name");
   if (r == rcollSuccess)
-    r = rcoll_bootstrap_init(&c->settings, id, rank, nranks, &c->bootstrap);
-  return comm_finish(c, r, config ? config->netName : NULL, bid.secret, id, out);
+    r = rcoll_bootstrap_init_ids(&c->settings, ids, nid, rank, nranks, &c->bootstrap);
+  return comm_finish(c, r, config ? config->netName : NULL, bid.secret, &ids[0], out);
 }
 
 rcollResult_t rcoll_comm_create_from(struct rcollComm **out, int nranks, int rank, rcoll_bootstrap_t *b,
@@ -319,9 +331,10 @@ RCOLL_API rcollResult_t rcollCommCuDevice(const rcollComm_t comm, int *device) {
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommCuDevice"));
   if (device == NULL)
     return rcoll_error(rcollInvalidArgument, "rcollCommCuDevice: device is NULL");
-  /* A communicator is bound to the device of its first device call; -1
-   * while it has only moved host buffers. */
-  *device = rcoll_device_ops.comm_device(comm);
+  /* As NCCL: the device that was current when the communicator was made
+   * (rcollCommInitAll: its devlist entry). Without a CUDA device NCCL cannot
+   * make a communicator at all; rcoll can, and says -1. */
+  *device = comm->cuda_dev >= 0 ? comm->cuda_dev : rcoll_device_ops.comm_device(comm);
   return rcollSuccess;
 }
 

@@ -77,6 +77,8 @@ struct rcollComm {
   uint64_t magic;
   int rank;
   int nranks;
+  char *name; /* rcollConfig_t's commName (NULL: none), for the log */
+  int cuda_dev; /* the current CUDA device at init (NCCL binds it there); -1 without one */
   rcoll_settings_t settings;
   int64_t timeout_ms;
   size_t chunk_bytes;
@@ -147,9 +149,17 @@ struct rcollComm {
   char last_error[RCOLL_ERROR_TEXT_MAX];
 };
 
-/* Creates this rank's communicator (init.c validates the arguments). */
+/* Reads the user's config (NULL: all defaults) into *out, a full struct,
+ * only up to its size, and checks its values; fn names the caller in errors
+ * (comm_config.c). */
+rcollResult_t rcoll_config_read(const char *fn, const rcollConfig_t *user, rcollConfig_t *out);
+/* Creates this rank's communicator (init.c validates the arguments; config
+ * is a full one from rcoll_config_read). */
 rcollResult_t rcoll_comm_create(struct rcollComm **out, int nranks, const rcollUniqueId *id, int rank,
                                 const rcollConfig_t *config);
+/* The same, meeting through nid unique ids (rcollCommInitRankScalable). */
+rcollResult_t rcoll_comm_create_ids(struct rcollComm **out, int nranks, const rcollUniqueId *ids, int nid,
+                                    int rank, const rcollConfig_t *config);
 /* The same over a bootstrap already formed (rcollCommShrink's survivors),
  * which the communicator takes over, or closes when it fails; the
  * transports use the bootstrap's secret. net_name NULL: RCOLL_NET;

@@ -66,21 +66,17 @@ static rcollResult_t shrink_check_list(const struct rcollComm *c, const int *lis
 
 /* What the new communicator is made with: the config's, or with a NULL
  * config the parent's (its timeout and the transport it asked for). The
- * config's fields are read only as far as its size says it has them. */
+ * config is read as every entry reads it (comm_config.c: only as far as
+ * its size says it has fields, undefined ones taking their defaults). */
 static rcollResult_t shrink_config(const struct rcollComm *c, const rcollConfig_t *config,
                                    const char **net, int64_t *timeout_ms) {
   *net = c->net_request;
   *timeout_ms = c->timeout_ms;
   if (config == NULL)
     return rcollSuccess;
-  if (config->magic != RCOLL_CONFIG_MAGIC || config->size > sizeof *config ||
-      config->size < offsetof(rcollConfig_t, timeoutMs) + sizeof config->timeoutMs)
-    return rcoll_error(rcollInvalidArgument, "rcollCommShrink: config was not set up with "
-                       "RCOLL_CONFIG_INITIALIZER");
-  if (config->blocking != 1)
-    return rcoll_error(rcollInvalidArgument, "rcollCommShrink: config: non-blocking communicators "
-                       "(blocking=0) are not supported yet");
-  *timeout_ms = config->timeoutMs > 0 ? config->timeoutMs : 0;
+  rcollConfig_t cfg;
+  RCOLL_CHECK(rcoll_config_read("rcollCommShrink", config, &cfg));
+  *timeout_ms = cfg.timeoutMs > 0 ? cfg.timeoutMs : 0;
   *net = config->size >= offsetof(rcollConfig_t, netName) + sizeof config->netName ? config->netName : NULL;
   return rcollSuccess;
 }

@@ -101,7 +101,8 @@ void rcoll_comm_summary(const struct rcollComm *c) {
   char line[1024];
   uint32_t used[NCLASSES];
   classes_used(c, used);
-  snprintf(line, sizeof line, "comm %p: %d rank%s on %d node%s", (const void *)c, c->nranks,
+  snprintf(line, sizeof line, "comm %p%s%.64s%s: %d rank%s on %d node%s", (const void *)c,
+           c->name ? " \"" : "", c->name ? c->name : "", c->name ? "\"" : "", c->nranks,
            c->nranks == 1 ? "" : "s", c->topo.nnodes, c->topo.nnodes == 1 ? "" : "s");
   append_class(c, "within a node", used[CLASS_INTRA], line, sizeof line);
   append_class(c, "between nodes", used[CLASS_INTER], line, sizeof line);

@@ -69,6 +69,21 @@ typedef struct rcoll_device_ops {
   int (*step_test)(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
   void (*idle)(int64_t idle_us, int64_t spin_us);
 
+  /* ---- for lib/memalloc.c and lib/comm.c ---- */
+
+  /* rcollMemAlloc: bytes of device memory on the calling thread's current
+   * CUDA device (cudaMalloc). Leaves *ptr NULL, and succeeds, when this
+   * machine has no CUDA device: the caller then hands out host memory. */
+  rcollResult_t (*mem_alloc)(void **ptr, size_t bytes);
+  /* rcollMemFree of a pointer mem_alloc returned. */
+  rcollResult_t (*mem_free)(void *ptr);
+  /* The calling thread's current CUDA device (cudaGetDevice), or -1 when this
+   * machine has no CUDA device. */
+  int (*current_device)(void);
+  /* Makes `device` the calling thread's current device (cudaSetDevice);
+   * rcollSuccess without doing anything when there is no CUDA device. */
+  rcollResult_t (*set_device)(int device);
+
   /* ---- for lib/comm.c ---- */
 
   /* The device the comm's device state is bound to (its first device call),

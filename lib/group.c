@@ -2,6 +2,7 @@
 #include "group.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "call.h"
@@ -70,6 +71,39 @@ static void group_clear(void) {
     group_comms[i]->in_group = 0;
   group_n = 0;
   group_error = rcollSuccess;
+}
+
+/* Ends the group as rcollGroupEnd would, but runs nothing: every plan is
+ * discarded. The estimate is the tuner's: each communicator's calls run one
+ * after another, so their predicted times add up (coll.c keeps the sum in
+ * its plan); different communicators of the group run at once, so the group
+ * takes as long as its slowest communicator. Send and receive are not
+ * predicted (the tuner models collectives only) and add nothing. */
+RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo) {
+  static const char fn[] = "rcollGroupSimulateEnd";
+  if (simInfo == NULL)
+    return rcoll_error(rcollInvalidArgument, "%s: simInfo is NULL", fn);
+  if (simInfo->magic != RCOLL_SIM_INFO_MAGIC || simInfo->size < offsetof(rcollSimInfo_t, estimatedTime) +
+                                                                    sizeof simInfo->estimatedTime)
+    return rcoll_error(rcollInvalidArgument, "%s: simInfo was not set up with RCOLL_SIM_INFO_INITIALIZER", fn);
+  if (group_depth == 0)
+    return rcoll_error(rcollInvalidUsage, "%s: no matching rcollGroupStart", fn);
+  if (group_depth > 1)
+    return rcoll_error(rcollInvalidUsage, "%s: only the outermost group can be simulated (%d groups are "
+                       "open)", fn, group_depth);
+  group_depth = 0;
+  rcollResult_t r = group_error;
+  double worst = 0;
+  for (int i = 0; i < group_n; i++) {
+    rcoll_plan_t *p = &group_comms[i]->plan;
+    if (p->predicted_us > worst)
+      worst = p->predicted_us;
+    rcoll_plan_discard(p);
+  }
+  group_clear();
+  if (r == rcollSuccess)
+    simInfo->estimatedTime = (float)worst;
+  return r;
 }
 
 RCOLL_API rcollResult_t rcollGroupEnd(void) {

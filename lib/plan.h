@@ -78,6 +78,7 @@ typedef struct rcoll_plan {
   size_t chunk_bytes; /* pipeline chunk chosen for this plan */
   int scratch_pieces; /* pieces in the communicator's scratch ring */
   const char *algo;   /* name of the last algorithm planned, for logs */
+  double predicted_us; /* the tuner's time for the calls planned since the reset (rcollGroupSimulateEnd) */
   void *tmp;          /* planner scratch (rcoll_plan_tmp), kept across calls */
   size_t tmp_bytes;
   /* The communicator's nodes and local ranks, for topology-aware algorithms

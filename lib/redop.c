@@ -9,6 +9,7 @@
 #include "error.h"
 #include "memtype.h"
 #include "reduce.h"
+#include "reduce_math.h"
 
 static rcoll_user_op_t *user_op(struct rcollComm *c, rcollRedOp_t op) {
   long i = (long)op - rcollNumOps;
@@ -91,16 +92,41 @@ static int keep(struct rcollComm *c, void *buf) {
   return 0;
 }
 
+/* NCCL 2.28.9 computes an fp8 avg as a PreMulSum by fp8(1/nranks)
+ * (hostToDevRedOp in its enqueue.cc), not as a sum divided at the end: an fp8
+ * sum saturates (448 in e4m3) long before the division could bring it back.
+ * rcoll does the same on host buffers; its device kernels still sum and then
+ * divide (rcoll_k_avg_e4m3). Returns whether the call is such an avg, with
+ * the scalar in *scalar. */
+static int fp8_avg_scalar(const rcoll_coll_args_t *a, int device, uint8_t *scalar) {
+  if (a->op != rcollAvg || device >= 0 || a->nranks <= 0)
+    return 0;
+  float inv = (float)(1.0 / a->nranks);
+  if (a->dtype == rcollFloat8e4m3)
+    *scalar = rcoll_float_to_fp8(inv, 3, 7, 1);
+  else if (a->dtype == rcollFloat8e5m2)
+    *scalar = rcoll_float_to_fp8(inv, 2, 15, 0);
+  else
+    return 0;
+  return 1;
+}
+
 rcollResult_t rcoll_redop_prepare(struct rcollComm *c, const char *fn, rcoll_coll_args_t *a, size_t elems,
                                   int device) {
-  if (a->op >= 0 && a->op < rcollNumOps)
+  uint8_t avg_scalar;
+  const void *scalar;
+  if (fp8_avg_scalar(a, device, &avg_scalar)) {
+    scalar = &avg_scalar;
+  } else if (a->op >= 0 && a->op < rcollNumOps) {
     return rcollSuccess;
-  if (device >= 0)
+  } else if (device >= 0) {
     return rcoll_error(rcollInvalidUsage, "%s: PreMulSum ops run on host buffers only, and these are on "
                        "CUDA device %d", fn, device);
-  const rcoll_user_op_t *u = user_op(c, a->op);
+  } else {
+    const rcoll_user_op_t *u = user_op(c, a->op);
+    scalar = u->residence == rcollScalarDevice ? u->ptr : u->scalar;
+  }
   size_t tsize = rcoll_type_size(a->dtype);
-  const void *scalar = u->residence == rcollScalarDevice ? u->ptr : u->scalar;
   char *buf = malloc(elems * tsize + 1);
   if (buf == NULL || keep(c, buf) != 0) {
     free(buf);

@@ -26,8 +26,9 @@ typedef struct rcoll_user_op {
  * built-in op, or one made on this communicator for this datatype. */
 rcollResult_t rcoll_redop_check(struct rcollComm *c, const char *fn, rcollRedOp_t op,
                                 rcollDataType_t datatype);
-/* For a made op: replaces a->sendbuff by its scaled copy of `elems`
- * elements and a->op by rcollSum. Host buffers only (device >= 0 is
+/* For a made op, and for an fp8 avg on host buffers (by fp8(1/nranks), as
+ * NCCL): replaces a->sendbuff by its scaled copy of `elems` elements and
+ * a->op by rcollSum. Host buffers only (device >= 0 is
  * refused). Nothing for a built-in op. */
 rcollResult_t rcoll_redop_prepare(struct rcollComm *c, const char *fn, rcoll_coll_args_t *a, size_t elems,
                                   int device);

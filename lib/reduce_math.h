@@ -163,4 +163,90 @@ RCOLL_FLOAT_MATH(f64, double)
 RCOLL_NARROW_MATH(f16, rcoll_half_to_float, rcoll_float_to_half)
 RCOLL_NARROW_MATH(bf16, rcoll_bf16_to_float, rcoll_float_to_bf16)
 
+/* ---- fp8: float8 e4m3 and e5m2, as NVIDIA's __nv_fp8_e4m3/__nv_fp8_e5m2 ----
+ * e4m3: bias 7, 3 mantissa bits, no infinity, NaN = S.1111.111, largest 448.
+ * e5m2: bias 15, 2 mantissa bits, IEEE-like (infinities, NaNs), largest 57344.
+ * Arithmetic follows NCCL 2.28.9 (src/device/reduce_kernel.h) exactly: each
+ * operand widens to half, the op runs in half (rounded to nearest even), and
+ * the half result narrows back to fp8 with round to nearest even and
+ * saturation to the largest finite value (__NV_SATFINITE: overflow and
+ * infinity give +-max, NaN stays NaN). Every fp8 value is exact in half and in
+ * float, so "in half" is float arithmetic rounded once to half here. The one
+ * difference is max/min: NCCL's __hmax/__hmin return the other operand when
+ * one is NaN; rcoll propagates NaN, as for every floating type. */
+
+/* Decoding is exact: normal values rebias the exponent; subnormals are
+ * m * 2^(1 - bias - mbits), an exact int-to-float conversion times a power of
+ * two (so no denormal-mode dependence). */
+RCOLL_MATH_FN float rcoll_fp8_to_float(uint8_t v, int mbits, int bias, int e4m3) {
+  uint32_t sign = ((uint32_t)v & 0x80u) << 24;
+  uint32_t emax = (1u << (7 - mbits)) - 1u, mmask = (1u << mbits) - 1u;
+  uint32_t exp = ((uint32_t)v >> mbits) & emax, mant = (uint32_t)v & mmask;
+  uint32_t mag;
+  if (exp == 0)
+    mag = rcoll_f32_bits((float)(int32_t)mant *
+                         rcoll_f32_from_bits((uint32_t)(127 + 1 - bias - mbits) << 23));
+  else if (exp == emax && (e4m3 ? mant == mmask : 1))
+    mag = mant ? 0x7fc00000u : 0x7f800000u; /* e4m3 NaN, e5m2 NaN or infinity */
+  else
+    mag = ((exp + 127u - (uint32_t)bias) << 23) | (mant << (23 - mbits));
+  return rcoll_f32_from_bits(sign | mag);
+}
+
+/* Round to nearest even, saturating, as __nv_cvt_halfraw_to_fp8(x,
+ * __NV_SATFINITE, ...) on a value that is exact in half; sat is the first
+ * magnitude that saturates (bits of a float): e4m3 above 464 (448 plus half
+ * an ulp, ties going down to the even 448), e5m2 from 61440 (its tie would
+ * round up to infinity). Below the smallest normal, adding a power of two
+ * whose float ulp is the fp8 subnormal step lets the FPU round (the float16
+ * trick of rcoll_float_to_half); above, the add-and-carry trick of bfloat16. */
+RCOLL_MATH_FN uint8_t rcoll_float_to_fp8(float f, int mbits, int bias, int e4m3) {
+  uint32_t u = rcoll_f32_bits(f);
+  uint32_t sign = (u >> 24) & 0x80u;
+  uint32_t a = u & 0x7fffffffu;
+  uint32_t maxnorm = e4m3 ? 0x7eu : 0x7bu;
+  uint32_t minnorm = (uint32_t)(127 + 1 - bias) << 23;
+  uint32_t shift = 23u - (uint32_t)mbits;
+  if (a > 0x7f800000u) /* NaN: e4m3's one NaN; e5m2 quiet, top payload bits */
+    return (uint8_t)(sign | (e4m3 ? 0x7fu : (0x7eu | ((a >> 21) & 0x3u))));
+  if (e4m3 ? a > 0x43e80000u : a >= 0x47700000u) /* 464.0f, 61440.0f; infinity too */
+    return (uint8_t)(sign | maxnorm);
+  if (a < minnorm) {
+    float magic = rcoll_f32_from_bits((uint32_t)(127 + 1 - bias - mbits + 23) << 23);
+    return (uint8_t)(sign | (rcoll_f32_bits(rcoll_f32_from_bits(a) + magic) - rcoll_f32_bits(magic)));
+  }
+  uint32_t r = (a + (1u << (shift - 1)) - 1u + ((a >> shift) & 1u)) >> shift;
+  return (uint8_t)(sign | (r - ((uint32_t)(127 - bias) << mbits)));
+}
+
+RCOLL_MATH_FN float rcoll_e4m3_to_float(uint8_t v) { return rcoll_fp8_to_float(v, 3, 7, 1); }
+RCOLL_MATH_FN float rcoll_e5m2_to_float(uint8_t v) { return rcoll_fp8_to_float(v, 2, 15, 0); }
+/* A float result is first rounded to half (NCCL computes in half), then to fp8. */
+RCOLL_MATH_FN uint8_t rcoll_float_to_e4m3(float f) {
+  return rcoll_float_to_fp8(rcoll_half_to_float(rcoll_float_to_half(f)), 3, 7, 1);
+}
+RCOLL_MATH_FN uint8_t rcoll_float_to_e5m2(float f) {
+  return rcoll_float_to_fp8(rcoll_half_to_float(rcoll_float_to_half(f)), 2, 15, 0);
+}
+
+#define RCOLL_FP8_MATH(sfx)                                                              \
+  RCOLL_MATH_FN uint8_t rcoll_sum_##sfx(uint8_t a, uint8_t b) {                          \
+    return rcoll_float_to_##sfx(rcoll_##sfx##_to_float(a) + rcoll_##sfx##_to_float(b));  \
+  }                                                                                      \
+  RCOLL_MATH_FN uint8_t rcoll_prod_##sfx(uint8_t a, uint8_t b) {                         \
+    return rcoll_float_to_##sfx(rcoll_##sfx##_to_float(a) * rcoll_##sfx##_to_float(b));  \
+  }                                                                                      \
+  RCOLL_MATH_FN uint8_t rcoll_max_##sfx(uint8_t a, uint8_t b) {                          \
+    return rcoll_float_to_##sfx(rcoll_max_f32(rcoll_##sfx##_to_float(a), rcoll_##sfx##_to_float(b))); \
+  }                                                                                      \
+  RCOLL_MATH_FN uint8_t rcoll_min_##sfx(uint8_t a, uint8_t b) {                          \
+    return rcoll_float_to_##sfx(rcoll_min_f32(rcoll_##sfx##_to_float(a), rcoll_##sfx##_to_float(b))); \
+  }                                                                                      \
+  RCOLL_MATH_FN uint8_t rcoll_avg_##sfx(uint8_t sum, int nranks) {                       \
+    return rcoll_float_to_##sfx(rcoll_##sfx##_to_float(sum) / (float)nranks);            \
+  }
+
+RCOLL_FP8_MATH(e4m3)
+RCOLL_FP8_MATH(e5m2)
+
 #endif /* RCOLL_REDUCE_MATH_H */

@@ -60,7 +60,8 @@ int main(int argc, char **argv) {
   }
   fill(a, bytes), fill(b, bytes), memset(d, 0, bytes);
   static const rcollDataType_t types[] = {rcollFloat32, rcollBfloat16, rcollFloat16,
-                                          rcollFloat64, rcollInt32, rcollInt8};
+                                          rcollFloat64, rcollInt32, rcollInt8,
+                                          rcollFloat8e4m3, rcollFloat8e5m2};
   printf("# rcoll_reduce sum, %zu MiB output, %d iterations: GB/s of output\n", mib, iters);
   printf("# %-9s %12s %12s %12s %12s\n", "type", "oop best", "oop mean", "inpl best",
          "inpl mean");

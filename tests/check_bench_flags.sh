@@ -149,7 +149,7 @@ grep -q 'memory usage' <<<"$($AR)" && fail "memory line without -M"
 echo "-- -u"
 out=$("$BIN/allreduce_perf" -t 2 -b 64 -e 4K -f 8 -n 2 -w 0 -c 1 -u 3 -d all)
 grep -q 'unalign: 3$' <<<"$out" || fail "-u 3: not in the header"
-[[ $(rows "$out") -eq 30 ]] || fail "-u 3 -d all: not 3 sizes x 10 types rows"
+[[ $(rows "$out") -eq 36 ]] || fail "-u 3 -d all: not 3 sizes x 12 types rows"
 grep -q '^# Out of bounds values : 0 OK' <<<"$out" || fail "-u 3: out of bounds"
 awk '/^ +[0-9]+ +[0-9]+ / && ($9 != 0 || $13 != 0) {bad=1} END {exit bad}' <<<"$out" || fail "-u 3: wrong results"
 
@@ -159,7 +159,7 @@ grep -q 'Parallel Init' <<<"$($AR -p 0)" && fail "-p 0 prints the parallel-init 
 
 echo "-- -d all, -o all, -r all"
 out=$($AR -d all -o all)
-[[ $(rows "$out") -eq 50 ]] || fail "-d all -o all: not 10 types x 5 ops rows"
+[[ $(rows "$out") -eq 60 ]] || fail "-d all -o all: not 12 types x 5 ops rows"
 out=$("$BIN/broadcast_perf" -t 3 -b 64 -e 64 -n 2 -w 0 -r all)
 [[ $(awk '/^ +64 /{print $5}' <<<"$out" | tr '\n' ' ') == "0 1 2 " ]] || fail "-r all: roots are not 0 1 2"
 grep -q "expected a rank, or all" <<<"$("$BIN/broadcast_perf" -r x 2>&1)" || fail "-r x: no message"

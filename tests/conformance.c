@@ -87,8 +87,8 @@ static void add_case(ccase_t *cases, size_t *k, ccase_t c) {
   cases[(*k)++] = c;
 }
 
-/* The rotation (k + k/10) % 5 pairs each of the 10 types with each op once
- * in any 50 consecutive cases. */
+/* The rotation (k + k/12) % 5 pairs each of the 12 types with each op once
+ * in any 60 consecutive cases. */
 static void add_rotated(ccase_t *cases, size_t *k, int coll, size_t count, int inplace, int root) {
   rcollDataType_t t = (rcollDataType_t)(*k % rcollNumTypes);
   rcollRedOp_t op = (rcollRedOp_t)((*k + *k / rcollNumTypes) % rcollNumOps);

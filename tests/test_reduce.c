@@ -37,6 +37,7 @@ Test(reduce, type_sizes_and_names) {
       {rcollUint32, 4, "uint32"},   {rcollInt64, 8, "int64"},     {rcollUint64, 8, "uint64"},
       {rcollFloat16, 2, "float16"}, {rcollBfloat16, 2, "bfloat16"},
       {rcollFloat32, 4, "float32"}, {rcollFloat64, 8, "float64"},
+      {rcollFloat8e4m3, 1, "float8e4m3"}, {rcollFloat8e5m2, 1, "float8e5m2"},
   };
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     cr_expect_eq(rcoll_type_size(types[i].t), types[i].size, "size of %s", types[i].name);
@@ -57,7 +58,8 @@ Test(reduce, type_sizes_and_names) {
 /* ---- reference element arithmetic ---- */
 
 static int is_float(rcollDataType_t t) {
-  return t == rcollFloat16 || t == rcollBfloat16 || t == rcollFloat32 || t == rcollFloat64;
+  return t == rcollFloat16 || t == rcollBfloat16 || t == rcollFloat32 || t == rcollFloat64 ||
+         t == rcollFloat8e4m3 || t == rcollFloat8e5m2;
 }
 
 static int is_signed(rcollDataType_t t) {
@@ -83,6 +85,8 @@ static double load_d(const void *p, rcollDataType_t t) {
   switch (t) {
   case rcollFloat16: memcpy(&h, p, 2); return ref_decode(h, fmt_half);
   case rcollBfloat16: memcpy(&h, p, 2); return ref_decode(h, fmt_bf16);
+  case rcollFloat8e4m3: return ref_fp8_decode(*(const uint8_t *)p, 1);
+  case rcollFloat8e5m2: return ref_fp8_decode(*(const uint8_t *)p, 0);
   case rcollFloat32: { float f; memcpy(&f, p, 4); return f; }
   default: { double d; memcpy(&d, p, 8); return d; }
   }
@@ -93,6 +97,9 @@ static void store_d(void *p, rcollDataType_t t, double v) {
   switch (t) {
   case rcollFloat16: h = ref_encode(v, fmt_half); memcpy(p, &h, 2); break;
   case rcollBfloat16: h = ref_encode(v, fmt_bf16); memcpy(p, &h, 2); break;
+  /* fp8 results are computed in half, as NCCL does: round to half, then to fp8. */
+  case rcollFloat8e4m3: *(uint8_t *)p = ref_fp8_encode(ref_decode(ref_encode(v, fmt_half), fmt_half), 1); break;
+  case rcollFloat8e5m2: *(uint8_t *)p = ref_fp8_encode(ref_decode(ref_encode(v, fmt_half), fmt_half), 0); break;
   case rcollFloat32: { float f = (float)v; memcpy(p, &f, 4); break; }
   default: memcpy(p, &v, 8); break;
   }
@@ -151,7 +158,7 @@ static uint64_t rng_next(uint64_t *s) {
   return *s;
 }
 
-/* Integers and 16-bit floats: uniformly random bits, which covers wrap,
+/* Integers, 16-bit and 8-bit floats: uniformly random bits, which covers wrap,
  * subnormals, inf and NaN. Wider floats: mostly values of moderate
  * magnitude (so sums are not dominated by one side), some raw bit patterns. */
 static void fill_random(void *buf, size_t count, rcollDataType_t t, uint64_t *s) {
@@ -224,7 +231,7 @@ static void sweep_type(rcollDataType_t t) {
   Test(reduce_sweep, type) { sweep_type(rcoll##type); }
 SWEEP_TEST(Int8) SWEEP_TEST(Uint8) SWEEP_TEST(Int32) SWEEP_TEST(Uint32) SWEEP_TEST(Int64)
 SWEEP_TEST(Uint64) SWEEP_TEST(Float16) SWEEP_TEST(Bfloat16) SWEEP_TEST(Float32)
-SWEEP_TEST(Float64)
+SWEEP_TEST(Float64) SWEEP_TEST(Float8e4m3) SWEEP_TEST(Float8e5m2)
 
 /* ---- specific behaviours, spelled out ---- */
 

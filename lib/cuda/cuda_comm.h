@@ -125,6 +125,11 @@ typedef struct rcoll_cuda_comm {
 /* ---- the device ops (lib/device.h says what each does) ---- */
 
 rcollResult_t rcoll_cuda_mem_query(const void *ptr, size_t bytes, rcoll_mem_info_t *out);
+/* mem_alloc.c: rcollMemAlloc/rcollMemFree's device memory and the current device. */
+rcollResult_t rcoll_cuda_mem_alloc(void **ptr, size_t bytes);
+rcollResult_t rcoll_cuda_mem_free(void *ptr);
+int rcoll_cuda_current_device(void);
+rcollResult_t rcoll_cuda_set_device(int device);
 int rcoll_cuda_group_has_device(const struct rcollComm *c);
 rcollResult_t rcoll_cuda_submit(struct rcollComm *c, rcollStream_t stream, int device,
                                 const char *fn);

@@ -51,6 +51,8 @@ RCOLL_TYPE_KERNELS(f16, uint16_t)
 RCOLL_TYPE_KERNELS(f32, float)
 RCOLL_TYPE_KERNELS(f64, double)
 RCOLL_TYPE_KERNELS(bf16, uint16_t)
+RCOLL_TYPE_KERNELS(e4m3, uint8_t)
+RCOLL_TYPE_KERNELS(e5m2, uint8_t)
 
 static __device__ __forceinline__ unsigned long long rcoll_globaltimer_ns(void) {
   unsigned long long t;

@@ -30,7 +30,8 @@ static pthread_mutex_t modules_mu = PTHREAD_MUTEX_INITIALIZER;
 
 /* Indexed by rcollDataType_t and rcollRedOp_t (include/rcoll.h). */
 static const char *const type_sfx[rcollNumTypes] = {"i8",  "u8",  "i32", "u32", "i64",
-                                                    "u64", "f16", "f32", "f64", "bf16"};
+                                                    "u64", "f16", "f32", "f64", "bf16",
+                                                    "e4m3", "e5m2"};
 static const char *const op_name[rcollNumOps] = {"sum", "prod", "max", "min", "sum"};
 
 int rcoll_cuda_kernel_name(int kind, rcollDataType_t t, rcollRedOp_t op, char *buf, size_t len) {

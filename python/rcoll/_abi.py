@@ -36,11 +36,13 @@ DATATYPES = {
     "rcollFloat32": 7,
     "rcollFloat64": 8,
     "rcollBfloat16": 9,
+    "rcollFloat8e4m3": 10,
+    "rcollFloat8e5m2": 11,
 }
 DATATYPE_ALIASES = {
     "rcollChar": 0, "rcollInt": 2, "rcollHalf": 6, "rcollFloat": 7, "rcollDouble": 8,
 }
-NUM_TYPES = 10
+NUM_TYPES = 12
 
 # rcollRedOp_t
 REDOPS = {
@@ -59,6 +61,7 @@ SHRINK_DEFAULT = 0     # RCOLL_SHRINK_DEFAULT
 SHRINK_ABORT = 1       # RCOLL_SHRINK_ABORT
 REVOKE_DEFAULT = 0     # RCOLL_REVOKE_DEFAULT
 CONFIG_MAGIC = 0x72636F6C  # RCOLL_CONFIG_MAGIC
+CONFIG_UNDEF_INT = -2**31  # RCOLL_CONFIG_UNDEF_INT (INT_MIN)
 
 
 class UniqueIdStruct(ctypes.Structure):
@@ -75,6 +78,8 @@ class ConfigStruct(ctypes.Structure):
         ("blocking", ctypes.c_int),
         ("timeoutMs", ctypes.c_int),
         ("netName", ctypes.c_char_p),
+        ("splitShare", ctypes.c_int),
+        ("commName", ctypes.c_char_p),
     ]
 
     @classmethod
@@ -87,4 +92,6 @@ class ConfigStruct(ctypes.Structure):
         c.blocking = 1
         c.timeoutMs = int(timeout_ms)
         c.netName = net.encode() if net else None
+        c.splitShare = CONFIG_UNDEF_INT
+        c.commName = None
         return c

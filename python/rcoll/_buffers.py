@@ -14,6 +14,8 @@ _BY_NAME = {
     "uint32": DT["rcollUint32"], "int64": DT["rcollInt64"], "uint64": DT["rcollUint64"],
     "float16": DT["rcollFloat16"], "float32": DT["rcollFloat32"], "float64": DT["rcollFloat64"],
     "bfloat16": DT["rcollBfloat16"],
+    # torch's and ml_dtypes' names for NVIDIA's e4m3 (finite, "fn") and e5m2
+    "float8_e4m3fn": DT["rcollFloat8e4m3"], "float8_e5m2": DT["rcollFloat8e5m2"],
 }
 _TYPE_NAMES = {v: k for k, v in _BY_NAME.items()}
 _MEMVIEW_FORMATS = {"b": "int8", "B": "uint8", "c": "uint8", "i": "int32", "I": "uint32",

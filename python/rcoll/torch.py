@@ -51,6 +51,9 @@ if hasattr(_R, "AVG"):
 
 _RCOLL_TYPES = {torch.int8: 0, torch.uint8: 1, torch.int32: 2, torch.int64: 4, torch.float16: 6,
                 torch.float32: 7, torch.float64: 8, torch.bfloat16: 9}
+for _name, _code in (("float8_e4m3fn", 10), ("float8_e5m2", 11)):  # torch >= 2.1
+    if hasattr(torch, _name):
+        _RCOLL_TYPES[getattr(torch, _name)] = _code
 
 
 def _unsupported(what):

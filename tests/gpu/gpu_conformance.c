@@ -93,12 +93,17 @@ static void host_free(void *p) {
 /* ---- element types, written from their definitions ---- */
 
 static size_t type_size(rcollDataType_t t) {
-  static const size_t sizes[] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2};
+  static const size_t sizes[rcollNumTypes] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
   return sizes[t];
 }
 
+static int type_is_fp8(rcollDataType_t t) {
+  return t == rcollFloat8e4m3 || t == rcollFloat8e5m2;
+}
+
 static int type_is_float(rcollDataType_t t) {
-  return t == rcollFloat16 || t == rcollFloat32 || t == rcollFloat64 || t == rcollBfloat16;
+  return t == rcollFloat16 || t == rcollFloat32 || t == rcollFloat64 || t == rcollBfloat16 ||
+         type_is_fp8(t);
 }
 
 static int type_is_unsigned(rcollDataType_t t) {
@@ -126,6 +131,31 @@ static double half_to_double(uint16_t h) {
   return e == 0 ? s * ldexp(m, -24) : s * ldexp(m + 1024, e - 25);
 }
 
+/* fp8 (e4m3: 3 mantissa bits, bias 7, largest 448; e5m2: 2 bits, bias 15),
+ * nearest even, saturating; finite values only. */
+static uint8_t fp8_of_double(double v, rcollDataType_t t) {
+  int mbits = t == rcollFloat8e4m3 ? 3 : 2, bias = t == rcollFloat8e4m3 ? 7 : 15, e;
+  uint8_t sign = v < 0 ? 0x80 : 0;
+  double a = fmin(fabs(v), t == rcollFloat8e4m3 ? 448.0 : 57344.0);
+  if (a == 0)
+    return sign;
+  frexp(a, &e);
+  e = e - 1 < 1 - bias ? 1 - bias : e - 1;
+  double q = nearbyint(ldexp(a, mbits - e));
+  if (q >= ldexp(1, mbits + 1))
+    q /= 2, e++;
+  if (q < ldexp(1, mbits))
+    return (uint8_t)(sign | (unsigned)q);
+  return (uint8_t)(sign | (unsigned)(e + bias) << mbits | ((unsigned)q - (1u << mbits)));
+}
+
+static double fp8_to_double(uint8_t v, rcollDataType_t t) {
+  int mbits = t == rcollFloat8e4m3 ? 3 : 2, bias = t == rcollFloat8e4m3 ? 7 : 15;
+  int e = (v & 0x7f) >> mbits, m = v & ((1 << mbits) - 1);
+  double s = (v & 0x80) ? -1 : 1;
+  return e == 0 ? s * ldexp(m, 1 - bias - mbits) : s * ldexp(m + (1 << mbits), e - bias - mbits);
+}
+
 static double bf16_to_double(uint16_t h) {
   uint32_t u = (uint32_t)h << 16;
   float f;
@@ -142,6 +172,7 @@ static void store(void *buf, size_t i, rcollDataType_t t, int64_t v) {
   case rcollFloat16: { uint16_t x = half_of_int((int)v); memcpy(p, &x, 2); break; }
   case rcollBfloat16: { float f = (float)v; uint32_t u; memcpy(&u, &f, 4); uint16_t x = (uint16_t)(u >> 16); memcpy(p, &x, 2); break; }
   case rcollFloat32: { float x = (float)v; memcpy(p, &x, 4); break; }
+  case rcollFloat8e4m3: case rcollFloat8e5m2: *(uint8_t *)p = fp8_of_double((double)v, t); break;
   default: { double x = (double)v; memcpy(p, &x, 8); break; }
   }
 }
@@ -159,6 +190,7 @@ static double load(const void *buf, size_t i, rcollDataType_t t) {
   case rcollFloat16: { uint16_t x; memcpy(&x, p, 2); return half_to_double(x); }
   case rcollBfloat16: { uint16_t x; memcpy(&x, p, 2); return bf16_to_double(x); }
   case rcollFloat32: { float x; memcpy(&x, p, 4); return x; }
+  case rcollFloat8e4m3: case rcollFloat8e5m2: return fp8_to_double(*(const uint8_t *)p, t);
   default: { double x; memcpy(&x, p, 8); return x; }
   }
 }
@@ -186,6 +218,10 @@ static double expected(rcollDataType_t t, rcollRedOp_t op, size_t i) {
 }
 
 static int matches(rcollDataType_t t, rcollRedOp_t op, double got, double want) {
+  /* fp8 rounds at every step (computed in half, back to fp8): sums beyond
+   * 2^(mbits+1) and avg may be off by a few fp8 steps. */
+  if (type_is_fp8(t) && (op == rcollSum || op == rcollAvg))
+    return fabs(got - want) <= nranks * ldexp(1.0, t == rcollFloat8e4m3 ? -3 : -2) * fmax(1.0, fabs(want));
   if (op != rcollAvg || !type_is_float(t))
     return got == want;
   double ulp = t == rcollBfloat16 ? 1.0 / 128 : t == rcollFloat16 ? 1.0 / 1024 : t == rcollFloat32 ? 1e-7 : 1e-15;

@@ -24,6 +24,12 @@ uint64_t ref_input(rcollDataType_t t, rcollRedOp_t op, uint64_t seed, int rank, 
 /* The expected reduction over ranks 0..n-1 of their input element `pos`. */
 uint64_t ref_reduce(rcollDataType_t t, rcollRedOp_t op, int n, uint64_t seed, size_t pos);
 
+/* Whether got is a right result for the element whose ref_reduce is want:
+ * the same bits, or for fp8 sum and avg within the rounding any order of
+ * additions may give (conformance_ref.c derives the bound). */
+int ref_accepts(rcollDataType_t t, rcollRedOp_t op, int n, uint64_t seed, size_t pos, uint64_t got,
+                uint64_t want);
+
 /* Element i of buf as raw bits, and back (little-endian hosts only). */
 uint64_t ref_load(const void *buf, rcollDataType_t t, size_t i);
 void ref_store(void *buf, rcollDataType_t t, size_t i, uint64_t raw);
