@@ -98,6 +98,7 @@ RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo) {
     rcoll_plan_t *p = &group_comms[i]->plan;
     if (p->predicted_us > worst)
       worst = p->predicted_us;
+    rcoll_calls_discard(group_comms[i]); /* nothing ran: the numbers go to the next calls */
     rcoll_plan_discard(p);
   }
   group_clear();
