@@ -16,7 +16,7 @@
 #include "hello_pending.h"
 #include "log.h"
 
-typedef char rcoll_bootstrap_host_t[64];
+typedef char rcoll_bootstrap_host_t[RCOLL_BOOTSTRAP_HOST_MAX];
 
 struct rcoll_bootstrap {
   int rank, nranks;
@@ -110,19 +110,13 @@ static void rcoll_rank_hello(const rcoll_bootstrap_t *b, const rcoll_sockaddr_t 
   rcoll_bootstrap_hello_swap(h);
 }
 
-/* Checks the root's table and keeps the host names; entries keep the wire
- * format until here. */
+/* Checks the root's table and keeps the host names. */
 static rcollResult_t rcoll_rank_table(rcoll_bootstrap_t *b, rcoll_bootstrap_hello_t *table,
                                       const char *root_str) {
-  for (int i = 0; i < b->nranks; i++) {
-    rcoll_bootstrap_hello_swap(&table[i]);
-    if (table[i].secret != b->secret || table[i].rank != i || table[i].nranks != b->nranks)
-      return rcoll_error(rcollRemoteError,
-                         "bootstrap: rank %d: the root at %s sent a corrupt table (entry %d)",
-                         b->rank, root_str, i);
-    memcpy(b->hosts[i], table[i].host, sizeof(b->hosts[i]));
-    b->hosts[i][sizeof(b->hosts[i]) - 1] = '\0';
-  }
+  if (rcoll_bootstrap_table_decode(table, sizeof(*table) * (size_t)b->nranks, b->secret, b->nranks,
+                                   b->hosts) != rcollSuccess)
+    return rcoll_bootstrap_fail(rcollRemoteError, "bootstrap: rank %d: the root at %s sent a bad table",
+                                b->rank, root_str);
   return rcollSuccess;
 }
 
@@ -140,14 +134,12 @@ static rcollResult_t rcoll_rank_ask_root(rcoll_bootstrap_t *b, int fd,
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: no answer from the root at %s", b->rank,
                                 root_str);
-  rcoll_bootstrap_reply_swap(&reply);
-  reply.text[sizeof(reply.text) - 1] = '\0';
-  if (reply.status != rcollSuccess) {
-    rc = reply.status > 0 && reply.status < rcollNumResults ? (rcollResult_t)reply.status
-                                                            : rcollRemoteError;
-    return rcoll_error(rc, "bootstrap: rank %d: the root at %s says: %s", b->rank, root_str,
-                       reply.text);
-  }
+  rcollResult_t status;
+  char text[RCOLL_BOOTSTRAP_REPLY_TEXT];
+  RCOLL_CHECK(rcoll_bootstrap_reply_decode(&reply, sizeof(reply), &status, text));
+  if (status != rcollSuccess)
+    return rcoll_error(status, "bootstrap: rank %d: the root at %s says: %s", b->rank, root_str,
+                       text);
   rc = rcoll_socket_recv_all(fd, table, sizeof(*table) * (size_t)b->nranks, deadline);
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: receiving the table from the root at %s",
@@ -197,13 +189,13 @@ static rcollResult_t rcoll_ring_connect_right(rcoll_bootstrap_t *b, const rcoll_
 static const char *rcoll_ring_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
                                    const void *intro) {
   rcoll_bootstrap_t *b = arg;
-  rcoll_bootstrap_intro_t in;
+  int rank = -1;
   (void)addr;
-  memcpy(&in, intro, sizeof(in));
-  rcoll_bootstrap_intro_swap(&in);
-  if (in.secret != b->secret)
-    return "wrong secret (another job, or a stale unique id)";
-  if (in.rank != rcoll_ring_left(b) || b->left_fd >= 0)
+  const char *why =
+      rcoll_bootstrap_intro_decode(intro, sizeof(rcoll_bootstrap_intro_t), b->secret, &rank);
+  if (why != NULL)
+    return why;
+  if (rank != rcoll_ring_left(b) || b->left_fd >= 0)
     return "right secret, but not this rank's left neighbour";
   b->left_fd = fd;
   return NULL;

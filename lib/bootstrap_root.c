@@ -127,10 +127,8 @@ static const char *rcoll_root_take(void *arg, int fd, const rcoll_sockaddr_t *ad
   rcoll_bootstrap_hello_t wire, h;
   (void)addr;
   memcpy(&wire, hello, sizeof(wire));
-  h = wire;
-  rcoll_bootstrap_hello_swap(&h);
-  h.host[sizeof(h.host) - 1] = '\0';
-  rcollResult_t rc = rcoll_bootstrap_hello_check(&h, root->secret, root->nranks);
+  rcollResult_t rc =
+      rcoll_bootstrap_hello_decode(&wire, sizeof(wire), root->secret, root->nranks, &h);
   if (rc != rcollSuccess) {
     snprintf(root->why, sizeof(root->why), "%s", rcoll_error_text());
     return rcoll_root_reject(root, fd, rc);

@@ -13,10 +13,11 @@
 
 /* What the root answers each rank: status 0 and the table of nranks hellos
  * follows, or an rcollResult_t and the reason (rejected hello, timeout). */
+#define RCOLL_BOOTSTRAP_REPLY_TEXT 200
 typedef struct rcoll_bootstrap_reply {
   int32_t status;
   int32_t reserved;
-  char text[200];
+  char text[RCOLL_BOOTSTRAP_REPLY_TEXT];
 } rcoll_bootstrap_reply_t;
 
 /* The first bytes on every ring connection, from the connecting rank. */
@@ -67,5 +68,27 @@ static inline void rcoll_bootstrap_intro_swap(rcoll_bootstrap_intro_t *in) {
 static inline int64_t rcoll_bootstrap_timeout_ms(const rcoll_settings_t *s) {
   return (s && s->timeout > 0 ? s->timeout : 300) * 1000;
 }
+
+/* Decoders of the messages above (bootstrap_msg.c): each takes the bytes
+ * exactly as read and their length, and never trusts a field it has not
+ * checked. The hello: swapped to host order, host name terminated, checked
+ * by rcoll_bootstrap_hello_check (error text quiet: the root reports it). */
+#define RCOLL_BOOTSTRAP_HOST_MAX 64
+_Static_assert(sizeof(((rcoll_bootstrap_hello_t *)0)->host) == RCOLL_BOOTSTRAP_HOST_MAX,
+               "the hello's host name field");
+rcollResult_t rcoll_bootstrap_hello_decode(const void *wire, size_t len, uint64_t secret,
+                                           int expected_nranks, rcoll_bootstrap_hello_t *out);
+/* The root's reply: *status is rcollSuccess, or a failure (unknown codes
+ * read as rcollRemoteError); text is the root's reason, terminated. */
+rcollResult_t rcoll_bootstrap_reply_decode(const void *wire, size_t len, rcollResult_t *status,
+                                           char text[RCOLL_BOOTSTRAP_REPLY_TEXT]);
+/* The root's table of nranks hellos, swapped in place; each entry must carry
+ * the secret, its own rank, nranks and an address. Fills hosts[nranks]. */
+rcollResult_t rcoll_bootstrap_table_decode(rcoll_bootstrap_hello_t *table, size_t len,
+                                           uint64_t secret, int nranks,
+                                           char (*hosts)[RCOLL_BOOTSTRAP_HOST_MAX]);
+/* A ring introduction: NULL and *rank set when the secret matches, else why
+ * the connection is refused. */
+const char *rcoll_bootstrap_intro_decode(const void *wire, size_t len, uint64_t secret, int *rank);
 
 #endif
