@@ -53,7 +53,7 @@ rcollResult_t rcoll_bootstrap_table_decode(rcoll_bootstrap_hello_t *table, size_
     /* Every entry passed the root's hello check; one that would not now was
      * corrupted on the way, and its address must not be connected to. */
     if (table[i].secret != secret || table[i].rank != i || table[i].nranks != nranks ||
-        rcoll_sockaddr_len(&table[i].listen_addr) == 0)
+        !rcoll_bootstrap_addr_ok(&table[i].listen_addr))
       return rcoll_error_quiet(rcollRemoteError, "corrupt table (entry %d)", i);
     memcpy(hosts[i], table[i].host, RCOLL_BOOTSTRAP_HOST_MAX);
     hosts[i][RCOLL_BOOTSTRAP_HOST_MAX - 1] = '\0';

@@ -38,6 +38,13 @@ typedef struct rcoll_bootstrap_intro {
  * so that the root, which knows who is missing, gets to say it. */
 #define RCOLL_BOOTSTRAP_VERDICT_MS 1000
 
+/* Whether an address from the wire can be connected to: IPv4 or IPv6 with
+ * a port. Port 0 never names a listener, and would have a rank retry the
+ * connection until its timeout instead of failing at once. */
+static inline int rcoll_bootstrap_addr_ok(const rcoll_sockaddr_t *a) {
+  return rcoll_sockaddr_len(a) != 0 && rcoll_sockaddr_port(a) > 0;
+}
+
 static inline void rcoll_bootstrap_addr_swap(rcoll_sockaddr_t *a) {
   uint16_t fam = (uint16_t)a->sa.sa_family;
   a->sa.sa_family = (sa_family_t)htole16(fam);
