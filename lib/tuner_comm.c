@@ -66,7 +66,8 @@ static rcollResult_t apply_overrides(const char *setting, const char *text, cons
       size_t len = strcspn(s, ","), klen = strcspn(s, "=");
       char *end = NULL;
       double v = klen < len ? strtod(s + klen + 1, &end) : -1;
-      if (klen >= len || end != s + len || v <= 0)
+      /* strtod takes "nan" and "inf": no cost model survives either. */
+      if (klen >= len || end != s + len || !isfinite(v) || v <= 0)
         return rcoll_error(rcollInvalidArgument, "RCOLL_%s=\"%s\": expected name=positive number "
                            "pairs (names: a transport, intra or inter)", setting, text);
       for (int k = 0; k < 2; k++) {
@@ -88,7 +89,7 @@ rcollResult_t rcoll_tune_params_from_settings(const rcoll_settings_t *st, const 
   RCOLL_CHECK(rcoll_algo_parse(st->algo, &prm.allowed));
   char *end = NULL;
   prm.reduce_gbps = strtod(st->tune_reduce_bw, &end);
-  if (end == st->tune_reduce_bw || *end != '\0' || prm.reduce_gbps <= 0)
+  if (end == st->tune_reduce_bw || *end != '\0' || !isfinite(prm.reduce_gbps) || prm.reduce_gbps <= 0)
     return rcoll_error(rcollInvalidArgument, "RCOLL_TUNE_REDUCE_BW=\"%s\" is not a positive number "
                        "of GB/s", st->tune_reduce_bw);
   rcoll_tune_link_t *cls[2] = {&links[0], &links[1]};

@@ -10,6 +10,7 @@
 
 #include "algo_ids.h"
 #include "config.h"
+#include "error.h"
 #include "topo.h"
 #include "tuner.h"
 
@@ -214,6 +215,31 @@ Test(tuner, settings_adjust_links) {
   snprintf(s.tune_alpha, sizeof s.tune_alpha, "%s", "");
   snprintf(s.tune_reduce_bw, sizeof s.tune_reduce_bw, "0");
   cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument);
+}
+
+/* Found by tests/fuzz/fuzz_settings.c: strtod reads "nan" and "inf", which
+ * were taken as positive figures and made every cost NaN or infinite. */
+Test(tuner, settings_refuse_nan_and_inf) {
+  rcoll_settings_t s;
+  cr_assert_eq(rcoll_settings_load(&s), rcollSuccess);
+  const char *nets[2] = {"shm", "socket"};
+  rcoll_tune_params_t prm;
+  const char *bad[] = {"shm=nan", "socket=inf", "intra=INFINITY", "inter=1e999", "shm=-nan"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rcoll_tune_link_t links[2] = {rcoll_tune_default_link("shm"), rcoll_tune_default_link("socket")};
+    snprintf(s.tune_alpha, sizeof s.tune_alpha, "%s", bad[i]);
+    cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument,
+                 "RCOLL_TUNE_ALPHA=%s", bad[i]);
+    cr_assert(strstr(rcoll_error_text(), "RCOLL_TUNE_ALPHA"), "%s", rcoll_error_text());
+  }
+  s.tune_alpha[0] = '\0';
+  const char *bad_bw[] = {"nan", "inf", "1e999"};
+  for (size_t i = 0; i < sizeof bad_bw / sizeof bad_bw[0]; i++) {
+    rcoll_tune_link_t links[2] = {rcoll_tune_default_link("shm"), rcoll_tune_default_link("socket")};
+    snprintf(s.tune_reduce_bw, sizeof s.tune_reduce_bw, "%s", bad_bw[i]);
+    cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument,
+                 "RCOLL_TUNE_REDUCE_BW=%s", bad_bw[i]);
+  }
 }
 
 /* A slower network moves the latency/bandwidth crossover: the tree stays
