@@ -326,6 +326,10 @@ clean-plugin:
 -include $(PLUGIN_OBJS:.o=.d)
 .PHONY: install-plugin uninstall-plugin clean-plugin
 
+# ------------------------------------------------------------------ fuzzing
+# libFuzzer harnesses and `make fuzz` (tests/fuzz/fuzz.mk, docs/fuzzing.md).
+include tests/fuzz/fuzz.mk
+
 # ------------------------------------------------------------------ configure
 # config.mk is rebuilt when configure's inputs change; an existing
 # config.status keeps the options of the last ./configure run. Autoconf alone
@@ -514,6 +518,7 @@ help:
 	@echo "make check-asan only the sanitized Criterion tests (build-asan/)"
 	@echo "make check-without-deps  library and Criterion tests built without CUDA, verbs, UCX, hwloc (build-nodeps/)"
 	@echo "make tests      build the Criterion test binaries into tests/bin/"
+	@echo "make fuzz       [FUZZ_SECONDS=600] build the libFuzzer harnesses (clang) and run each (docs/fuzzing.md)"
 	@echo "make deps       install the Debian packages the build and tests need (scripts/setup-deps.sh)"
 	@echo "make install    [DESTDIR=] into configure's --prefix/--libdir/--includedir/--bindir (default"
 	@echo "                /usr/local/...), or PREFIX=, LIBDIR=, INCLUDEDIR=, BINDIR= given here:"
