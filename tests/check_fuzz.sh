@@ -31,7 +31,7 @@ if ! "$FUZZ_CC" -fsanitize=fuzzer,address,undefined "$probe/p.c" -o "$probe/p" 2
 fi
 
 echo "== building the harnesses (build-fuzz/)"
-make --no-print-directory fuzz-build || { echo "FAIL: the harnesses do not build"; exit 1; }
+make --no-print-directory -j"${FUZZ_BUILD_JOBS:-2}" fuzz-build || { echo "FAIL: the harnesses do not build"; exit 1; }
 
 targets=()
 if [[ -n ${FUZZ_TARGETS:-} ]]; then

@@ -6,6 +6,7 @@
 # whose BUILD is build-fuzz.
 #
 #   make fuzz-build                 the harnesses, build-fuzz/bin/fuzz_<target>
+#   make fuzz-corpus                rewrite the seeds in tests/fuzz/corpus/ (gen_corpus.c)
 #   make fuzz [FUZZ_SECONDS=600]    each for that long (FUZZ_JOBS=2 at a time),
 #             [FUZZ_TARGETS="uid settings"]   crashes saved in build/fuzz/crashes/<target>/
 # tests/check_fuzz.sh (make check) runs each for a few seconds.
@@ -30,6 +31,15 @@ build-fuzz/bin/fuzz_%: $(BUILD)/tests/fuzz/fuzz_%.o $(LIB_INTERNAL) $(PLUGIN_OBJ
 	$(call msg,LD,$@)$(CC) -fsanitize=fuzzer $(FUZZ_SAN) -o $@ $< \
 	  $(if $(filter plugin,$*),$(PLUGIN_OBJS)) $(LIB_INTERNAL) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
 
+# The seeds of tests/fuzz/corpus/<target>/ (gen_corpus.c says what they are).
+build-fuzz/bin/gen_corpus: $(BUILD)/tests/fuzz/gen_corpus.o $(LIB_INTERNAL)
+	@mkdir -p $(dir $@)
+	$(call msg,LD,$@)$(CC) $(FUZZ_SAN) -o $@ $< $(LIB_INTERNAL) $(LDFLAGS) $(LIB_LDLIBS) $(LDLIBS)
+
+fuzz-corpus: fuzz-build
+	+@$(FUZZ_MAKE) build-fuzz/bin/gen_corpus
+	build-fuzz/bin/gen_corpus tests/fuzz/corpus
+
 fuzz: fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(FUZZ_JOBS) $(if $(FUZZ_TARGETS),FUZZ_TARGETS='$(FUZZ_TARGETS)') \
 	  tests/check_fuzz.sh
@@ -39,4 +49,4 @@ clean-fuzz:
 	rm -rf build-fuzz build/fuzz
 
 -include $(FUZZ_SRCS:%.c=$(BUILD)/%.d)
-.PHONY: fuzz fuzz-build fuzz-bins clean-fuzz
+.PHONY: fuzz fuzz-build fuzz-bins fuzz-corpus clean-fuzz
