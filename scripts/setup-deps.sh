@@ -19,6 +19,7 @@ packages=(
   librsvg2-bin                          # rcoll_sched draws PNGs beside its SVGs (check_sched looks at them)
   python3                               # check_bench_json (nccl-tests JSON schema), scripts/rcoll-trace-merge
   python3-numpy python3-torch           # tests/check_python.sh: the Python package, torch backend
+  clang libclang-rt-dev                 # libFuzzer harnesses (tests/check_fuzz.sh, make fuzz)
 )
 # shellcheck disable=SC2206 # word splitting is the point: a list of names
 packages+=(${RCOLL_EXTRA_DEPS:-})
