@@ -19,10 +19,13 @@
 #include "../../transports/shm/shm_priv.h"
 #include "../../transports/socket/socket_priv.h"
 #include "bootstrap.h"
+#include "comm.h"
 #include "bootstrap_wire.h"
 #include "config.h"
 #include "error.h"
 #include "net.h"
+#include "topo.h"
+#include "tuner.h"
 #if RCOLL_HAVE_UCX
 #include "../../transports/ucx/ucx_priv.h"
 #endif
@@ -176,6 +179,32 @@ static void gen_ib(void) {
 #endif
 }
 
+/* Two ranks on one host, each with its host id, the socket transport open
+ * (its real listen handle) and the tuner parameters the defaults give. */
+static void gen_rankinfo(rcoll_settings_t *s) {
+  unsigned char buf[1 + 2 * sizeof(rcoll_rank_info_t) + 2 * sizeof(rcoll_tune_params_t)];
+  rcoll_rank_info_t infos[2];
+  rcoll_tune_params_t prm[2];
+  memset(infos, 0, sizeof infos);
+  int sock = rcoll_net_index("socket");
+  for (int r = 0; r < 2; r++) {
+    rcoll_topo_hostid(s, infos[r].hostid);
+    infos[r].nets = 1u << sock;
+    real_handle("socket", s, (unsigned char *)infos[r].handles[sock]);
+  }
+  const char *const nets[2] = {"socket", "socket"};
+  rcoll_tune_link_t links[2] = {rcoll_tune_default_link("socket"), rcoll_tune_default_link("socket")};
+  memset(prm, 0, sizeof prm);
+  if (rcoll_tune_params_from_settings(s, nets, links, (size_t)s->chunk_size, &prm[0]) != rcollSuccess)
+    die("tuner parameters");
+  prm[0].window = (int)s->nslots;
+  prm[1] = prm[0];
+  buf[0] = 1; /* nranks - 1 */
+  memcpy(buf + 1, infos, sizeof infos);
+  memcpy(buf + 1 + sizeof infos, prm, sizeof prm);
+  seed("rankinfo", "2-ranks-socket", -1, buf, sizeof buf);
+}
+
 /* One line per setting: the index of its name in the listing, then the value. */
 static void gen_settings(void) {
   static const char *const lines[][2] = {
@@ -217,6 +246,7 @@ int main(int argc, char **argv) {
   gen_shm(&s);
   gen_ucx();
   gen_ib();
+  gen_rankinfo(&s);
   gen_uid(&s);
   return 0;
 }
