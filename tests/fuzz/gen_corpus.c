@@ -22,6 +22,7 @@
 #include "comm.h"
 #include "bootstrap_wire.h"
 #include "config.h"
+#include "cuda/ipc.h"
 #include "error.h"
 #include "net.h"
 #include "topo.h"
@@ -205,6 +206,18 @@ static void gen_rankinfo(rcoll_settings_t *s) {
   seed("rankinfo", "2-ranks-socket", -1, buf, sizeof buf);
 }
 
+/* The hello a sender of device data posts (lib/cuda/ipc.c lays it out). */
+static void gen_ipc(const rcoll_settings_t *s) {
+  rcoll_ipc_hello_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = RCOLL_IPC_MAGIC;
+  h.pid = 4242;
+  h.nslots = (int32_t)s->nslots;
+  h.slot_bytes = (uint64_t)s->chunk_size;
+  snprintf(h.path, sizeof h.path, "%s/rcoll-ipc-4242-0-0-1", s->shm_dir);
+  seed("ipc", "hello", -1, &h, sizeof h);
+}
+
 /* One line per setting: the index of its name in the listing, then the value. */
 static void gen_settings(void) {
   static const char *const lines[][2] = {
@@ -247,6 +260,7 @@ int main(int argc, char **argv) {
   gen_ucx();
   gen_ib();
   gen_rankinfo(&s);
+  gen_ipc(&s);
   gen_uid(&s);
   return 0;
 }
