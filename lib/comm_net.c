@@ -113,7 +113,7 @@ static rcollResult_t net_pick(struct rcollComm *c) {
 
 /* Topology building compares host ids with strcmp: one a peer sent without
  * its terminator would be read past, into the next rank's info or beyond
- * the table (found by tests/fuzz/fuzz_rankinfo.c). Ours are terminated by
+ * the table (reproduced with tests/fuzz/fuzz_rankinfo.c). Ours are terminated by
  * construction, so cutting the last byte changes no real id. */
 void rcoll_comm_infos_check(rcoll_rank_info_t *infos, int nranks) {
   for (int r = 0; r < nranks; r++)

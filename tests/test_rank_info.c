@@ -7,7 +7,7 @@
 #include "comm.h"
 #include "topo.h"
 
-/* Found by tests/fuzz/fuzz_rankinfo.c: host ids without a terminator had
+/* Seen while writing tests/fuzz/fuzz_rankinfo.c: host ids without a terminator had
  * rcoll_topo_build's strcmp read past the end of the table (ASan: heap
  * buffer overflow). Every byte here is 'A', as a corrupt peer's could be. */
 Test(rank_info, host_ids_without_terminator_are_cut) {

@@ -217,7 +217,7 @@ Test(tuner, settings_adjust_links) {
   cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument);
 }
 
-/* Found by tests/fuzz/fuzz_settings.c: strtod reads "nan" and "inf", which
+/* Seen while writing tests/fuzz/fuzz_settings.c: strtod reads "nan" and "inf", which
  * were taken as positive figures and made every cost NaN or infinite. */
 Test(tuner, settings_refuse_nan_and_inf) {
   rcoll_settings_t s;
