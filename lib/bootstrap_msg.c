@@ -55,8 +55,10 @@ rcollResult_t rcoll_bootstrap_table_decode(rcoll_bootstrap_hello_t *table, size_
     if (table[i].secret != secret || table[i].rank != i || table[i].nranks != nranks ||
         !rcoll_bootstrap_addr_ok(&table[i].listen_addr))
       return rcoll_error_quiet(rcollRemoteError, "corrupt table (entry %d)", i);
+    /* Terminated in the table too: its entries are hellos like any other
+     * and may be read as such (found by fuzz_bootstrap). */
+    table[i].host[RCOLL_BOOTSTRAP_HOST_MAX - 1] = '\0';
     memcpy(hosts[i], table[i].host, RCOLL_BOOTSTRAP_HOST_MAX);
-    hosts[i][RCOLL_BOOTSTRAP_HOST_MAX - 1] = '\0';
   }
   return rcollSuccess;
 }

@@ -89,8 +89,9 @@ rcollResult_t rcoll_bootstrap_hello_decode(const void *wire, size_t len, uint64_
  * read as rcollRemoteError); text is the root's reason, terminated. */
 rcollResult_t rcoll_bootstrap_reply_decode(const void *wire, size_t len, rcollResult_t *status,
                                            char text[RCOLL_BOOTSTRAP_REPLY_TEXT]);
-/* The root's table of nranks hellos, swapped in place; each entry must carry
- * the secret, its own rank, nranks and an address. Fills hosts[nranks]. */
+/* The root's table of nranks hellos, swapped in place, host names
+ * terminated; each entry must carry the secret, its own rank, nranks and an
+ * address. Fills hosts[nranks]. */
 rcollResult_t rcoll_bootstrap_table_decode(rcoll_bootstrap_hello_t *table, size_t len,
                                            uint64_t secret, int nranks,
                                            char (*hosts)[RCOLL_BOOTSTRAP_HOST_MAX]);

@@ -102,6 +102,25 @@ Test(bootstrap, port_zero_is_no_address) {
   cr_assert_null(b);
 }
 
+/* Found by tests/fuzz/fuzz_bootstrap.c: the table's entries kept host names
+ * without a terminator (only the copies in hosts[] had one). */
+Test(bootstrap, table_host_names_are_terminated_in_place) {
+  rcoll_bootstrap_hello_t table[2] = {good_hello(), good_hello()};
+  char hosts[2][RCOLL_BOOTSTRAP_HOST_MAX];
+  for (int i = 0; i < 2; i++) {
+    table[i].rank = i;
+    table[i].nranks = 2;
+    memset(table[i].host, 'x', sizeof table[i].host);
+    rcoll_bootstrap_hello_swap(&table[i]);
+  }
+  cr_assert_eq(rcoll_bootstrap_table_decode(table, sizeof table, good_hello().secret, 2, hosts),
+               rcollSuccess, "%s", rcoll_error_text());
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(strnlen(table[i].host, sizeof table[i].host), sizeof table[i].host - 1, "entry %d", i);
+    cr_assert_str_eq(hosts[i], table[i].host);
+  }
+}
+
 Test(bootstrap, root_start_fills_a_decodable_id) {
   rcoll_settings_t s = settings_with_timeout(2);
   rcollUniqueId id = start_root(&s, 0xfeedull);
