@@ -242,6 +242,25 @@ Test(tuner, settings_refuse_nan_and_inf) {
   }
 }
 
+/* Found by tests/fuzz/fuzz_rankinfo.c: a staging slot of 64 x an odd number
+ * (RCOLL_CHUNK_SIZE=8388672, legal) halved under shm's 512 KiB chunk cap to
+ * 262146 bytes, a chunk that is no multiple of 64 nor of a double. */
+Test(tuner, chunks_stay_multiples_of_64_under_a_cap) {
+  rcoll_tuner_t *t = model(4, 1, NULL, "", 0);
+  t->prm.max_chunk = 8388672;
+  t->prm.intra.chunk_cap = 512 << 10;
+  for (int algo = 0; algo < rcoll_algo_family_count(); algo++)
+    for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 8) {
+      if (!rcoll_tune_applies(t, RCOLL_COLL_ALLREDUCE, algo))
+        continue;
+      rcoll_tune_choice_t ch = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, algo, bytes);
+      cr_assert_eq(ch.chunk % 64, 0, "%s, %zu bytes: chunk %zu", rcoll_algo_name(algo), bytes, ch.chunk);
+      cr_assert_leq(ch.chunk, (size_t)512 << 10);
+      cr_assert_geq(ch.chunk, 4096);
+    }
+  free(t);
+}
+
 /* A slower network moves the latency/bandwidth crossover: the tree stays
  * ahead of the ring to larger sizes when each message costs more. */
 Test(tuner, crossover_moves_with_latency) {
