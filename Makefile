@@ -362,6 +362,10 @@ clean-plugin:
 -include $(PLUGIN_OBJS:.o=.d)
 .PHONY: install-plugin uninstall-plugin clean-plugin
 
+# ------------------------------------------------------------------ fuzzing
+# libFuzzer harnesses and `make fuzz` (tests/fuzz/fuzz.mk, docs/fuzzing.md).
+include tests/fuzz/fuzz.mk
+
 # ------------------------------------------------------------------ configure
 # config.mk is rebuilt when configure's inputs change; an existing
 # config.status keeps the options of the last ./configure run. Autoconf alone
@@ -610,6 +614,7 @@ help:
 	@echo "make install    [DESTDIR=] into configure's --prefix/--libdir/--includedir/--bindir (default"
 	@echo "                /usr/local/...), or PREFIX=, LIBDIR=, INCLUDEDIR=, BINDIR= given here:"
 	@echo "                headers, libraries, rcoll.pc, bench programs, the NCCL net plugin"
+	@echo "make fuzz       [FUZZ_SECONDS=600] build the libFuzzer harnesses (clang) and run each (docs/fuzzing.md)"
 	@echo "make dist       rcoll-<version>.tar.gz, which builds with ./configure && make (no autotools)"
 	@echo "make distcheck  make dist, then build the tarball in build/distcheck/"
 	@echo "make clean | distclean"

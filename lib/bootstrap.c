@@ -101,20 +101,14 @@ void rcoll_rank_hello(const rcoll_bootstrap_t *b, const rcoll_sockaddr_t *listen
   rcoll_bootstrap_hello_swap(h);
 }
 
-/* Checks the root's table and keeps the host names; entries keep the wire
- * format until here. */
+/* Checks the root's table and keeps the host names: entry i is rank
+ * first + i (wrapping: a block's extra entry, see bootstrap_ids.c). */
 static rcollResult_t rcoll_rank_table(rcoll_bootstrap_t *b, rcoll_bootstrap_hello_t *table, int n,
                                       uint64_t secret, int first, const char *root_str) {
-  for (int i = 0; i < n; i++) {
-    rcoll_bootstrap_hello_swap(&table[i]);
-    if (table[i].secret != secret || table[i].rank != i || table[i].nranks != n)
-      return rcoll_error(rcollRemoteError,
-                         "bootstrap: rank %d: the root at %s sent a corrupt table (entry %d)",
-                         b->rank, root_str, i);
-    int r = (first + i) % b->nranks; /* entry i is rank first + i (wrapping: a block's extra) */
-    memcpy(b->hosts[r], table[i].host, sizeof(b->hosts[r]));
-    b->hosts[r][sizeof(b->hosts[r]) - 1] = '\0';
-  }
+  if (rcoll_bootstrap_table_decode(table, sizeof(*table) * (size_t)n, secret, n, b->hosts, first,
+                                   b->nranks) != rcollSuccess)
+    return rcoll_bootstrap_fail(rcollRemoteError, "bootstrap: rank %d: the root at %s sent a bad table",
+                                b->rank, root_str);
   return rcollSuccess;
 }
 
@@ -129,14 +123,12 @@ rcollResult_t rcoll_rank_answer(rcoll_bootstrap_t *b, int fd, rcoll_bootstrap_he
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: no answer from the root at %s", b->rank,
                                 root_str);
-  rcoll_bootstrap_reply_swap(&reply);
-  reply.text[sizeof(reply.text) - 1] = '\0';
-  if (reply.status != rcollSuccess) {
-    rc = reply.status > 0 && reply.status < rcollNumResults ? (rcollResult_t)reply.status
-                                                            : rcollRemoteError;
-    return rcoll_error(rc, "bootstrap: rank %d: the root at %s says: %s", b->rank, root_str,
-                       reply.text);
-  }
+  rcollResult_t status;
+  char text[RCOLL_BOOTSTRAP_REPLY_TEXT];
+  RCOLL_CHECK(rcoll_bootstrap_reply_decode(&reply, sizeof(reply), &status, text));
+  if (status != rcollSuccess)
+    return rcoll_error(status, "bootstrap: rank %d: the root at %s says: %s", b->rank, root_str,
+                       text);
   rc = rcoll_socket_recv_all(fd, table, sizeof(*table) * (size_t)n, deadline);
   if (rc != rcollSuccess)
     return rcoll_bootstrap_fail(rc, "bootstrap: rank %d: receiving the table from the root at %s",
@@ -198,13 +190,13 @@ rcollResult_t rcoll_ring_connect_right(rcoll_bootstrap_t *b, const rcoll_sockadd
 static const char *rcoll_ring_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
                                    const void *intro) {
   rcoll_bootstrap_t *b = arg;
-  rcoll_bootstrap_intro_t in;
+  int rank = -1;
   (void)addr;
-  memcpy(&in, intro, sizeof(in));
-  rcoll_bootstrap_intro_swap(&in);
-  if (in.secret != b->secret)
-    return "wrong secret (another job, or a stale unique id)";
-  if (in.rank != rcoll_ring_left(b) || b->left_fd >= 0)
+  const char *why =
+      rcoll_bootstrap_intro_decode(intro, sizeof(rcoll_bootstrap_intro_t), b->secret, &rank);
+  if (why != NULL)
+    return why;
+  if (rank != rcoll_ring_left(b) || b->left_fd >= 0)
     return "right secret, but not this rank's left neighbour";
   b->left_fd = fd;
   return NULL;

@@ -7,8 +7,9 @@
 #include <stdint.h>
 
 #include "bootstrap.h"
+#include "bootstrap_wire.h"
 
-typedef char rcoll_bootstrap_host_t[64];
+typedef char rcoll_bootstrap_host_t[RCOLL_BOOTSTRAP_HOST_MAX];
 
 struct rcoll_bootstrap {
   int rank, nranks;

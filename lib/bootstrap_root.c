@@ -50,9 +50,11 @@ rcollResult_t rcoll_bootstrap_id_decode(const rcollUniqueId *id, rcoll_bootstrap
     return rcoll_error(rcollInvalidArgument,
                        "unique id is not an rcoll id (magic 0x%016llx, expected 0x%016llx)",
                        (unsigned long long)d.magic, (unsigned long long)RCOLL_BOOTSTRAP_ID_MAGIC);
-  if (rcoll_sockaddr_len(&d.root) == 0)
-    return rcoll_error(rcollInvalidArgument, "unique id holds no root address (family %d)",
-                       (int)d.root.sa.sa_family);
+  if (!rcoll_bootstrap_addr_ok(&d.root)) {
+    char where[80];
+    return rcoll_error(rcollInvalidArgument, "unique id holds no root address to connect to (%s)",
+                       rcoll_sockaddr_str(&d.root, where, sizeof(where)));
+  }
   *out = d;
   return rcollSuccess;
 }
@@ -82,9 +84,11 @@ rcollResult_t rcoll_bootstrap_hello_check(const rcoll_bootstrap_hello_t *h, uint
   if (h->rank < 0 || h->rank >= h->nranks)
     return rcoll_error_quiet(rcollInvalidArgument, "rank %d is not in 0..%d", h->rank,
                              h->nranks - 1);
-  if (rcoll_sockaddr_len(&h->listen_addr) == 0)
-    return rcoll_error_quiet(rcollInvalidArgument, "rank %d sent no listening address (family %d)",
-                             h->rank, (int)h->listen_addr.sa.sa_family);
+  if (!rcoll_bootstrap_addr_ok(&h->listen_addr)) {
+    char where[80];
+    return rcoll_error_quiet(rcollInvalidArgument, "rank %d sent no listening address to connect to (%s)",
+                             h->rank, rcoll_sockaddr_str(&h->listen_addr, where, sizeof(where)));
+  }
   return rcollSuccess;
 }
 
@@ -127,10 +131,8 @@ static const char *rcoll_root_take(void *arg, int fd, const rcoll_sockaddr_t *ad
   rcoll_bootstrap_hello_t wire, h;
   (void)addr;
   memcpy(&wire, hello, sizeof(wire));
-  h = wire;
-  rcoll_bootstrap_hello_swap(&h);
-  h.host[sizeof(h.host) - 1] = '\0';
-  rcollResult_t rc = rcoll_bootstrap_hello_check(&h, root->secret, root->nranks);
+  rcollResult_t rc =
+      rcoll_bootstrap_hello_decode(&wire, sizeof(wire), root->secret, root->nranks, &h);
   if (rc != rcollSuccess) {
     snprintf(root->why, sizeof(root->why), "%s", rcoll_error_text());
     return rcoll_root_reject(root, fd, rc);

@@ -185,6 +185,9 @@ static inline const rcoll_transport_ops_t *rcoll_peer_net(const struct rcollComm
  * exchanges handles and host ids, builds the topology and picks one
  * transport per peer (comm_net.c). */
 rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, uint64_t secret);
+/* Makes the infos allgathered from every rank safe to read: each host id
+ * terminated (a peer's may not be). */
+void rcoll_comm_infos_check(rcoll_rank_info_t *infos, int nranks);
 void rcoll_comm_close_nets(struct rcollComm *c);
 /* Rank 0's line at the default log level: ranks, nodes, the transport for
  * each class of peer and where it runs, and why a faster one was not used

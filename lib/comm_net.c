@@ -111,6 +111,15 @@ static rcollResult_t net_pick(struct rcollComm *c) {
   return rcollSuccess;
 }
 
+/* Topology building compares host ids with strcmp: one a peer sent without
+ * its terminator would be read past, into the next rank's info or beyond
+ * the table (reproduced with tests/fuzz/fuzz_rankinfo.c). Ours are terminated by
+ * construction, so cutting the last byte changes no real id. */
+void rcoll_comm_infos_check(rcoll_rank_info_t *infos, int nranks) {
+  for (int r = 0; r < nranks; r++)
+    infos[r].hostid[RCOLL_HOSTID_MAX - 1] = '\0';
+}
+
 rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, uint64_t secret) {
   if (rcoll_net_count() > RCOLL_MAX_NETS)
     return rcoll_error(rcollInternalError, "more transports than RCOLL_MAX_NETS");
@@ -131,6 +140,7 @@ rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, ui
                        rcoll_error_text());
   RCOLL_CHECK(net_require(c));
   RCOLL_CHECK(rcoll_bootstrap_allgather(c->bootstrap, c->infos, sizeof *c->infos));
+  rcoll_comm_infos_check(c->infos, c->nranks);
   RCOLL_CHECK(rcoll_topo_build(&c->topo, c->infos[0].hostid, sizeof *c->infos, c->nranks, c->rank));
   return net_pick(c);
 }

@@ -131,6 +131,11 @@ static rcollResult_t rcoll_port_parse(const char *orig, const char *port, int po
 }
 
 rcollResult_t rcoll_sockaddr_parse(const char *text, int port_default, rcoll_sockaddr_t *out) {
+  return rcoll_sockaddr_parse_flags(text, port_default, 0, out);
+}
+
+rcollResult_t rcoll_sockaddr_parse_flags(const char *text, int port_default, int ai_flags,
+                                         rcoll_sockaddr_t *out) {
   char host[NI_MAXHOST];
   const char *port_text;
   struct addrinfo hints, *res = NULL;
@@ -142,6 +147,7 @@ rcollResult_t rcoll_sockaddr_parse(const char *text, int port_default, rcoll_soc
   memset(&hints, 0, sizeof(hints));
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = ai_flags;
   rc = getaddrinfo(host, NULL, &hints, &res);
   if (rc != 0)
     return rcoll_error(rcollInvalidArgument, "address '%s': cannot resolve '%s': %s", text, host,

@@ -25,6 +25,10 @@ typedef union rcoll_sockaddr {
 /* Parses "host:port", "[v6addr]:port" or "v6addr" with a port given apart
  * (port_default >= 0 when the text has none). Host names are resolved. */
 rcollResult_t rcoll_sockaddr_parse(const char *text, int port_default, rcoll_sockaddr_t *out);
+/* The same with getaddrinfo's ai_flags: AI_NUMERICHOST parses without ever
+ * asking a resolver (the fuzzer's way, tests/fuzz/fuzz_settings.c). */
+rcollResult_t rcoll_sockaddr_parse_flags(const char *text, int port_default, int ai_flags,
+                                         rcoll_sockaddr_t *out);
 /* "1.2.3.4:5" or "[::1]:5" into buf. Returns buf. */
 const char *rcoll_sockaddr_str(const rcoll_sockaddr_t *a, char *buf, size_t len);
 socklen_t rcoll_sockaddr_len(const rcoll_sockaddr_t *a);

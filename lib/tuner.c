@@ -165,6 +165,10 @@ rcoll_tune_choice_t rcoll_tune_best(const rcoll_tuner_t *t, int coll, int algo, 
   size_t c = t->prm.max_chunk & ~(size_t)63;
   while (cap >= 4096 && c > cap) /* halves of the slot, as below */
     c /= 2;
+  /* A slot of 64 x an odd number halves to chunks that are not multiples of
+   * 64, nor of an element (RCOLL_CHUNK_SIZE=8388672 under shm's 512 KiB cap
+   * gave 262146 bytes; found by fuzz_rankinfo). */
+  c &= ~(size_t)63;
   rcoll_tune_choice_t best = {algo, c, rcoll_tune_predict(t, coll, algo, bytes, c),
                               rcoll_algorithm_find(coll, algo)};
   for (c /= 2; c >= 4096 && best.time_us >= 0 && (double)c >= (double)bytes / 8192; c /= 2) {

@@ -111,6 +111,11 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out);
  * every rank allows; deterministic if any rank asks. Independent of the
  * order of all[]. */
 void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_tune_params_t *out);
+/* Whether every rank's parameters (all[nranks], as allgathered) are ones a
+ * rank of this library can send: finite positive figures, a staging slot
+ * within RCOLL_CHUNK_SIZE's range, a window of 0..RCOLL_NSLOTS' maximum. An
+ * error names the first rank whose are not. */
+rcollResult_t rcoll_tune_params_check(const rcoll_tune_params_t *all, int nranks);
 /* Allgathers prm over the bootstrap and replaces it with the agreed one. */
 struct rcoll_bootstrap;
 rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, int nranks,

@@ -66,7 +66,8 @@ static rcollResult_t apply_overrides(const char *setting, const char *text, cons
       size_t len = strcspn(s, ","), klen = strcspn(s, "=");
       char *end = NULL;
       double v = klen < len ? strtod(s + klen + 1, &end) : -1;
-      if (klen >= len || end != s + len || v <= 0)
+      /* strtod takes "nan" and "inf": no cost model survives either. */
+      if (klen >= len || end != s + len || !isfinite(v) || v <= 0)
         return rcoll_error(rcollInvalidArgument, "RCOLL_%s=\"%s\": expected name=positive number "
                            "pairs (names: a transport, intra or inter)", setting, text);
       for (int k = 0; k < 2; k++) {
@@ -88,7 +89,7 @@ rcollResult_t rcoll_tune_params_from_settings(const rcoll_settings_t *st, const 
   RCOLL_CHECK(rcoll_algo_parse(st->algo, &prm.allowed));
   char *end = NULL;
   prm.reduce_gbps = strtod(st->tune_reduce_bw, &end);
-  if (end == st->tune_reduce_bw || *end != '\0' || prm.reduce_gbps <= 0)
+  if (end == st->tune_reduce_bw || *end != '\0' || !isfinite(prm.reduce_gbps) || prm.reduce_gbps <= 0)
     return rcoll_error(rcollInvalidArgument, "RCOLL_TUNE_REDUCE_BW=\"%s\" is not a positive number "
                        "of GB/s", st->tune_reduce_bw);
   rcoll_tune_link_t *cls[2] = {&links[0], &links[1]};
@@ -128,6 +129,46 @@ void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_t
   *out = a;
 }
 
+static int positive(double v) { return isfinite(v) && v > 0; }
+
+static const char *link_bad(const rcoll_tune_link_t *l) {
+  if (!positive(l->alpha_us) || !positive(l->gbps))
+    return "latency or bandwidth not a positive number";
+  if (!isfinite(l->msg_us) || l->msg_us < 0)
+    return "message overhead not a number of 0 or more";
+  return NULL;
+}
+
+/* Why one rank's parameters cannot be used, or NULL. */
+static const char *params_bad(const rcoll_tune_params_t *p) {
+  const char *why = link_bad(&p->intra);
+  if (why == NULL)
+    why = link_bad(&p->inter);
+  if (why == NULL && !positive(p->reduce_gbps))
+    why = "reduction rate not a positive number";
+  /* Every rank's slot is its RCOLL_CHUNK_SIZE rounded down to 64 bytes: a
+   * chunk of 0 would divide by zero in every plan. */
+  if (why == NULL && (p->max_chunk < 4096 || p->max_chunk > ((size_t)64 << 20)))
+    why = "staging slot outside 4096..64M bytes";
+  if (why == NULL && (p->window < 0 || p->window > 1 << 20))
+    why = "window negative or absurd";
+  return why;
+}
+
+/* The parameters come from every rank over the bootstrap: a rank of another
+ * build, or corrupted bytes, must fail the communicator naming that rank
+ * rather than make plans with chunks of 0 or NaN costs (found by
+ * tests/fuzz/fuzz_rankinfo.c). */
+rcollResult_t rcoll_tune_params_check(const rcoll_tune_params_t *all, int nranks) {
+  for (int r = 0; r < nranks; r++) {
+    const char *why = params_bad(&all[r]);
+    if (why != NULL)
+      return rcoll_error(rcollRemoteError, "tuner parameters from rank %d are corrupt (%s): is every rank "
+                         "running the same rcoll?", r, why);
+  }
+  return rcollSuccess;
+}
+
 rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, int nranks,
                                          rcoll_tune_params_t *prm) {
   rcoll_tune_params_t *all = calloc((size_t)nranks, sizeof *all);
@@ -135,6 +176,8 @@ rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, in
     return rcoll_error(rcollSystemError, "rank %d: out of memory exchanging tuner parameters", rank);
   memcpy(&all[rank], prm, sizeof *prm);
   rcollResult_t r = rcoll_bootstrap_allgather(b, all, sizeof *all);
+  if (r == rcollSuccess)
+    r = rcoll_tune_params_check(all, nranks);
   if (r == rcollSuccess)
     rcoll_tune_params_agree(all, nranks, prm);
   free(all);

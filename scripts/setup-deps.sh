@@ -20,6 +20,7 @@ packages=(
   python3                               # check_bench_json (nccl-tests JSON schema), scripts/rcoll-trace-merge
   python3-numpy python3-torch           # tests/check_python.sh: the Python package, torch backend
   python3-matplotlib                    # scripts/rcoll-plot: make demo's plot, tests/check_plot.sh
+  clang libclang-rt-dev                 # libFuzzer harnesses (tests/check_fuzz.sh, make fuzz)
 )
 # shellcheck disable=SC2206 # word splitting is the point: a list of names
 packages+=(${RCOLL_EXTRA_DEPS:-})

@@ -70,6 +70,57 @@ Test(bootstrap, id_decode_rejects_garbage) {
   cr_assert_eq(rcoll_bootstrap_id_decode(NULL, &d), rcollInvalidArgument);
 }
 
+/* Found by tests/fuzz/fuzz_uid.c: an id, a hello or a table naming port 0
+ * passed, and a rank then retried connecting to port 0 until its timeout. */
+Test(bootstrap, port_zero_is_no_address) {
+  rcoll_bootstrap_hello_t h = good_hello();
+  h.listen_addr.sin.sin_port = 0;
+  cr_assert_eq(rcoll_bootstrap_hello_check(&h, h.secret, 4), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "no listening address"), "%s", rcoll_error_text());
+
+  rcoll_bootstrap_hello_t table[1] = {good_hello()};
+  char hosts[1][RCOLL_BOOTSTRAP_HOST_MAX];
+  table[0].rank = 0;
+  table[0].nranks = 1;
+  table[0].listen_addr.sin.sin_port = 0;
+  rcoll_bootstrap_hello_swap(&table[0]); /* to the wire's order */
+  cr_assert_eq(rcoll_bootstrap_table_decode(table, sizeof table, table[0].secret, 1, hosts, 0, 1),
+               rcollRemoteError);
+
+  rcoll_settings_t s = settings_with_timeout(2);
+  rcollUniqueId id = start_root(&s, 0xfeedull);
+  memset(id.internal + offsetof(rcoll_bootstrap_id_t, root) + offsetof(struct sockaddr_in, sin_port),
+         0, sizeof(in_port_t));
+  rcoll_bootstrap_id_t d;
+  cr_assert_eq(rcoll_bootstrap_id_decode(&id, &d), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "no root address"), "%s", rcoll_error_text());
+  rcoll_bootstrap_t *b = NULL;
+  int64_t t0 = rcoll_now_ms();
+  cr_assert_eq(rcoll_bootstrap_init(&s, &id, 1, 2, &b), rcollInvalidArgument,
+               "a port-0 id fails at once, not after the timeout");
+  cr_assert_lt(rcoll_now_ms() - t0, 1000);
+  cr_assert_null(b);
+}
+
+/* Found by tests/fuzz/fuzz_bootstrap.c: the table's entries kept host names
+ * without a terminator (only the copies in hosts[] had one). */
+Test(bootstrap, table_host_names_are_terminated_in_place) {
+  rcoll_bootstrap_hello_t table[2] = {good_hello(), good_hello()};
+  char hosts[2][RCOLL_BOOTSTRAP_HOST_MAX];
+  for (int i = 0; i < 2; i++) {
+    table[i].rank = i;
+    table[i].nranks = 2;
+    memset(table[i].host, 'x', sizeof table[i].host);
+    rcoll_bootstrap_hello_swap(&table[i]);
+  }
+  cr_assert_eq(rcoll_bootstrap_table_decode(table, sizeof table, good_hello().secret, 2, hosts, 0, 2),
+               rcollSuccess, "%s", rcoll_error_text());
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(strnlen(table[i].host, sizeof table[i].host), sizeof table[i].host - 1, "entry %d", i);
+    cr_assert_str_eq(hosts[i], table[i].host);
+  }
+}
+
 Test(bootstrap, root_start_fills_a_decodable_id) {
   rcoll_settings_t s = settings_with_timeout(2);
   rcollUniqueId id = start_root(&s, 0xfeedull);

@@ -12,6 +12,7 @@
 #include "comm.h"
 #include "cuda/cuda_api.h"
 #include "cuda/cuda_comm.h"
+#include "cuda/ipc.h"
 #include "cuda/module.h"
 #include "cuda/stage.h"
 #include "memtype.h"
@@ -244,4 +245,28 @@ Test(cuda_host, register_and_deregister_host_memory, .timeout = 60) {
   cr_expect_eq(rcollCommDestroy(comm), rcollSuccess);
   cr_expect_eq(rcollCommDestroy(other), rcollSuccess);
   free(buf);
+}
+
+/* Seen while writing tests/fuzz/fuzz_ipc.c: the receiver of a CUDA IPC hello opened
+ * and unlinked whatever path the hello named. Only rcoll's control pages
+ * (rcoll-ipc-*) are taken now; the other checks still hold. */
+Test(cuda_host, ipc_hello_names_only_a_control_page) {
+  rcoll_ipc_hello_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = RCOLL_IPC_MAGIC;
+  h.nslots = 4;
+  h.slot_bytes = 1 << 20;
+  strcpy(h.path, "/dev/shm/rcoll-ipc-4242-0-0-1");
+  cr_assert_null(rcoll_ipc_hello_check(&h, sizeof h));
+  cr_assert_not_null(rcoll_ipc_hello_check(&h, sizeof h - 1), "short");
+  strcpy(h.path, "/home/user/.bashrc");
+  cr_assert_not_null(rcoll_ipc_hello_check(&h, sizeof h), "a file of the user's");
+  strcpy(h.path, "/dev/shm/../../etc/rcoll-ipc-x");
+  cr_assert_not_null(rcoll_ipc_hello_check(&h, sizeof h), "climbs out of the directory");
+  strcpy(h.path, "/dev/shm/rcoll-ipc-4242-0-0-1");
+  h.nslots = 0;
+  cr_assert_not_null(rcoll_ipc_hello_check(&h, sizeof h), "no slots");
+  h.nslots = 4;
+  memset(h.path, 'a', sizeof h.path);
+  cr_assert_not_null(rcoll_ipc_hello_check(&h, sizeof h), "unterminated path");
 }

@@ -10,6 +10,7 @@
 
 #include "algo_ids.h"
 #include "config.h"
+#include "error.h"
 #include "topo.h"
 #include "tuner.h"
 
@@ -214,6 +215,50 @@ Test(tuner, settings_adjust_links) {
   snprintf(s.tune_alpha, sizeof s.tune_alpha, "%s", "");
   snprintf(s.tune_reduce_bw, sizeof s.tune_reduce_bw, "0");
   cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument);
+}
+
+/* Seen while writing tests/fuzz/fuzz_settings.c: strtod reads "nan" and "inf", which
+ * were taken as positive figures and made every cost NaN or infinite. */
+Test(tuner, settings_refuse_nan_and_inf) {
+  rcoll_settings_t s;
+  cr_assert_eq(rcoll_settings_load(&s), rcollSuccess);
+  const char *nets[2] = {"shm", "socket"};
+  rcoll_tune_params_t prm;
+  const char *bad[] = {"shm=nan", "socket=inf", "intra=INFINITY", "inter=1e999", "shm=-nan"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    rcoll_tune_link_t links[2] = {rcoll_tune_default_link("shm"), rcoll_tune_default_link("socket")};
+    snprintf(s.tune_alpha, sizeof s.tune_alpha, "%s", bad[i]);
+    cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument,
+                 "RCOLL_TUNE_ALPHA=%s", bad[i]);
+    cr_assert(strstr(rcoll_error_text(), "RCOLL_TUNE_ALPHA"), "%s", rcoll_error_text());
+  }
+  s.tune_alpha[0] = '\0';
+  const char *bad_bw[] = {"nan", "inf", "1e999"};
+  for (size_t i = 0; i < sizeof bad_bw / sizeof bad_bw[0]; i++) {
+    rcoll_tune_link_t links[2] = {rcoll_tune_default_link("shm"), rcoll_tune_default_link("socket")};
+    snprintf(s.tune_reduce_bw, sizeof s.tune_reduce_bw, "%s", bad_bw[i]);
+    cr_assert_eq(rcoll_tune_params_from_settings(&s, nets, links, 1 << 20, &prm), rcollInvalidArgument,
+                 "RCOLL_TUNE_REDUCE_BW=%s", bad_bw[i]);
+  }
+}
+
+/* Found by tests/fuzz/fuzz_rankinfo.c: a staging slot of 64 x an odd number
+ * (RCOLL_CHUNK_SIZE=8388672, legal) halved under shm's 512 KiB chunk cap to
+ * 262146 bytes, a chunk that is no multiple of 64 nor of a double. */
+Test(tuner, chunks_stay_multiples_of_64_under_a_cap) {
+  rcoll_tuner_t *t = model(4, 1, NULL, "", 0);
+  t->prm.max_chunk = 8388672;
+  t->prm.intra.chunk_cap = 512 << 10;
+  for (int algo = 0; algo < rcoll_algo_family_count(); algo++)
+    for (size_t bytes = 8; bytes <= ((size_t)64 << 20); bytes *= 8) {
+      if (!rcoll_tune_applies(t, RCOLL_COLL_ALLREDUCE, algo))
+        continue;
+      rcoll_tune_choice_t ch = rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, algo, bytes);
+      cr_assert_eq(ch.chunk % 64, 0, "%s, %zu bytes: chunk %zu", rcoll_algo_name(algo), bytes, ch.chunk);
+      cr_assert_leq(ch.chunk, (size_t)512 << 10);
+      cr_assert_geq(ch.chunk, 4096);
+    }
+  free(t);
 }
 
 /* A slower network moves the latency/bandwidth crossover: the tree stays

@@ -82,6 +82,26 @@ Test(tuner_agree, merge_takes_the_conservative_figure_in_any_order) {
   cr_assert_eq(a.deterministic, 1);
 }
 
+/* Found by tests/fuzz/fuzz_rankinfo.c: parameters allgathered from a peer
+ * were merged unchecked, and a staging slot of 0 made every chunk 0. */
+Test(tuner_agree, corrupt_parameters_of_a_rank_are_refused_naming_it) {
+  rcoll_tune_params_t p[3] = {rank_params(0), rank_params(1), rank_params(0)};
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollSuccess, "%s", rcoll_error_text());
+  p[2].max_chunk = 0;
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollRemoteError);
+  cr_assert(strstr(rcoll_error_text(), "rank 2"), "%s", rcoll_error_text());
+  p[2] = rank_params(0);
+  p[1].inter.gbps = NAN;
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollRemoteError);
+  cr_assert(strstr(rcoll_error_text(), "rank 1"), "%s", rcoll_error_text());
+  p[1] = rank_params(1);
+  p[0].window = -1;
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollRemoteError);
+  p[0] = rank_params(0);
+  p[0].reduce_gbps = INFINITY;
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollRemoteError);
+}
+
 Test(tuner_agree, agreed_ranks_choose_alike_where_unagreed_ones_do_not) {
   rcoll_tune_params_t p[2] = {rank_params(0), rank_params(1)}, agreed;
   /* Without agreement the two ranks' models part ways somewhere: the case

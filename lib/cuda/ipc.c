@@ -156,16 +156,32 @@ static rcollResult_t rx_map(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx) {
   return rcollSuccess;
 }
 
+const char *rcoll_ipc_hello_check(const rcoll_ipc_hello_t *h, size_t got) {
+  if (got != sizeof *h || h->magic != RCOLL_IPC_MAGIC)
+    return "not a CUDA IPC hello";
+  if (h->nslots < 1 || h->nslots > RCOLL_MAX_SLOTS || h->slot_bytes == 0)
+    return "a ring of no or too many slots";
+  if (memchr(h->path, 0, sizeof h->path) == NULL)
+    return "a control page path without its end";
+  /* The receiver opens and then unlinks the file the hello names: only a
+   * control page of ours, never another file the peer picks (seen while
+   * writing tests/fuzz/fuzz_ipc.c, which holds the check to it). */
+  const char *slash = strrchr(h->path, '/');
+  const char *base = slash != NULL ? slash + 1 : h->path;
+  if (strncmp(base, "rcoll-ipc-", 10) != 0 || strstr(h->path, "/../") != NULL)
+    return "a control page path outside rcoll's pattern";
+  return NULL;
+}
+
 static rcollResult_t rx_check(struct rcollComm *c, int peer, const rcoll_ipc_rx_t *rx, size_t got) {
-  const rcoll_ipc_hello_t *h = &rx->hello;
-  if (got == sizeof *h && h->magic == RCOLL_IPC_MAGIC && h->nslots >= 1 &&
-      h->nslots <= RCOLL_MAX_SLOTS && h->slot_bytes > 0 && memchr(h->path, 0, sizeof h->path))
+  const char *why = rcoll_ipc_hello_check(&rx->hello, got);
+  if (why == NULL)
     return rcollSuccess;
   char name[128];
   rcoll_comm_peer_name(c, peer, name, sizeof name);
-  return rcoll_error(rcollInvalidUsage, "rank %d: expected the CUDA IPC hello of %s but got %zu other "
-                     "bytes: every rank of a call must use device buffers (or all host buffers), "
-                     "and RCOLL_P2P_DISABLE must be the same on every rank", c->rank, name, got);
+  return rcoll_error(rcollInvalidUsage, "rank %d: expected the CUDA IPC hello of %s but got %zu bytes (%s): "
+                     "every rank of a call must use device buffers (or all host buffers), "
+                     "and RCOLL_P2P_DISABLE must be the same on every rank", c->rank, name, got, why);
 }
 
 static int rx_connect(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx, rcollResult_t *err) {

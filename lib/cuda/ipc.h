@@ -47,6 +47,11 @@ typedef struct rcoll_ipc_hello {
   char path[RCOLL_IPC_PATH_MAX];
 } rcoll_ipc_hello_t;
 
+/* A hello as received (got bytes): NULL when its magic, ring shape and the
+ * control page's path (terminated, a file name of rcoll's pattern) check
+ * out, else what is wrong. */
+const char *rcoll_ipc_hello_check(const rcoll_ipc_hello_t *h, size_t got);
+
 enum rcoll_ipc_state { RCOLL_IPC_NONE = 0, RCOLL_IPC_HELLO, RCOLL_IPC_READY };
 
 typedef struct rcoll_ipc_tx {

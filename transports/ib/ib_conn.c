@@ -162,18 +162,32 @@ static void ib_accept_new(ib_listener_t *l) {
   }
 }
 
+const char *ib_qp_info_parse(const void *wire, size_t len, uint64_t secret, ib_qp_info_t *out) {
+  ib_qp_info_t r;
+  if (len != sizeof r)
+    return "queue-pair information of the wrong size";
+  memcpy(&r, wire, sizeof r);
+  if (r.magic != IB_MAGIC)
+    return "not an rcoll ib connection (bad magic or version)";
+  if (r.secret != secret)
+    return "wrong secret (a connection from another job?)";
+  /* nqps indexes qpn[] and psn[]; an MTU outside verbs' enum would reach
+   * ibv_modify_qp, which reports only EINVAL. */
+  if (r.nqps < 1 || r.nqps > IB_MAX_QPS || r.mtu < IBV_MTU_256 || r.mtu > IBV_MTU_4096)
+    return "malformed queue-pair information";
+  r.desc[sizeof r.desc - 1] = '\0';
+  *out = r;
+  return NULL;
+}
+
 /* The connector's queue pairs arrived: make ours and connect them. */
 static const char *ib_pacc_setup(ib_listener_t *l, ib_pacc_t *p) {
   ib_ctx_t *ctx = l->ctx;
   static _Thread_local char why[RCOLL_ERROR_TEXT_MAX];
   char peer[IB_STR];
-  if (p->rinfo.magic != IB_MAGIC)
-    return "not an rcoll ib connection (bad magic or version)";
-  if (p->rinfo.secret != ctx->secret)
-    return "wrong secret (a connection from another job?)";
-  if (p->rinfo.nqps < 1 || p->rinfo.nqps > IB_MAX_QPS)
-    return "malformed queue-pair information";
-  p->rinfo.desc[sizeof p->rinfo.desc - 1] = '\0';
+  const char *bad = ib_qp_info_parse(&p->rinfo, sizeof p->rinfo, ctx->secret, &p->rinfo);
+  if (bad != NULL)
+    return bad;
   snprintf(peer, sizeof peer, "%s (%s)", p->addr, p->rinfo.desc);
   rcollResult_t r = ib_comm_create(ctx, 0, (int)p->rinfo.nqps, -1, peer, &p->comm);
   if (r == rcollSuccess) {
@@ -352,12 +366,13 @@ static int ib_pconn_step(ib_ctx_t *ctx, ib_pconn_t *p, rcollResult_t *err) {
   if (rc == 1 && p->state == PC_SEND_INFO && (rc = ib_xfer(p->fd, &p->linfo, sizeof p->linfo, &p->off, 1)) == 1)
     p->state = PC_RECV_INFO;
   if (rc == 1 && p->state == PC_RECV_INFO && (rc = ib_xfer(p->fd, &p->rinfo, sizeof p->rinfo, &p->off, 0)) == 1) {
-    if (p->rinfo.magic != IB_MAGIC) {
-      *err = rcoll_error_quiet(rcollRemoteError, "ib: %s answered the handshake with garbage (or is another "
-                               "rcoll wire version)", p->addr);
+    /* The listener answers with the secret of its handle: an impostor at
+     * that address cannot make us connect queue pairs to it. */
+    const char *bad = ib_qp_info_parse(&p->rinfo, sizeof p->rinfo, p->handle.secret, &p->rinfo);
+    if (bad != NULL) {
+      *err = rcoll_error_quiet(rcollRemoteError, "ib: %s answered the handshake with %s", p->addr, bad);
       return -1;
     }
-    p->rinfo.desc[sizeof p->rinfo.desc - 1] = '\0';
     snprintf(p->comm->peer, sizeof p->comm->peer, "%s (%s)", p->addr, p->rinfo.desc);
     if (p->rinfo.flags & IB_QPI_NO_EAGER)
       p->comm->no_eager = 1;
@@ -381,16 +396,26 @@ static int ib_pconn_step(ib_ctx_t *ctx, ib_pconn_t *p, rcollResult_t *err) {
   return 0;
 }
 
+rcollResult_t ib_handle_decode(const void *handle, ib_handle_t *out) {
+  ib_handle_t h;
+  memcpy(&h, handle, sizeof h);
+  if (h.magic != IB_MAGIC)
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: connect given a handle that is not an ib handle of this "
+                             "wire version");
+  if (rcoll_sockaddr_len(&h.addr) == 0 || rcoll_sockaddr_port(&h.addr) <= 0)
+    return rcoll_error_quiet(rcollInvalidArgument, "ib: connect given a handle with no address to reach "
+                             "(family %d)", (int)h.addr.sa.sa_family);
+  *out = h;
+  return rcollSuccess;
+}
+
 rcollResult_t ib_connect(void *vctx, int dev, const void *handle, void **send_comm) {
   ib_ctx_t *ctx = vctx;
   ib_handle_t h;
   *send_comm = NULL;
   if (dev != 0)
     return rcoll_error_quiet(rcollInvalidArgument, "ib: connect on device %d, only device 0 exists", dev);
-  memcpy(&h, handle, sizeof h);
-  if (h.magic != IB_MAGIC)
-    return rcoll_error_quiet(rcollInvalidArgument, "ib: connect given a handle that is not an ib handle of this "
-                             "wire version");
+  RCOLL_CHECK(ib_handle_decode(handle, &h));
   pthread_mutex_lock(&ctx->lock);
   ib_pconn_t *p = ctx->connects;
   while (p != NULL && (p->key != handle || memcmp(&p->handle, &h, sizeof h) != 0))

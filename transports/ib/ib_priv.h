@@ -386,6 +386,12 @@ static inline char *ib_block_land(const ib_comm_t *c, int i) {
 rcollResult_t ib_listen(void *ctx, int dev, void *handle, void **listen_comm);
 rcollResult_t ib_connect(void *ctx, int dev, const void *handle, void **send_comm);
 rcollResult_t ib_accept(void *listen_comm, void **recv_comm);
+/* The peer's queue-pair information as read (len bytes): NULL and *out
+ * filled (desc terminated) when its magic, `secret`, queue-pair count and
+ * MTU check out, else what is wrong. Both ends apply it. */
+const char *ib_qp_info_parse(const void *wire, size_t len, uint64_t secret, ib_qp_info_t *out);
+/* The listen handle a peer sent: its magic and an address with a port. */
+rcollResult_t ib_handle_decode(const void *handle, ib_handle_t *out);
 rcollResult_t ib_close_listen(void *listen_comm);
 void ib_connects_free(ib_ctx_t *ctx);
 

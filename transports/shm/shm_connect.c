@@ -171,11 +171,24 @@ static shm_conn_t *shm_pconn_finish(shm_ctx_t *ctx, shm_pconn_t *p) {
   return c;
 }
 
-static rcollResult_t shm_connect_step(shm_ctx_t *ctx, const void *handle, void **send_comm) {
+rcollResult_t shm_handle_decode(const void *handle, shm_handle_t *out) {
   shm_handle_t h;
   memcpy(&h, handle, sizeof h);
   if (h.magic != SHM_MAGIC)
     return rcoll_error_quiet(rcollInvalidArgument, "shm: connect given a handle that is not a shm handle");
+  /* Checked before a segment is made for it: the listener's socket name
+   * (terminated, non-empty, short enough for sun_path) and its pid. */
+  size_t len = strnlen(h.sock, sizeof h.sock);
+  if (len == 0 || len == sizeof h.sock || len > sizeof(((struct sockaddr_un *)0)->sun_path) - 2 || h.pid <= 0)
+    return rcoll_error_quiet(rcollInvalidArgument, "shm: connect given a corrupt shm handle (socket name of "
+                             "%zu bytes, pid %d)", len, (int)h.pid);
+  *out = h;
+  return rcollSuccess;
+}
+
+static rcollResult_t shm_connect_step(shm_ctx_t *ctx, const void *handle, void **send_comm) {
+  shm_handle_t h;
+  RCOLL_CHECK(shm_handle_decode(handle, &h));
   shm_pconn_t *p = shm_pconn_find(ctx, handle, &h);
   if (p == NULL)
     RCOLL_CHECK(shm_pconn_new(ctx, handle, &h, &p));

@@ -202,6 +202,11 @@ static inline void shm_tsan_acquire(const shm_conn_t *c) { (void)c; }
 rcollResult_t shm_dir_check(const char *dir, size_t need);
 rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_seg_t **seg);
 rcollResult_t shm_seg_open(const char *dir, const char *name, shm_seg_t **seg, size_t *bytes);
+/* What shm_seg_open checks of a peer's segment before using it: a name of
+ * our own pattern (it becomes a path), and a header that agrees with the
+ * file's size (bytes). 1 when fine. */
+int shm_seg_name_ok(const char *name);
+int shm_seg_valid(const shm_seg_t *seg, size_t bytes);
 void shm_seg_unlink(const char *dir, const char *name);
 size_t shm_seg_bytes(uint32_t nslots, size_t slot_size);
 uint64_t shm_random64(void);
@@ -221,12 +226,19 @@ int shm_seg_sweep(const char *dir);
 /* shm_setup.c: listen, accept, and the connection object. */
 rcollResult_t shm_listen(void *ctx, int dev, void *handle, void **listen_comm);
 rcollResult_t shm_accept(void *listen_comm, void **recv_comm);
+/* A connection request as read (len bytes): NULL and *out filled (segment
+ * name terminated) when it is well formed and carries `secret`, else what
+ * was wrong with it. */
+const char *shm_req_parse(const void *wire, size_t len, uint64_t secret, shm_conn_req_t *out);
 rcollResult_t shm_close_listen(void *listen_comm);
 shm_conn_t *shm_conn_new(int is_send, shm_seg_t *seg, size_t bytes, int fd, pid_t peer);
 void shm_conn_log(const shm_conn_t *c, int rank);
 
 /* shm_connect.c: the connecting side. */
 rcollResult_t shm_connect(void *ctx, int dev, const void *handle, void **send_comm);
+/* The listen handle a peer sent: its magic, a socket name and a pid, or an
+ * error (quiet: the caller reports it) saying what is wrong. */
+rcollResult_t shm_handle_decode(const void *handle, shm_handle_t *out);
 void shm_connects_free(shm_ctx_t *ctx);
 
 /* shm_io.c: requests. */

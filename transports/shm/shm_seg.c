@@ -124,13 +124,13 @@ rcollResult_t shm_seg_create(const shm_ctx_t *ctx, char name[SHM_NAME_MAX], shm_
 }
 
 /* A name from a peer is used as a path component: only our own pattern. */
-static int shm_name_ok(const char *name) {
+int shm_seg_name_ok(const char *name) {
   size_t len = strnlen(name, SHM_NAME_MAX);
   return len < SHM_NAME_MAX && strncmp(name, SHM_PREFIX "-", sizeof SHM_PREFIX) == 0 &&
          strchr(name, '/') == NULL;
 }
 
-static int shm_seg_valid(const shm_seg_t *seg, size_t bytes) {
+int shm_seg_valid(const shm_seg_t *seg, size_t bytes) {
   return seg->magic == SHM_MAGIC && seg->bytes == bytes && seg->nslots >= SHM_MIN_SLOTS &&
          seg->nslots <= SHM_MAX_SLOTS && seg->slot_size >= SHM_MIN_SLOT &&
          seg->slot_size <= SHM_MAX_SLOT && seg->slot_size % SHM_LINE == 0 &&
@@ -149,7 +149,7 @@ static void shm_seg_place(shm_seg_t *seg, size_t len, const char *name) {
 rcollResult_t shm_seg_open(const char *dir, const char *name, shm_seg_t **out, size_t *bytes) {
   char path[512];
   struct stat st;
-  if (!shm_name_ok(name))
+  if (!shm_seg_name_ok(name))
     return rcoll_error_quiet(rcollInvalidArgument, "shm: peer named a segment outside our pattern");
   shm_path(path, sizeof path, dir, name);
   int fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);

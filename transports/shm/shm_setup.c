@@ -204,25 +204,37 @@ static rcollResult_t shm_accept_one(shm_listener_t *l, int fd, const shm_conn_re
   return rcollSuccess;
 }
 
+const char *shm_req_parse(const void *wire, size_t len, uint64_t secret, shm_conn_req_t *out) {
+  shm_conn_req_t req;
+  if (len != sizeof req)
+    return "a malformed request (wrong size)";
+  memcpy(&req, wire, sizeof req);
+  if (req.magic != SHM_MAGIC)
+    return "a malformed request (bad magic)";
+  if (req.secret != secret)
+    return "a wrong secret";
+  req.seg[SHM_NAME_MAX - 1] = '\0';
+  *out = req;
+  return NULL;
+}
+
 /* Reads the request of pending socket i: 1 when it was consumed (served or
  * dropped), 0 when it has not arrived yet. */
 static int shm_pend_read(shm_listener_t *l, int i, int64_t now, shm_conn_t **out, rcollResult_t *r) {
   shm_conn_req_t req;
+  char wire[sizeof req];
   int fd = l->pend[i].fd;
-  ssize_t k = recv(fd, &req, sizeof req, MSG_DONTWAIT);
+  ssize_t k = recv(fd, wire, sizeof wire, MSG_DONTWAIT);
+  const char *why = NULL;
   if (k < 0 && (errno == EAGAIN || errno == EINTR)) {
     if (now - l->pend[i].since_ms <= l->timeout_ms)
       return 0;
     RCOLL_WARN("shm: rank %d dropping a connection that sent nothing for %lld ms", l->rank,
                (long long)(now - l->pend[i].since_ms));
-  } else if (k != (ssize_t)sizeof req || req.magic != SHM_MAGIC) {
-    RCOLL_WARN("shm: rank %d dropping a connection with a malformed request (%zd bytes)", l->rank, k);
-  } else if (req.secret != l->secret) {
-    RCOLL_WARN("shm: rank %d dropping a connection from pid %d with a wrong secret", l->rank,
-               (int)req.pid);
+  } else if ((why = shm_req_parse(wire, k < 0 ? 0 : (size_t)k, l->secret, &req)) != NULL) {
+    RCOLL_WARN("shm: rank %d dropping a connection that sent %s (%zd bytes)", l->rank, why, k);
   } else {
     shm_pend_drop(l, i, 0);
-    req.seg[SHM_NAME_MAX - 1] = '\0';
     *r = shm_accept_one(l, fd, &req, out);
     return 1;
   }

@@ -111,15 +111,22 @@ rcollResult_t socket_close_listen(void *listen_comm) {
 
 /* ---- accept ---- */
 
-static const char *socket_hello_check(const socket_listener_t *l, const socket_hello_t *h) {
-  if (h->magic != SOCKET_MAGIC)
+const char *socket_hello_parse(const void *wire, size_t len, uint64_t secret, socket_hello_t *out) {
+  socket_hello_t h;
+  if (len != sizeof h)
+    return "a hello of the wrong size";
+  memcpy(&h, wire, sizeof h);
+  if (h.magic != SOCKET_MAGIC)
     return "not an rcoll socket connection (bad magic)";
-  if (h->secret != l->secret)
+  if (h.secret != secret)
     return "wrong secret (a connection from another job?)";
-  if (h->nthreads < 1 || h->nthreads > SOCKET_MAX_THREADS || h->nsocks_per < 1 ||
-      h->nthreads * h->nsocks_per > SOCKET_MAX_DATA || h->nsocks_total != 1 + h->nthreads * h->nsocks_per ||
-      h->index >= h->nsocks_total)
+  /* index < nsocks_total <= SOCKET_MAX_SOCKS keeps it inside a group's fds;
+   * inline_max within RCOLL_SOCKET_INLINE's range, which the sender read. */
+  if (h.nthreads < 1 || h.nthreads > SOCKET_MAX_THREADS || h.nsocks_per < 1 ||
+      h.nthreads * h.nsocks_per > SOCKET_MAX_DATA || h.nsocks_total != 1 + h.nthreads * h.nsocks_per ||
+      h.index >= h.nsocks_total || h.inline_max > INT32_MAX)
     return "malformed hello";
+  *out = h;
   return NULL;
 }
 
@@ -168,8 +175,7 @@ static const char *socket_hello_take(void *arg, int fd, const rcoll_sockaddr_t *
                                      const void *hello) {
   socket_listener_t *l = arg;
   socket_hello_t h;
-  memcpy(&h, hello, sizeof h);
-  const char *why = socket_hello_check(l, &h);
+  const char *why = socket_hello_parse(hello, sizeof h, l->secret, &h);
   return why != NULL ? why : socket_group_add(l, fd, addr, &h);
 }
 

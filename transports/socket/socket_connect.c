@@ -205,15 +205,27 @@ static rcollResult_t socket_connect_locked(socket_ctx_t *ctx, const void *handle
   return rcollSuccess;
 }
 
+rcollResult_t socket_handle_decode(const void *handle, socket_handle_t *out) {
+  socket_handle_t h;
+  char abuf[SOCKET_ADDR_STR];
+  memcpy(&h, handle, sizeof h);
+  if (h.magic != SOCKET_MAGIC)
+    return rcoll_error(rcollInvalidArgument, "socket: connect given a handle that is not a socket handle");
+  /* A listener always has a port: port 0 or another family is corruption. */
+  if (rcoll_sockaddr_len(&h.addr) == 0 || rcoll_sockaddr_port(&h.addr) <= 0)
+    return rcoll_error(rcollInvalidArgument, "socket: connect given a handle with no address to reach (%s)",
+                       socket_addr_str(&h.addr, abuf));
+  *out = h;
+  return rcollSuccess;
+}
+
 rcollResult_t socket_connect(void *vctx, int dev, const void *handle, void **send_comm) {
   socket_ctx_t *ctx = vctx;
   socket_handle_t h;
   *send_comm = NULL;
   if (dev != 0)
     return rcoll_error(rcollInvalidArgument, "socket: connect on device %d, only device 0 exists", dev);
-  memcpy(&h, handle, sizeof h);
-  if (h.magic != SOCKET_MAGIC)
-    return rcoll_error(rcollInvalidArgument, "socket: connect given a handle that is not a socket handle");
+  RCOLL_CHECK(socket_handle_decode(handle, &h));
   pthread_mutex_lock(&ctx->lock);
   rcollResult_t r = socket_connect_locked(ctx, handle, send_comm);
   pthread_mutex_unlock(&ctx->lock);

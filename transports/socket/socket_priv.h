@@ -183,9 +183,15 @@ void socket_log_conn(const char *verb, int fd, const char *peer, const socket_he
 rcollResult_t socket_listen(void *ctx, int dev, void *handle, void **listen_comm);
 rcollResult_t socket_accept(void *listen_comm, void **recv_comm);
 rcollResult_t socket_close_listen(void *listen_comm);
+/* A socket's hello as read (len bytes): NULL and *out filled when it is
+ * well formed and carries `secret`, else why the socket is dropped. */
+const char *socket_hello_parse(const void *wire, size_t len, uint64_t secret, socket_hello_t *out);
 
 /* socket_connect.c: connect. */
 rcollResult_t socket_connect(void *ctx, int dev, const void *handle, void **send_comm);
+/* The listen handle a peer sent (RCOLL_NET_HANDLE_BYTES): its magic and an
+ * address with a port, or an error saying what is wrong. */
+rcollResult_t socket_handle_decode(const void *handle, socket_handle_t *out);
 void socket_connects_free(socket_ctx_t *ctx);
 
 /* socket_io.c: the comm and its requests. */

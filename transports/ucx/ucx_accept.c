@@ -120,14 +120,23 @@ static void ucx_pend_drop(ucx_listener_t *l, int i, const char *why) {
   ucx_pend_remove(l, i, 1);
 }
 
+const char *ucx_hello_parse(const void *wire, size_t len, uint64_t secret, ucx_hello_t *out) {
+  ucx_hello_t h;
+  if (len != sizeof h)
+    return "a hello of the wrong size";
+  memcpy(&h, wire, sizeof h);
+  if (h.magic != UCX_MAGIC)
+    return "not an rcoll ucx connection (bad magic)";
+  if (h.secret != secret)
+    return "wrong secret (a connection from another job?)";
+  *out = h;
+  return NULL;
+}
+
 /* The hello checked out: the answer names the connection and carries this
  * worker's address. Returns the reason to drop it instead, or NULL. */
-static const char *ucx_pend_answer(ucx_listener_t *l, const ucx_hello_t *h, ucx_pacc_t *p) {
+static const char *ucx_pend_answer(ucx_listener_t *l, ucx_pacc_t *p) {
   ucx_ctx_t *ctx = l->ctx;
-  if (h->magic != UCX_MAGIC)
-    return "not an rcoll ucx connection (bad magic)";
-  if (h->secret != ctx->secret)
-    return "wrong secret (a connection from another job?)";
   if (ctx->next_conn_id > UCX_CONN_ID_MAX)
     return "connection ids exhausted on this communicator";
   if (l->npend == UCX_MAX_PENDING)
@@ -151,8 +160,9 @@ static const char *ucx_hello_take(void *arg, int fd, const rcoll_sockaddr_t *add
   ucx_listener_t *l = arg;
   ucx_hello_t h;
   ucx_pacc_t p = {.fd = fd, .addr = *addr, .since_ms = rcoll_now_ms()};
-  memcpy(&h, hello, sizeof h);
-  const char *why = ucx_pend_answer(l, &h, &p);
+  const char *why = ucx_hello_parse(hello, sizeof h, l->ctx->secret, &h);
+  if (why == NULL)
+    why = ucx_pend_answer(l, &p);
   if (why == NULL)
     l->pend[l->npend++] = p;
   return why;

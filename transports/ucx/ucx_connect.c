@@ -160,11 +160,11 @@ static int ucx_read_some(int fd, void *buf, size_t *have, size_t want) {
 static int ucx_pconn_answer(ucx_pconn_t *p, rcollResult_t *err) {
   char abuf[UCX_ADDR_STR];
   int rc = ucx_read_some(p->fd, &p->reply, &p->got, sizeof p->reply);
+  const char *why;
   if (rc == 1 && p->waddr == NULL) {
-    if (p->reply.magic != UCX_MAGIC || p->reply.addr_len == 0 || p->reply.addr_len > UCX_WORKER_ADDR_MAX ||
-        p->reply.conn_id == 0 || p->reply.conn_id > UCX_CONN_ID_MAX) {
-      *err = rcoll_error_quiet(rcollRemoteError, "ucx: %s answered with a malformed handshake",
-                               ucx_addr_str(&p->handle.addr, abuf));
+    if ((why = ucx_reply_parse(&p->reply, sizeof p->reply, &p->reply)) != NULL) {
+      *err = rcoll_error_quiet(rcollRemoteError, "ucx: %s answered with a malformed handshake: %s",
+                               ucx_addr_str(&p->handle.addr, abuf), why);
       return -1;
     }
     if ((p->waddr = malloc(p->reply.addr_len)) == NULL) {
@@ -256,6 +256,34 @@ static int ucx_pconn_step(ucx_ctx_t *ctx, ucx_pconn_t *p, rcollResult_t *err) {
   return -1;
 }
 
+const char *ucx_reply_parse(const void *wire, size_t len, ucx_reply_t *out) {
+  ucx_reply_t r;
+  if (len != sizeof r)
+    return "an answer of the wrong size";
+  memcpy(&r, wire, sizeof r);
+  if (r.magic != UCX_MAGIC)
+    return "not an rcoll ucx answer (bad magic)";
+  if (r.addr_len == 0 || r.addr_len > UCX_WORKER_ADDR_MAX)
+    return "a worker address of no or too many bytes";
+  if (r.conn_id == 0 || r.conn_id > UCX_CONN_ID_MAX)
+    return "a connection id out of range";
+  *out = r;
+  return NULL;
+}
+
+rcollResult_t ucx_handle_decode(const void *handle, ucx_handle_t *out) {
+  ucx_handle_t h;
+  char abuf[UCX_ADDR_STR];
+  memcpy(&h, handle, sizeof h);
+  if (h.magic != UCX_MAGIC)
+    return rcoll_error(rcollInvalidArgument, "ucx: connect given a handle that is not a ucx handle");
+  if (rcoll_sockaddr_len(&h.addr) == 0 || rcoll_sockaddr_port(&h.addr) <= 0)
+    return rcoll_error(rcollInvalidArgument, "ucx: connect given a handle with no address to reach (%s)",
+                       ucx_addr_str(&h.addr, abuf));
+  *out = h;
+  return rcollSuccess;
+}
+
 rcollResult_t ucx_connect(void *vctx, int dev, const void *handle, void **send_comm) {
   ucx_ctx_t *ctx = vctx;
   ucx_handle_t h;
@@ -263,9 +291,7 @@ rcollResult_t ucx_connect(void *vctx, int dev, const void *handle, void **send_c
   *send_comm = NULL;
   if (dev != 0)
     return rcoll_error(rcollInvalidArgument, "ucx: connect on device %d, only device 0 exists", dev);
-  memcpy(&h, handle, sizeof h);
-  if (h.magic != UCX_MAGIC)
-    return rcoll_error(rcollInvalidArgument, "ucx: connect given a handle that is not a ucx handle");
+  RCOLL_CHECK(ucx_handle_decode(handle, &h));
   ucx_pconn_t *p = ctx->connects;
   while (p != NULL && (p->key != handle || memcmp(&p->handle, &h, sizeof h) != 0))
     p = p->next;

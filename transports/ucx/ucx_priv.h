@@ -204,10 +204,18 @@ const char *ucx_addr_str(const rcoll_sockaddr_t *a, char buf[UCX_ADDR_STR]);
 /* ucx_accept.c: listen and accept. */
 rcollResult_t ucx_listen(void *ctx, int dev, void *handle, void **listen_comm);
 rcollResult_t ucx_accept(void *listen_comm, void **recv_comm);
+/* The connecting side's hello as read (len bytes): NULL and *out filled when
+ * it carries the magic and `secret`, else why the socket is dropped. */
+const char *ucx_hello_parse(const void *wire, size_t len, uint64_t secret, ucx_hello_t *out);
 rcollResult_t ucx_close_listen(void *listen_comm);
 
 /* ucx_connect.c: connect. */
 rcollResult_t ucx_connect(void *ctx, int dev, const void *handle, void **send_comm);
+/* The listener's answer header as read: NULL when its magic, worker address
+ * length and connection id are in range, else what is wrong. */
+const char *ucx_reply_parse(const void *wire, size_t len, ucx_reply_t *out);
+/* The listen handle a peer sent: its magic and an address with a port. */
+rcollResult_t ucx_handle_decode(const void *handle, ucx_handle_t *out);
 void ucx_connects_free(ucx_ctx_t *ctx);
 
 /* ucx_conn.c: comms, endpoints and failure detection. */
