@@ -43,12 +43,15 @@ fail() { echo "   FAILED: $*"; failed=1; }
 echo "-- RCOLL_FR_SIGNAL=SIGUSR2: a running bench dumps both ranks' rings and goes on"
 # Not under `timeout`: the signal must reach the bench itself (the cleanup
 # trap ends it).
-RCOLL_FR_SIGNAL=SIGUSR2 RCOLL_FR_DUMP_FILE="$TMP/sig-%r.txt" "$BENCH/allreduce_perf" -t 2 -b 8 -e 8 -n 1000000 -w 1 \
+RCOLL_FR_SIGNAL=SIGUSR2 RCOLL_FR_DUMP_FILE="$TMP/sig-%r.txt" "$BENCH/allreduce_perf" -t 2 -b 8 -e 8 -n 100000000 -w 1 \
   >"$TMP/sig.out" 2>&1 &
 pid=$!
 PIDS+=($pid)
-for ((i = 0; i < 100; i++)); do # until both communicators exist (their first calls are made)
-  grep -q "^ *8 " "$TMP/sig.out" 2>/dev/null && break
+# Until both communicators exist: the table's header comes after them, and
+# the first row only after the whole timed loop (1e8 calls: minutes, which
+# the trap cuts short), so the bench is still calling when the signal comes.
+for ((i = 0; i < 100; i++)); do
+  grep -q "(B) *(elements)" "$TMP/sig.out" 2>/dev/null && break
   ls /proc/$pid >/dev/null 2>&1 || break
   sleep 0.2
 done
