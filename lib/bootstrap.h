@@ -67,9 +67,10 @@ rcollResult_t rcoll_bootstrap_clock_left(rcoll_bootstrap_t *b, int rounds, int64
  * right neighbour's parent listener; its intro carries `tag` (a hash of the
  * exclude list) and nexcluded, so a survivor that passed another list is
  * refused at once, with an error at both ends, instead of a hang. Every wait
- * has the parent's timeout and names the peer. */
+ * has timeout_ms (the parent's when <= 0) and names the peer. */
 rcollResult_t rcoll_bootstrap_shrink(rcoll_bootstrap_t *parent, const int *keep, int nkeep, int newrank,
-                                     uint64_t tag, int nexcluded, rcoll_bootstrap_t **out);
+                                     uint64_t tag, int nexcluded, int64_t timeout_ms,
+                                     rcoll_bootstrap_t **out);
 /* The secret every connection of this bootstrap's communicator presents. */
 uint64_t rcoll_bootstrap_secret(const rcoll_bootstrap_t *b);
 /* Host name of a rank, as it reported it ("?" when unknown). */

@@ -61,6 +61,7 @@ typedef struct shrink_ctx {
   shrink_intro_t mine;  /* host order */
   int left_old;         /* parent rank of the new left neighbour */
   int64_t deadline;
+  int64_t timeout_ms; /* the shrink's config's, else the parent's */
   char mismatch[RCOLL_ERROR_TEXT_MAX]; /* set when a survivor passed another list */
 } shrink_ctx_t;
 
@@ -141,7 +142,7 @@ static rcollResult_t shrink_accept_left(shrink_ctx_t *x) {
                                 x->left_old, x->parent->hosts[x->left_old]);
   return rcoll_error(rcollTimeout, "rcollCommShrink: rank %d: rank %d (%s) never joined the shrink within "
                      "%lld s (did it call rcollCommShrink with the same exclude list?)", x->parent->rank,
-                     x->left_old, x->parent->hosts[x->left_old], (long long)(x->parent->timeout_ms / 1000));
+                     x->left_old, x->parent->hosts[x->left_old], (long long)(x->timeout_ms / 1000));
 }
 
 /* Waits for the ack on the right while watching the left: a survivor that
@@ -157,7 +158,7 @@ static rcollResult_t shrink_wait_ack(shrink_ctx_t *x, int right_old) {
     if (left <= 0)
       return rcoll_error(rcollTimeout, "rcollCommShrink: rank %d: rank %d (%s) did not answer within "
                          "%lld s", x->parent->rank, right_old, x->parent->hosts[right_old],
-                         (long long)(x->parent->timeout_ms / 1000));
+                         (long long)(x->timeout_ms / 1000));
     (void)poll(p, 2, left > 1000 ? 1000 : (int)left);
     if (p[0].revents)
       return rcollSuccess;
@@ -227,15 +228,18 @@ static rcollResult_t shrink_exchange(rcoll_bootstrap_t *b, const rcoll_sockaddr_
 }
 
 rcollResult_t rcoll_bootstrap_shrink(rcoll_bootstrap_t *parent, const int *keep, int nkeep, int newrank,
-                                     uint64_t tag, int nexcluded, rcoll_bootstrap_t **out) {
+                                     uint64_t tag, int nexcluded, int64_t timeout_ms,
+                                     rcoll_bootstrap_t **out) {
   rcoll_bootstrap_t *b = NULL;
+  if (timeout_ms <= 0)
+    timeout_ms = parent != NULL ? parent->timeout_ms : 0;
   if (parent == NULL || parent->listen_fd < 0 || parent->addrs == NULL)
     return rcoll_error(rcollInternalError, "rcollCommShrink: the parent's bootstrap kept no listener");
-  RCOLL_CHECK(rcoll_bootstrap_new(parent->timeout_ms, parent->secret, newrank, nkeep, &b));
+  RCOLL_CHECK(rcoll_bootstrap_new(timeout_ms, parent->secret, newrank, nkeep, &b));
   for (int i = 0; i < nkeep; i++)
     memcpy(b->hosts[i], parent->hosts[keep[i]], sizeof b->hosts[i]);
   shrink_ctx_t x = {.parent = parent, .b = b, .left_old = keep[(newrank + nkeep - 1) % nkeep],
-                    .deadline = rcoll_now_ms() + parent->timeout_ms};
+                    .deadline = rcoll_now_ms() + timeout_ms, .timeout_ms = timeout_ms};
   x.mine = (shrink_intro_t){.secret = parent->secret, .tag = tag, .epoch = ++parent->shrinks,
                             .old_rank = parent->rank, .new_rank = newrank, .nexcluded = nexcluded};
   rcollResult_t rc = nkeep > 1 ? shrink_ring(&x, keep, nkeep) : rcollSuccess;

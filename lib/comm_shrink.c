@@ -117,7 +117,7 @@ static rcollResult_t shrink_make(struct rcollComm *c, const uint8_t *excluded, i
   }
   rcoll_bootstrap_t *b = NULL;
   rcollResult_t r = rcoll_bootstrap_shrink(c->bootstrap, keep, nkeep, newrank,
-                                           shrink_tag(excluded, c->nranks), nexcluded, &b);
+                                           shrink_tag(excluded, c->nranks), nexcluded, timeout_ms, &b);
   free(keep);
   if (r == rcollSuccess) {
     rcoll_log_set_rank(newrank);
