@@ -307,18 +307,37 @@ xconf() { # root-ip port world ranks-here...
   return $rc
 }
 
+# xconf, run once more when the only failures were calls that stopped
+# progressing ("no progress for"): between two VMs one all-reduce over rxe
+# sometimes stalls until RCOLL_TIMEOUT (seen in 2 of 3 two-VM runs on
+# 2026-12-01, quiet host and loaded; an open ib/rxe defect, issue 14). Both
+# VMs see the stall, so both retry, on another port. The retry is reported:
+# check_rxe prints RXE-RETRY lines, and a second stall fails the step.
+xconf_retry() { # root-ip port world ranks-here...
+  local root=$1 port=$2 world=$3 rc r
+  shift 3
+  xconf "$root" "$port" "$world" "$@" && return 0
+  rc=$?
+  for r in "$@"; do
+    grep '^FAIL' /tmp/x$r.log | grep -qv 'no progress for' && return $rc
+    grep -q 'no progress for' /tmp/x$r.log || return $rc
+  done
+  echo "RXE-RETRY xconf: a call stalled (no progress until RCOLL_TIMEOUT; the ib/rxe stall of issue 14): running the step once more on port $((port + 100))"
+  xconf "$root" $((port + 100)) "$world" "$@"
+}
+
 two() { # a or b
   local root=$ME
   [ "$1" = b ] && root=$PEER
   for i in $(seq 60); do ping -c 1 -W 1 "$PEER" >/dev/null 2>&1 && break; done
   if [ "$1" = a ]; then
-    step xconf-2 200 xconf "$root" 29510 2 0
-    step xconf-3 200 xconf "$root" 29511 3 0 2
+    step xconf-2 200 xconf_retry "$root" 29510 2 0
+    step xconf-3 200 xconf_retry "$root" 29511 3 0 2
     step xbandwidth 200 allreduce_bw "$root" 29512 0
     step xwritebw 100 write_bw_server
   else
-    step xconf-2 200 xconf "$root" 29510 2 1
-    step xconf-3 200 xconf "$root" 29511 3 1
+    step xconf-2 200 xconf_retry "$root" 29510 2 1
+    step xconf-3 200 xconf_retry "$root" 29511 3 1
     step xbandwidth 200 allreduce_bw "$root" 29512 1
     sleep 3
     step xwritebw 100 write_bw_client "$PEER"
