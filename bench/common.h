@@ -8,6 +8,7 @@
 #define RCOLL_BENCH_COMMON_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "rcoll.h"
 
@@ -71,5 +72,9 @@ typedef struct bench_coll {
 /* Parses argv, launches the ranks, sweeps the sizes and prints the table.
  * Returns the process exit status. */
 int bench_main(int argc, char **argv, const bench_coll_t *coll);
+
+/* s as a JSON string, quotes included (control bytes escaped; UTF-8 passes
+ * through). The -J writer's, shared with rcoll_linkcheck. */
+void bench_json_str(FILE *f, const char *s);
 
 #endif

@@ -17,7 +17,7 @@
 
 extern char **environ;
 
-static void json_str(FILE *f, const char *s) {
+void bench_json_str(FILE *f, const char *s) {
   fputc('"', f);
   for (; *s; s++) {
     unsigned char c = (unsigned char)*s;
@@ -79,11 +79,11 @@ static void json_device(FILE *f, const char *line) {
   sscanf(line, "#  Rank %d Group %d Pid %d on %255s device %d [%127[^]]] %255[^\n]", &rank, &group,
          &pid, host, &device, hex, info);
   fprintf(f, "{\"rank\":%d,\"group\":%d,\"pid\":%d,\"hostname\":", rank, group, pid);
-  json_str(f, host);
+  bench_json_str(f, host);
   fprintf(f, ",\"device\":%d,\"device_hex\":", device);
-  json_str(f, hex);
+  bench_json_str(f, hex);
   fputs(",\"device_info\":", f);
-  json_str(f, info);
+  bench_json_str(f, info);
   fputc('}', f);
 }
 
@@ -91,7 +91,7 @@ static void json_transports(FILE *f, const bench_plan_t *plan) {
   fputs(",\"transports\":[", f);
   for (int i = 0; plan && i < plan->nclasses; i++) {
     fprintf(f, "%s{\"class\":\"%s\",\"transport\":", i ? "," : "", plan->classes[i].cls);
-    json_str(f, plan->classes[i].transport);
+    bench_json_str(f, plan->classes[i].transport);
     fprintf(f, ",\"peers\":%d}", plan->classes[i].peers);
   }
   fputc(']', f);
@@ -114,7 +114,7 @@ static void json_config(FILE *f, const bench_opts_t *o, const bench_world_t *w,
     json_device(f, rank_lines + (size_t)p * (size_t)w->nthreads * BENCH_LINE_MAX);
   }
   fputs("],\"rcoll\":{\"collective\":", f);
-  json_str(f, coll->name);
+  bench_json_str(f, coll->name);
   fprintf(f, ",\"nranks\":%d,\"nprocs\":%d,\"launch\":\"%s\",\"buffers\":\"%s\","
              "\"blocking\":%d,\"run_cycles\":%d,\"average\":%d,\"report_cputime\":%d,"
              "\"local_register\":%d,\"unalign\":%d,\"timeout\":%d",
@@ -127,7 +127,7 @@ static void json_config(FILE *f, const bench_opts_t *o, const bench_world_t *w,
   for (int i = 0; i < w->nranks; i++) {
     const char *line = rank_lines + (size_t)i * BENCH_LINE_MAX;
     fputs(i ? "," : "", f);
-    json_str(f, line[0] == '#' ? line + 1 : line);
+    bench_json_str(f, line[0] == '#' ? line + 1 : line);
   }
   fputs("]}}", f);
 }
@@ -140,18 +140,18 @@ void bench_json_header(FILE *f, const bench_opts_t *o, const bench_world_t *w,
   char when[64];
   bench_format_now(when, sizeof(when));
   fprintf(f, "{\"version\":%d,\"start_time\":", JSON_FILE_VERSION);
-  json_str(f, when);
+  bench_json_str(f, when);
   fputs(",\"args\":[", f);
   for (int i = 0; i < argc; i++) {
     fputs(i ? "," : "", f);
-    json_str(f, argv[i]);
+    bench_json_str(f, argv[i]);
   }
   fputs("],\"env\":[", f);
   int n = 0;
   for (char **e = environ; e && *e; e++)
     if (env_kept(*e)) {
       fputs(n++ ? "," : "", f);
-      json_str(f, *e);
+      bench_json_str(f, *e);
     }
   /* nccl_version holds the library's version code, rcollGetVersion's. */
   fprintf(f, "],\"nccl_version\":%d,\"library\":\"rcoll\"", version);
@@ -222,10 +222,10 @@ void bench_json_row(FILE *f, int index, const bench_opts_t *o, const bench_coll_
     json_half(f, o, &row->half[h], h);
   fprintf(f, ",\"actual_iterations\":%d,\"experiment_name\":\"\",\"rcoll\":{\"collective\":",
           o->iters);
-  json_str(f, coll->name);
+  bench_json_str(f, coll->name);
   if (row->algo[0]) {
     fputs(",\"algorithm\":", f);
-    json_str(f, row->algo);
+    bench_json_str(f, row->algo);
     fprintf(f, ",\"chunk\":%zu", row->chunk);
   }
   fputs("}}", f);
@@ -240,6 +240,6 @@ void bench_json_footer(FILE *f, int64_t out_of_bounds, double avg_busbw, double 
   json_num(f, avg_busbw);
   fprintf(f, ",\"okay\":%s},\"errors\":[],\"end_time\":",
           min_bw < 0 ? "\"unchecked\"" : json_bool(avg_busbw >= min_bw * 0.9));
-  json_str(f, when);
+  bench_json_str(f, when);
   fputs("}\n", f);
 }

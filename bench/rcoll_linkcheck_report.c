@@ -3,6 +3,7 @@
  * docs/operators.md; keep them). */
 #include <string.h>
 
+#include "common.h"
 #include "rcoll_linkcheck.h"
 
 static const char *what_name(int what) {
@@ -70,20 +71,6 @@ void lc_report_print(FILE *f, const lc_analysis_t *a, const lc_opts_t *o, double
 
 /* ------------------------------------------------------------ JSON */
 
-static void json_string(FILE *f, const char *s) {
-  fputc('"', f);
-  for (; *s; s++) {
-    unsigned char c = (unsigned char)*s;
-    if (c == '"' || c == '\\')
-      fprintf(f, "\\%c", c);
-    else if (c < 0x20)
-      fprintf(f, "\\u%04x", c);
-    else
-      fputc(c, f); /* UTF-8 passes through: "→" stays itself */
-  }
-  fputc('"', f);
-}
-
 /* A finite number, as JSON has no inf or nan. */
 static void json_num(FILE *f, double v) {
   fprintf(f, "%.6g", v == v && v < 1e300 && v > -1e300 ? v : 0.0);
@@ -99,13 +86,13 @@ static void json_links(FILE *f, const lc_analysis_t *a) {
         continue;
       fprintf(f, "%s\n  {\"src\":%d,\"dst\":%d,\"src_host\":", first ? "" : ",", s, d);
       first = 0;
-      json_string(f, a->hosts[s]);
+      bench_json_str(f, a->hosts[s]);
       fprintf(f, ",\"dst_host\":");
-      json_string(f, a->hosts[d]);
+      bench_json_str(f, a->hosts[d]);
       fprintf(f, ",\"transport\":");
-      json_string(f, a->classes[a->class_of[i]].name);
+      bench_json_str(f, a->classes[a->class_of[i]].name);
       fprintf(f, ",\"device\":");
-      json_string(f, a->links[i].transport);
+      bench_json_str(f, a->links[i].transport);
       fprintf(f, ",\"latency_us\":");
       json_num(f, a->links[i].latency_us);
       fprintf(f, ",\"bandwidth_gbps\":");
@@ -127,7 +114,7 @@ static void json_outliers(FILE *f, const lc_analysis_t *a) {
             o->dst, what_name(o->what));
     json_num(f, o->ratio);
     fprintf(f, ",\"text\":");
-    json_string(f, o->text);
+    bench_json_str(f, o->text);
     fprintf(f, "}");
   }
   fprintf(f, "],\n\"slow_nodes\":[");
@@ -137,7 +124,7 @@ static void json_outliers(FILE *f, const lc_analysis_t *a) {
     int first = 0;
     while (first < a->nranks && a->node_of[first] != sn->node)
       first++;
-    json_string(f, a->hosts[first]);
+    bench_json_str(f, a->hosts[first]);
     fprintf(f, ",\"ranks\":[");
     for (int r = 0, k = 0; r < a->nranks; r++)
       if (a->node_of[r] == sn->node)
@@ -145,7 +132,7 @@ static void json_outliers(FILE *f, const lc_analysis_t *a) {
     fprintf(f, "],\"what\":\"%s\",\"links\":%d,\"ratio\":", what_name(sn->what), sn->nlinks);
     json_num(f, sn->ratio);
     fprintf(f, ",\"text\":");
-    json_string(f, sn->text);
+    bench_json_str(f, sn->text);
     fprintf(f, "}");
   }
   fprintf(f, "],\n");
@@ -160,7 +147,7 @@ int lc_report_json(const char *path, const lc_analysis_t *a, const lc_opts_t *o,
   fprintf(f, "{\"tool\":\"rcoll_linkcheck\",\"version\":1,\"ranks\":%d,\n\"hosts\":[", a->nranks);
   for (int r = 0; r < a->nranks; r++) {
     fprintf(f, "%s", r ? "," : "");
-    json_string(f, a->hosts[r]);
+    bench_json_str(f, a->hosts[r]);
   }
   fprintf(f, "],\n\"bytes\":%zu,\"iters\":%d,\"pings\":%d,\"threshold\":", o->bytes, o->iters,
           o->pings);
@@ -172,7 +159,7 @@ int lc_report_json(const char *path, const lc_analysis_t *a, const lc_opts_t *o,
   fprintf(f, "},\n\"medians_by_transport\":{");
   for (int c = 0; c < a->nclasses; c++) {
     fprintf(f, "%s", c ? "," : "");
-    json_string(f, a->classes[c].name);
+    bench_json_str(f, a->classes[c].name);
     fprintf(f, ":{\"links\":%d,\"latency_us\":", a->classes[c].links);
     json_num(f, a->classes[c].latency_us);
     fprintf(f, ",\"bandwidth_gbps\":");
