@@ -11,6 +11,7 @@
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
+#include "plan_cache.h"
 #include "redop.h"
 #include "reduce.h"
 #include "trace.h"
@@ -126,6 +127,23 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
   return rcollSuccess;
 }
 
+/* Plans the call, then numbers, fingerprints and records it (call.h): the
+ * fingerprint names the algorithm and goes to the peers the plan uses.
+ * PreMulSum calls sum a scaled copy of the input (redop.h). */
+static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, struct rcollComm *comm,
+                                    int device) {
+  rcollRedOp_t user_op = a->op;
+  int first_step = comm->plan.nsteps;
+  rcoll_plan_cache_drop(comm);
+  rcollResult_t r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1),
+                                        device);
+  if (r == rcollSuccess)
+    r = coll_plan(d, a, comm);
+  if (r == rcollSuccess)
+    r = rcoll_call_add(comm, d->coll, a, user_op, first_step, device >= 0);
+  return r;
+}
+
 static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollComm_t comm,
                               rcollStream_t stream) {
   int device = -1;
@@ -148,18 +166,16 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   }
   if (a->count == 0)
     return rcollSuccess;
-  /* PreMulSum: the call sums a scaled copy of the input (redop.h). */
+  /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */
+  int group = rcoll_group_active();
   rcollRedOp_t user_op = a->op;
-  int first_step = comm->plan.nsteps;
-  r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1), device);
-  if (r == rcollSuccess)
-    r = coll_plan(d, a, comm);
-  /* Numbered, fingerprinted and recorded (call.h) once planned: the
-   * fingerprint names the algorithm and goes to the peers the plan uses. */
-  if (r == rcollSuccess)
-    r = rcoll_call_add(comm, d->coll, a, user_op, first_step, device >= 0);
+  if (group || device >= 0 || !rcoll_plan_cache_hit(comm, d->coll, a)) {
+    r = coll_plan_call(d, a, comm, device);
+    if (r == rcollSuccess && !group && device < 0)
+      rcoll_plan_cache_save(comm, d->coll, a, user_op);
+  }
   if (r != rcollSuccess) {
-    if (rcoll_group_active())
+    if (group)
       rcoll_group_fail(r); /* rcollGroupEnd discards the group's plan */
     else
       rcoll_calls_discard(comm), rcoll_plan_discard(&comm->plan);
@@ -174,7 +190,7 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
    * and they appear in the trace as "device plan" (with their algorithm). */
   if (comm->trace != NULL)
     rcoll_trace_call(comm->trace, d->name, a->count * rcoll_type_size(a->dtype));
-  if (rcoll_group_active())
+  if (group)
     return rcoll_group_add(comm);
   rcoll_plan_t *plans[1] = {&comm->plan};
   r = rcoll_engine_run(plans, 1);

@@ -14,6 +14,7 @@
 #include "flight_recorder.h"
 #include "log.h"
 #include "memtype.h"
+#include "plan_cache.h"
 #include "redop.h"
 #include "trace.h"
 #include "tuner.h"
@@ -109,6 +110,7 @@ static void comm_free(struct rcollComm *c) {
   rcoll_comm_close_nets(c);
   rcoll_bootstrap_close(c->bootstrap);
   rcoll_plan_free(&c->plan);
+  rcoll_plan_cache_free(c);
   rcoll_redop_free(c);
   rcoll_calls_free(c);
   free(c->peers);

@@ -110,6 +110,7 @@ struct rcollComm {
   int scratch_next;
 
   rcoll_plan_t plan;   /* reused by every call: no allocation on the hot path */
+  struct rcoll_plan_cache *plan_cache; /* the last call's plan, for a repeat (plan_cache.h) */
   int in_group;        /* plan holds steps of an open group */
 
   /* Device buffers: made by the first device call. Opaque to the core, which

@@ -20,6 +20,7 @@ void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
   p->scratch_pieces = comm ? comm->nscratch : 0;
   p->algo = "none";
   p->predicted_us = 0;
+  p->connected = 0;
   p->topo = comm ? &comm->topo : NULL;
   if (comm != NULL)
     for (int i = 0; i < comm->nscratch; i++)

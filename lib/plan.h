@@ -79,6 +79,7 @@ typedef struct rcoll_plan {
   int scratch_pieces; /* pieces in the communicator's scratch ring */
   const char *algo;   /* name of the last algorithm planned, for logs */
   double predicted_us; /* the tuner's time for the calls planned since the reset (rcollGroupSimulateEnd) */
+  int connected;      /* a kept plan (plan_cache.h) whose connections were made when it first ran */
   void *tmp;          /* planner scratch (rcoll_plan_tmp), kept across calls */
   size_t tmp_bytes;
   /* The communicator's nodes and local ranks, for topology-aware algorithms
