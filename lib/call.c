@@ -52,8 +52,8 @@ static void fp_fill(rcoll_fp_t *fp, struct rcollComm *c, rcoll_coll_kind_t kind,
   fp->op = !rcoll_coll_reduces(kind) ? RCOLL_FP_NONE
            : (int)user_op >= (int)rcollNumOps ? RCOLL_FP_OP_PREMUL : (int32_t)user_op;
   fp->seq = ++*call_counter(c, kind, a->root);
-  if (!p2p && c->plan.algo != NULL) /* no snprintf: this runs on every call */
-    memcpy(fp->algo, c->plan.algo, strnlen(c->plan.algo, sizeof fp->algo - 1));
+  if (!p2p && c->plan.algo != NULL) /* no snprintf: this runs on every planned call */
+    memcpy(fp->algo, c->plan.algo, strnlen(c->plan.algo, sizeof fp->algo));
 }
 
 static rcoll_call_t *call_new(struct rcollComm *c) {
@@ -117,6 +117,23 @@ void rcoll_calls_free(struct rcollComm *c) {
   c->fp_nblocks = c->ncalls = c->calls_cap = 0;
 }
 
+/* The whole name of the fingerprint's algorithm: the table's name that
+ * starts with its bytes (all ranks run one build), or those bytes. */
+static const char *fp_algo_name(const rcoll_fp_t *fp) {
+  static __thread char raw[RCOLL_FP_ALGO + 1];
+  size_t n = strnlen(fp->algo, sizeof fp->algo);
+  if (n == 0)
+    return "?";
+  for (int i = 0; rcoll_algorithms[i] != NULL; i++) {
+    const char *name = rcoll_algorithms[i]->name;
+    if (strncmp(name, fp->algo, n) == 0 && (n == RCOLL_FP_ALGO || name[n] == '\0'))
+      return name;
+  }
+  memcpy(raw, fp->algo, n);
+  raw[n] = '\0';
+  return raw;
+}
+
 const char *rcoll_fp_describe(const rcoll_fp_t *fp, int self, char *buf, size_t len) {
   const char *type = rcoll_type_name((rcollDataType_t)fp->dtype);
   if (fp->kind == RCOLL_COLL_SEND || fp->kind == RCOLL_COLL_RECV) {
@@ -133,9 +150,9 @@ const char *rcoll_fp_describe(const rcoll_fp_t *fp, int self, char *buf, size_t 
     snprintf(op, sizeof op, " %s", rcoll_op_name((rcollRedOp_t)fp->op));
   if (fp->root != RCOLL_FP_NONE)
     snprintf(root, sizeof root, " root %d", fp->root);
-  snprintf(buf, len, "%s #%llu (%llu x %s%s%s, %.16s)", rcoll_coll_name(fp->kind),
+  snprintf(buf, len, "%s #%llu (%llu x %s%s%s, %s)", rcoll_coll_name(fp->kind),
            (unsigned long long)fp->seq, (unsigned long long)fp->count, type, op, root,
-           fp->algo[0] ? fp->algo : "?");
+           fp_algo_name(fp));
   return buf;
 }
 

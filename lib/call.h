@@ -18,25 +18,30 @@
 
 struct rcollComm;
 
-#define RCOLL_FP_MAGIC 0x70666372u /* "rcfp" */
+#define RCOLL_FP_MAGIC 0x6672u /* "rf" */
 /* The op of a call whose op was made by rcollRedOpCreatePreMulSum: the
  * handle and the scalar may differ between ranks; what they must agree on
  * is that the call sums scaled inputs. */
 #define RCOLL_FP_OP_PREMUL (-2)
 #define RCOLL_FP_NONE (-1)
 
-/* A call's fingerprint, sent ahead of its data to each peer (48 bytes). */
+/* A call's fingerprint, sent ahead of its data to each peer: 40 bytes, so
+ * that with an 8-byte first message inline it fits what a shared-memory
+ * slot carries in its first cache line (48 bytes). */
 typedef struct rcoll_fp {
   uint64_t seq;   /* collectives: the comm's collective number; send/recv: the pair's */
   uint64_t count; /* elements, as the user passed them */
-  uint32_t magic; /* RCOLL_FP_MAGIC */
   int32_t root;   /* root of a rooted collective, peer of a send/recv, else RCOLL_FP_NONE */
   int32_t op;     /* rcollRedOp_t, RCOLL_FP_OP_PREMUL, or RCOLL_FP_NONE */
+  uint16_t magic; /* RCOLL_FP_MAGIC */
   uint8_t kind;   /* rcoll_coll_kind_t */
   uint8_t dtype;  /* rcollDataType_t */
-  uint8_t pad[2];
-  char algo[16];  /* the algorithm that planned it ("" for send/recv) */
+  /* The algorithm that planned it ("" for send/recv), its first
+   * RCOLL_FP_ALGO bytes: enough to tell the algorithms apart; messages
+   * print the whole name (rcoll_fp_describe). Not terminated when full. */
+  char algo[12];
 } rcoll_fp_t;
+#define RCOLL_FP_ALGO 12
 
 /* Bytes of a call's first message to a peer that may travel inside its
  * fingerprint message, saving a message per peer on small calls. */
@@ -49,7 +54,7 @@ typedef struct rcoll_fp_slot {
   unsigned char data[RCOLL_FP_INLINE];
   int inline_step;
 } rcoll_fp_slot_t;
-_Static_assert(sizeof(rcoll_fp_t) == 48, "the fingerprint is 48 bytes, with the inline bytes right after it");
+_Static_assert(sizeof(rcoll_fp_t) == 40, "the fingerprint is 40 bytes, with the inline bytes right after it");
 
 /* One call of the plan being built or run. */
 typedef struct rcoll_call {

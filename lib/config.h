@@ -47,7 +47,7 @@
   X(INT_IN(1, 2147483647), timeout, "TIMEOUT", NULL, "300",                                      \
     "Seconds any wait for a peer may last before the call fails naming that peer")               \
   X(INT_IN(0, 1), fingerprint, "FINGERPRINT", NULL, "1",                                        \
-    "1: each call sends a 48-byte fingerprint (kind, number, count, type, op, root, algorithm) "  \
+    "1: each call sends a 40-byte fingerprint (kind, number, count, type, op, root, algorithm) "  \
     "ahead of its data, so that ranks making different calls fail at once naming both; off "     \
     "unless every rank has it on")                                                               \
   X(INT_IN(0, 1000000), fr_entries, "FR_ENTRIES", NULL, "64",                                   \

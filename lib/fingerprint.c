@@ -1,4 +1,4 @@
-/* Fingerprints (call.h): each call sends a 48-byte description of itself to
+/* Fingerprints (call.h): each call sends a 40-byte description of itself to
  * each peer it exchanges messages with, ahead of its data on that
  * connection, and checks the one that comes back before it uses any data
  * from that peer. Ranks that called different things then fail at once,

@@ -73,7 +73,8 @@ static int fr_entry_line(const rcoll_fr_t *fr, const rcoll_fr_entry_t *e, char *
   rcoll_fp_t fp = {.seq = GET(e->seq), .count = GET(e->count), .kind = (uint8_t)GET(e->kind),
                    .dtype = (uint8_t)GET(e->dtype), .op = GET(e->op), .root = GET(e->root)};
   const char *algo = GET(e->algo);
-  snprintf(fp.algo, sizeof fp.algo, "%s", algo != NULL && !rcoll_coll_is_p2p(fp.kind) ? algo : "");
+  if (algo != NULL && !rcoll_coll_is_p2p(fp.kind))
+    memcpy(fp.algo, algo, strnlen(algo, sizeof fp.algo));
   char wait[64] = "-", desc[160];
   int peer = GET(e->wait_peer);
   if (peer >= 0 && (state == RCOLL_FR_RUNNING || state == RCOLL_FR_FAILED))
@@ -89,7 +90,7 @@ static int fr_entry_line(const rcoll_fr_t *fr, const rcoll_fr_entry_t *e, char *
            (unsigned long long)fr->comm->id_hash, fr->comm->rank, (unsigned long long)id,
            state_names[state], rcoll_coll_name(fp.kind), (unsigned long long)fp.seq,
            (unsigned long long)fp.count, rcoll_type_name((rcollDataType_t)fp.dtype), fp.op, fp.root,
-           fp.algo[0] ? fp.algo : "-", (long long)start, (long long)end, done, steps, wait, result,
+           fp.algo[0] ? algo : "-", (long long)start, (long long)end, done, steps, wait, result,
            rcoll_fp_describe(&fp, fr->comm->rank, desc, sizeof desc));
   return 1;
 }
