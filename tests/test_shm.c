@@ -94,11 +94,11 @@ static int exchange(pair_t *p, int n, const size_t *sizes, size_t extra) {
   return th_exchange(p, n, sizes, extra, SHIFT);
 }
 
-/* Around the payload rules: 32 bytes share the header's line, a slot of
- * SLOT bytes carries SLOT - 64. */
-static const size_t sizes_all[] = {0,         1,         32,       33,    64,    SLOT - 65,
-                                   SLOT - 64, SLOT - 63, 3 * SLOT, 65535, 65537, MIB + 13,
-                                   4 * MIB - 1, 64 * MIB};
+/* Around the payload rules: up to 48 bytes share the header's line (a
+ * SMALL slot), a slot of SLOT bytes carries SLOT - 64. */
+static const size_t sizes_all[] = {0,         1,         8,        47,    48,    49,
+                                   64,        SLOT - 65, SLOT - 64, SLOT - 63, 3 * SLOT, 65535,
+                                   65537,     MIB + 13,  4 * MIB - 1, 64 * MIB};
 #define NSIZES ((int)(sizeof sizes_all / sizeof sizes_all[0]))
 
 /* ---- two threads of one process ---- */
@@ -162,6 +162,7 @@ static void expect_larger_error(size_t sent, size_t posted, long memcpy_min) {
 }
 
 Test(shm, message_larger_than_posted_receive_fails) {
+  expect_larger_error(48, 40, 0); /* a SMALL slot says its size in len */
   expect_larger_error(1000, 999, 0);
   expect_larger_error(MIB, MIB / 2, 0);
   expect_larger_error(MIB, MIB / 2, 4096); /* the single-copy path checks too */

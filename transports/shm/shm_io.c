@@ -73,7 +73,8 @@ static int shm_send_room(shm_conn_t *c) {
 }
 
 static void shm_slot_publish(shm_conn_t *c, shm_slot_t *s, size_t size, size_t len, int kind) {
-  s->size = size;
+  if (kind != SHM_SLOT_SMALL) /* there the payload is where size would be */
+    s->size = size;
   s->len = (uint32_t)len;
   s->kind = (uint32_t)kind;
   shm_tsan_release(c);
@@ -99,8 +100,9 @@ static int shm_send_push(shm_conn_t *c, shm_req_t *r) {
       return 0;
     shm_slot_t *s = shm_slot_at(c, c->pos);
     size_t len = r->size - r->off < c->payload ? r->size - r->off : c->payload;
-    memcpy(shm_payload(s, len), r->buf + r->off, len);
-    shm_slot_publish(c, s, r->size, len, r->off == 0 ? SHM_SLOT_FIRST : SHM_SLOT_CONT);
+    int kind = r->off > 0 ? SHM_SLOT_CONT : r->size <= SHM_LINE - SHM_SMALL_AT ? SHM_SLOT_SMALL : SHM_SLOT_FIRST;
+    memcpy(shm_payload(s, kind), r->buf + r->off, len);
+    shm_slot_publish(c, s, r->size, len, kind);
     r->off += len;
   } while (r->off < r->size);
   r->state = SHM_REQ_DONE; /* the buffer may be reused: the data is in the ring */
@@ -156,21 +158,22 @@ static void shm_slot_release(shm_conn_t *c) {
 }
 
 static int shm_recv_start(shm_conn_t *c, shm_req_t *r, const shm_slot_t *s) {
-  if (s->kind != SHM_SLOT_FIRST && s->kind != SHM_SLOT_DIRECT) {
+  if (s->kind != SHM_SLOT_FIRST && s->kind != SHM_SLOT_DIRECT && s->kind != SHM_SLOT_SMALL) {
     shm_conn_fail(c, rcollInternalError, "shm: stream from %s out of sync (slot kind %u at %llu)",
                   c->peer, s->kind, (unsigned long long)c->pos);
     return -1;
   }
-  if (s->size > r->size) {
+  uint64_t size = s->kind == SHM_SLOT_SMALL ? s->len : s->size;
+  if (size > r->size) {
     shm_conn_fail(c, rcollInvalidUsage, "shm: message of %llu bytes from %s larger than posted "
-                  "receive of %zu", (unsigned long long)s->size, c->peer, r->size);
+                  "receive of %zu", (unsigned long long)size, c->peer, r->size);
     return -1;
   }
   if (s->kind == SHM_SLOT_DIRECT && c->copy == SHM_COPY_NONE) {
     shm_conn_fail(c, rcollInternalError, "shm: %s sent an address, but this end cannot read it", c->peer);
     return -1;
   }
-  r->size = (size_t)s->size;
+  r->size = (size_t)size;
   r->started = 1;
   r->direct = s->kind == SHM_SLOT_DIRECT;
   return 1;
@@ -214,15 +217,17 @@ static int shm_recv_pull(shm_conn_t *c, shm_req_t *r) {
     if (r->direct)
       return shm_recv_direct(c, r, s);
     size_t len = s->len;
-    if ((r->off > 0 && s->kind != SHM_SLOT_CONT) || len > r->size - r->off || len > c->payload) {
+    int kind = (int)s->kind;
+    size_t room = kind == SHM_SLOT_SMALL ? SHM_LINE - SHM_SMALL_AT : c->payload;
+    if ((r->off > 0 && kind != SHM_SLOT_CONT) || len > r->size - r->off || len > room) {
       shm_conn_fail(c, rcollInternalError, "shm: stream from %s out of sync (slot of %zu bytes at "
                     "offset %zu of %zu)", c->peer, len, r->off, r->size);
       return -1;
     }
     if (r->reduce)
-      shm_reduce_piece(r, r->off, shm_payload(s, len), len);
+      shm_reduce_piece(r, r->off, shm_payload(s, kind), len);
     else
-      shm_copy_out(r, r->buf + r->off, shm_payload(s, len), len);
+      shm_copy_out(r, r->buf + r->off, shm_payload(s, kind), len);
     r->off += len;
     shm_slot_release(c);
     if (r->off == r->size) {

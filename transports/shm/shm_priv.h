@@ -24,10 +24,11 @@
 
 #include "net.h"
 
-#define SHM_MAGIC 0x3130306d68736372ull /* "rcshm001": also versions the layout */
+#define SHM_MAGIC 0x3230306d68736372ull /* "rcshm002": also versions the layout */
 #define SHM_LINE 64
 #define SHM_HDR_BYTES 4096 /* the header page; slots start after it */
-#define SHM_SLOT_HDR 32    /* a payload of up to 32 bytes shares the header's cache line */
+#define SHM_SLOT_HDR 32    /* seq, len, kind, size, addr */
+#define SHM_SMALL_AT 16    /* a small message's payload overwrites size and addr (SHM_SLOT_SMALL) */
 #define SHM_NREQS 64       /* request slots per connection */
 #define SHM_NAME_MAX 64
 #define SHM_PREFIX "rcoll-shm"
@@ -37,17 +38,22 @@
 #define SHM_MIN_SLOT (256)
 #define SHM_MAX_SLOT (64ll << 20)
 
-enum shm_slot_kind { SHM_SLOT_FIRST = 1, SHM_SLOT_CONT, SHM_SLOT_DIRECT };
+/* FIRST, then CONT: a message through the ring; DIRECT: the address of
+ * the sender's buffer (single copy); SMALL: a whole message of up to
+ * SHM_LINE - SHM_SMALL_AT bytes in the slot's first cache line, so that
+ * the receiver's one miss brings the flag and the data together (an
+ * 8-byte all-reduce's message with its fingerprint is 48 bytes). */
+enum shm_slot_kind { SHM_SLOT_FIRST = 1, SHM_SLOT_CONT, SHM_SLOT_DIRECT, SHM_SLOT_SMALL };
 
 /* How a receiver can copy straight from its sender's buffer. */
 enum shm_copy { SHM_COPY_NONE = 0, SHM_COPY_CMA, SHM_COPY_MEMCPY };
 
 typedef struct shm_slot {
   _Atomic uint64_t seq; /* ring position + 1 once written */
-  uint64_t size;        /* bytes of the whole message */
-  uint64_t addr;        /* SHM_SLOT_DIRECT: where the sender's buffer is */
   uint32_t len;         /* payload bytes in this slot */
   uint32_t kind;        /* enum shm_slot_kind */
+  uint64_t size;        /* bytes of the whole message (not in a SMALL slot) */
+  uint64_t addr;        /* SHM_SLOT_DIRECT: where the sender's buffer is */
 } shm_slot_t;
 
 typedef struct shm_seg {
@@ -166,12 +172,11 @@ static inline shm_slot_t *shm_slot_at(const shm_conn_t *c, uint64_t pos) {
   return (shm_slot_t *)(c->slots + (size_t)(pos % c->nslots) * c->slot_size);
 }
 
-/* Where a slot's payload of len bytes starts: right after the header when it
- * fits in the header's cache line (a small message costs one line), else on
- * the next line, so that large copies write whole aligned lines (a copy into
- * a ring offset by 32 bytes measured 25% slower). Both ends apply the rule. */
-static inline char *shm_payload(shm_slot_t *s, size_t len) {
-  return (char *)s + (len <= SHM_LINE - SHM_SLOT_HDR ? SHM_SLOT_HDR : SHM_LINE);
+/* Where a slot's payload starts: a SMALL slot's in the header's cache line,
+ * any other's on the next line, so that large copies write whole aligned
+ * lines (a copy into a ring offset by 32 bytes measured 25% slower). */
+static inline char *shm_payload(shm_slot_t *s, int kind) {
+  return (char *)s + (kind == SHM_SLOT_SMALL ? SHM_SMALL_AT : SHM_LINE);
 }
 
 /* ThreadSanitizer, with both ends of a ring in one process (ranks as
