@@ -32,8 +32,11 @@ typedef struct rcoll_plan_cache {
   int fp_used;
 } rcoll_plan_cache_t;
 
+/* Whether two steps are messages on the same connection (local copies and
+ * joins are not messages). */
 static int same_conn(const rcoll_step_t *a, const rcoll_step_t *b) {
-  return a->peer == b->peer && (a->kind == RCOLL_STEP_SEND) == (b->kind == RCOLL_STEP_SEND);
+  return a->kind != RCOLL_STEP_COPY && b->kind != RCOLL_STEP_COPY && a->peer == b->peer &&
+         (a->kind == RCOLL_STEP_SEND) == (b->kind == RCOLL_STEP_SEND);
 }
 
 void rcoll_plan_cache_drop(struct rcollComm *c) {
@@ -63,7 +66,7 @@ void rcoll_plan_cache_save(struct rcollComm *c, rcoll_coll_kind_t kind, const rc
   memcpy(k->steps, p->steps, (size_t)p->nsteps * sizeof *p->steps);
   for (int i = 0; i < p->nsteps; i++)
     for (int j = 0; j < p->nsteps; j++)
-      k->adv[i] += p->steps[i].kind != RCOLL_STEP_COPY && same_conn(&p->steps[i], &p->steps[j]);
+      k->adv[i] += same_conn(&p->steps[i], &p->steps[j]);
   k->valid = 1;
 }
 

@@ -7,11 +7,12 @@
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "rcoll.h"
 
-#define MAXR 3
+#define MAXR 5
 #define N 64
 #define REPEATS 40
 
@@ -126,6 +127,47 @@ static void mismatch_after_repeats(job_t *j, rcollComm_t comm) {
   failed(j, r == rcollSuccess ? rcollInternalError : r);
 }
 
+/* Every kind of collective, each repeated, at any rank count: plans with
+ * several peers, joins and local copies (RCOLL_ALGO picks the algorithm). */
+static void collectives(job_t *j, rcollComm_t comm) {
+  static _Thread_local float a[N * MAXR], b[N * MAXR];
+  int n = j->nranks, me = j->rank;
+  for (int i = 0; i < 3 && j->fail == rcollSuccess; i++)
+    sum_check(j, comm, a, 2, i), sum_check(j, comm, a, N, i);
+  for (int i = 0; i < 3 && j->fail == rcollSuccess; i++)
+    bcast_check(j, comm, b, 0);
+  for (int i = 0; i < 3 && j->fail == rcollSuccess; i++) { /* all-gather of rank + i + k */
+    for (int k = 0; k < 4; k++)
+      a[k] = (float)(me + i + k);
+    rcollResult_t r = rcollAllGather(a, b, 4, rcollFloat32, comm, NULL);
+    if (r != rcollSuccess)
+      return failed(j, r);
+    for (int q = 0; q < n; q++)
+      for (int k = 0; k < 4; k++)
+        j->bad += b[q * 4 + k] != (float)(q + i + k);
+  }
+  for (int i = 0; i < 3 && j->fail == rcollSuccess; i++) { /* reduce-scatter of rank + i + k */
+    for (int k = 0; k < 4 * n; k++)
+      a[k] = (float)(me + i + k);
+    rcollResult_t r = rcollReduceScatter(a, b, 4, rcollFloat32, rcollSum, comm, NULL);
+    if (r != rcollSuccess)
+      return failed(j, r);
+    for (int k = 0; k < 4; k++)
+      j->bad += b[k] != (float)(n * (n - 1) / 2 + n * (i + me * 4 + k));
+  }
+  for (int i = 0; i < 3 && j->fail == rcollSuccess; i++) { /* all-to-all: block q of rank me is 100me + q + i */
+    for (int q = 0; q < n; q++)
+      for (int k = 0; k < 2; k++)
+        a[q * 2 + k] = (float)(100 * me + q + i);
+    rcollResult_t r = rcollAlltoAll(a, b, 2, rcollFloat32, comm, NULL);
+    if (r != rcollSuccess)
+      return failed(j, r);
+    for (int q = 0; q < n; q++)
+      for (int k = 0; k < 2; k++)
+        j->bad += b[q * 2 + k] != (float)(100 * q + me + i);
+  }
+}
+
 static void *rank_main(void *arg) {
   job_t *j = arg;
   rcollConfig_t cfg = RCOLL_CONFIG_INITIALIZER;
@@ -141,6 +183,7 @@ static void *rank_main(void *arg) {
   case 0: interleaved(j, comm); break;
   case 1: grouped(j, comm); break;
   case 2: premul(j, comm); break;
+  case 4: collectives(j, comm); break;
   default: mismatch_after_repeats(j, comm); break;
   }
   if (j->fail == rcollSuccess)
@@ -175,6 +218,17 @@ Test(plan_cache, repeats_interleaved_shm) { expect_ok("shm", 2, 0), expect_ok("s
 Test(plan_cache, repeats_interleaved_socket) { expect_ok("socket", 2, 0), expect_ok("socket", 3, 0); }
 Test(plan_cache, repeats_around_groups) { expect_ok("shm", 3, 1); }
 Test(plan_cache, premulsum_ops_not_reused) { expect_ok("shm", 2, 2); }
+
+Test(plan_cache, every_collective_and_algorithm_repeated) {
+  static const char *algos[] = {"ring", "tree", "rabenseifner", NULL};
+  for (int a = 0; algos[a] != NULL; a++) {
+    setenv("RCOLL_ALGO", algos[a], 1); /* read when the communicators are made */
+    for (int n = 2; n <= MAXR; n++)
+      expect_ok("shm", n, 4);
+  }
+  unsetenv("RCOLL_ALGO");
+  expect_ok("socket", 4, 4);
+}
 
 Test(plan_cache, mismatch_after_repeats, .timeout = 60) {
   job_t jobs[MAXR];
