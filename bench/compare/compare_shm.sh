@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Puts rcoll's all-reduce over its shared-memory transport beside MPICH and
-# Open MPI over theirs, on one machine, 2 ranks (2 processes), float32 sum,
-# the same sizes and timing, all in one run; prints busbw per size and the
-# ratios rcoll/Open MPI and rcoll/MPICH, then the issue's targets.
+# Open MPI over theirs, on one machine, as processes, float32 sum, the same
+# sizes and timing, all in one run; prints busbw and time per size and the
+# ratios rcoll/Open MPI and rcoll/MPICH, then the issues' targets.
 #
-#   bench/compare/compare_shm.sh                 # 8 1M 16M 128M
+#   bench/compare/compare_shm.sh                 # 8 1M 16M 128M, 2 ranks
 #   bench/compare/compare_shm.sh 8 64K 4M        # other sizes
+#   bench/compare/compare_shm.sh --small         # 8 B..64 KiB at 2, 4, 8 ranks
 #
 # Environment knobs (defaults in brackets):
 #   SIZES ["8 1M 16M 128M"]   sizes when none are given as arguments
+#   RANKS ["2"]               rank counts (processes; more than the cores is
+#                             fine: Open MPI then gets --oversubscribe)
 #   ITERS, WARMUP [by size]   timed and warm-up calls; by default about
 #                             1 GiB of traffic per size, 20..10000 calls
 #   CHECK [1]                 result check after the timed calls (untimed),
 #                             for every tool; 0 skips it
-#   REPEATS [3]               runs per tool and size; the fastest is kept
+#   REPEATS [5]               rounds; each round runs every tool once at
+#                             every rank count and size, the tools taking
+#                             turns, and the median of the rounds is kept
 #   RUN_TIMEOUT [120]         seconds before one run is killed
 #   NO_BUILD [0]              1: do not run make or mpicc
 #   NO_INSTALL [0]            1: do not apt-get missing MPI packages
@@ -32,15 +37,21 @@ set -u -o pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
-NRANKS=2
+NRANKS=2 # the rank count being run (RANKS lists them)
 RCOLL_BENCH="$ROOT/bench/allreduce_perf"
 MPICH_BENCH="$ROOT/build/compare/mpi_allreduce_mpich"
 OMPI_BENCH="$ROOT/build/compare/mpi_allreduce_openmpi"
 OUTDIR=${OUTDIR:-$(mktemp -d /tmp/rcoll-compare-shm.XXXXXX)}
 RUN_TIMEOUT=${RUN_TIMEOUT:-120}
-REPEATS=${REPEATS:-3}
+REPEATS=${REPEATS:-5}
 CHECK=${CHECK:-1}
 OMPI_PATH=${OMPI_PATH:-vader}
+RANKS=${RANKS:-2}
+if [ "${1:-}" = --small ]; then
+  shift
+  SIZES="8 64 512 4K 64K"
+  RANKS="2 4 8"
+fi
 if [ $# -gt 0 ]; then SIZES="$*"; else SIZES=${SIZES:-"8 1M 16M 128M"}; fi
 STATUS=0
 FAILURES=()
@@ -168,7 +179,7 @@ run_openmpi() {
   local rc=$?; parse_ref_table "$1" "$4"; return "$rc"
 }
 
-declare -A BUSBW TIME LOTRAFFIC
+declare -A BUSBW TIME LOTRAFFIC RUNS
 TOOLS=(rcoll openmpi mpich)
 
 tool_available() {
@@ -179,34 +190,55 @@ tool_available() {
   esac
 }
 
-# Runs one tool at one size REPEATS times and keeps the fastest. Any run that
-# fails is a failure of the whole script even if another repeat succeeded.
+# Runs one tool once at NRANKS ranks and one size (round $3), adding its
+# time to RUNS["tool,n,size"]. Any run that fails is a failure of the whole
+# script even if other rounds succeeded.
 measure() {
-  local tool=$1 size=$2 iters warmup rep log before after res best="" bt bw rc
+  local tool=$1 size=$2 rep=$3 iters warmup log before after res bt bw rc key="$1,$NRANKS,$2"
   iters=$(iters_for "$size"); warmup=$(warmup_for "$iters")
-  for ((rep = 1; rep <= REPEATS; rep++)); do
-    log="$OUTDIR/${tool}_${size}_${rep}.log"
-    before=$(lo_bytes)
-    res=$("run_$tool" "$size" "$iters" "$warmup" "$log")
-    rc=$?
-    after=$(lo_bytes)
-    read -r bt _ bw <<<"$res"
-    if [ $rc -ne 0 ] || [ -z "$res" ] || { [ "$bw" != N/A ] && [ "$bw" != 0 ]; }; then
-      local why="exit $rc"
-      [ $rc -eq 124 ] || [ $rc -eq 137 ] && why="killed after ${RUN_TIMEOUT} s"
-      [ -z "$res" ] && why="$why, no result row"
-      [ -n "$res" ] && [ "$bw" != N/A ] && [ "$bw" != 0 ] && why="$why, $bw wrong elements"
-      fail "$tool at $size B: $why - see $log"
-      tail -n 5 "$log" | sed 's/^/#   | /'
-      [ -z "$res" ] && continue
-    fi
-    if [ -z "$best" ] || awk -v a="$bt" -v b="$best" 'BEGIN { exit !(a < b) }'; then
-      best=$bt
-      LOTRAFFIC[$tool,$size]=$(lo_ratio "$tool" $((after - before)) $((iters + warmup)) "$size")
-    fi
+  log="$OUTDIR/${tool}_n${NRANKS}_${size}_${rep}.log"
+  before=$(lo_bytes)
+  res=$("run_$tool" "$size" "$iters" "$warmup" "$log")
+  rc=$?
+  after=$(lo_bytes)
+  read -r bt _ bw <<<"$res"
+  if [ $rc -ne 0 ] || [ -z "$res" ] || { [ "$bw" != N/A ] && [ "$bw" != 0 ]; }; then
+    local why="exit $rc"
+    [ $rc -eq 124 ] || [ $rc -eq 137 ] && why="killed after ${RUN_TIMEOUT} s"
+    [ -z "$res" ] && why="$why, no result row"
+    [ -n "$res" ] && [ "$bw" != N/A ] && [ "$bw" != 0 ] && why="$why, $bw wrong elements"
+    fail "$tool, $NRANKS ranks, at $size B: $why - see $log"
+    tail -n 5 "$log" | sed 's/^/#   | /'
+    [ -z "$res" ] && return 0
+  fi
+  RUNS[$key]="${RUNS[$key]:-} $bt"
+  LOTRAFFIC[$key]=$(lo_ratio "$tool" $((after - before)) $((iters + warmup)) "$size")
+}
+
+# The median of the rounds' times into TIME, and busbw from it into BUSBW,
+# both keyed "tool,n,size".
+summarize() {
+  local key t n b med
+  for key in "${!RUNS[@]}"; do
+    IFS=, read -r t n b <<<"$key"
+    med=$(tr ' ' '\n' <<<"${RUNS[$key]}" | awk 'NF' | sort -g |
+      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+    [ -n "$med" ] || continue
+    TIME[$key]=$med
+    BUSBW[$key]=$(awk -v s="$b" -v t="$med" -v n="$n" \
+      'BEGIN { printf "%.3f", s / (t * 1e3) * 2 * (n - 1) / n }')
   done
-  [ -n "$best" ] || return 0
-  record_best "$tool" "$size" "$best"
+}
+
+# Ratio of tool $2's time to tool $1's (above 1: $1 faster) at n $3, size $4.
+ratio_n() {
+  awk -v a="${TIME[$1,$3,$4]:-}" -v b="${TIME[$2,$3,$4]:-}" \
+    'BEGIN { if (a+0 > 0 && b+0 > 0) printf "%.2f", b / a; else print "n/a" }'
+}
+# The better (lower) of Open MPI's and MPICH's times at n $1, size $2.
+best_mpi() {
+  awk -v a="${TIME[openmpi,$1,$2]:-}" -v b="${TIME[mpich,$1,$2]:-}" 'BEGIN {
+    if (a+0 > 0 && (b+0 <= 0 || a+0 <= b+0)) print a; else if (b+0 > 0) print b }'
 }
 
 # Loopback bytes per call / size: about 0 shows that the data did not go
@@ -222,94 +254,113 @@ lo_ratio() {
 # ------------------------------------------------------------------ report
 
 print_tables() {
-  local s b t
-  echo
-  echo "## all-reduce float32 sum, $NRANKS processes on one host, shared memory; busbw in GB/s"
-  printf '%10s | %10s | %10s | %10s | %12s | %12s\n' size rcoll openmpi mpich \
-    rcoll/openmpi rcoll/mpich
-  for s in $SIZES; do
-    b=$(to_bytes "$s")
-    printf '%10s | %10s | %10s | %10s | %12s | %12s\n' "$b" "$(val rcoll "$b")" \
-      "$(val openmpi "$b")" "$(val mpich "$b")" "$(ratio rcoll openmpi "$b")" \
-      "$(ratio rcoll mpich "$b")"
-  done
-  echo
-  echo "## time per call (us), and loopback bytes per call / size (about 0 = not over TCP)"
-  printf '%10s' size
-  for t in "${TOOLS[@]}"; do printf ' | %10s %5s' "$t" lo; done
-  echo
-  for s in $SIZES; do
-    b=$(to_bytes "$s"); printf '%10s' "$b"
-    for t in "${TOOLS[@]}"; do printf ' | %10s %5s' "${TIME[$t,$b]:-n/a}" "${LOTRAFFIC[$t,$b]:--}"; done
+  local s b t n
+  for n in $RANKS; do
     echo
+    echo "## all-reduce float32 sum, $n processes on one host, shared memory; busbw in GB/s" \
+      "(median of $REPEATS rounds)"
+    printf '%10s | %10s | %10s | %10s | %12s | %12s\n' size rcoll openmpi mpich \
+      rcoll/openmpi rcoll/mpich
+    for s in $SIZES; do
+      b=$(to_bytes "$s")
+      printf '%10s | %10s | %10s | %10s | %12s | %12s\n' "$b" "${BUSBW[rcoll,$n,$b]:-n/a}" \
+        "${BUSBW[openmpi,$n,$b]:-n/a}" "${BUSBW[mpich,$n,$b]:-n/a}" \
+        "$(ratio_n rcoll openmpi "$n" "$b")" "$(ratio_n rcoll mpich "$n" "$b")"
+    done
+    echo
+    echo "## $n processes: time per call (us), and loopback bytes per call / size (about 0 = not over TCP)"
+    printf '%10s' size
+    for t in "${TOOLS[@]}"; do printf ' | %10s %5s' "$t" lo; done
+    echo
+    for s in $SIZES; do
+      b=$(to_bytes "$s"); printf '%10s' "$b"
+      for t in "${TOOLS[@]}"; do
+        printf ' | %10s %5s' "${TIME[$t,$n,$b]:-n/a}" "${LOTRAFFIC[$t,$n,$b]:--}"
+      done
+      echo
+    done
   done
 }
 
-# The issue's targets for rcoll (2 ranks, shm), checked only at sizes that
-# ran. $1 what, $2 measured, $3 op (ge/le), $4 goal.
+# The issues' targets for rcoll, checked only where they ran. $1 what, $2
+# measured, $3 op (ge/le), $4 goal.
 MISSED=0
 target() {
   local line
   line=$(awk -v m="$2" -v op="$3" -v g="$4" 'BEGIN {
-      if (m == "" || m == "n/a") { print "n/a (not measured)"; exit }
+      if (m == "" || m == "n/a" || g == "" || g == "n/a") { print "n/a (not measured)"; exit }
       ok = (op == "ge") ? m + 0 >= g + 0 : m + 0 <= g + 0
-      if (ok) { printf "met (%s)", m; exit }
+      if (ok) { printf "met (%s vs %s)", m, g; exit }
       miss = (op == "ge") ? (g - m) / g * 100 : (m - g) / g * 100
-      printf "MISSED (%s, %.1f%% %s the goal)", m, miss, op == "ge" ? "below" : "above" }')
-  printf '#   %-44s %s\n' "$1" "$line"
+      printf "MISSED (%s vs %s, %.1f%% %s the goal)", m, g, miss, op == "ge" ? "below" : "above" }')
+  printf '#   %-52s %s\n' "$1" "$line"
   case $line in MISSED*) MISSED=1 ;; esac
 }
 
 print_targets() {
-  local b1=1048576 b16=16777216 b128=134217728 s
+  local b1=1048576 b16=16777216 b128=134217728 s b n
   echo
-  echo "## targets for rcoll (2 ranks, shm)"
-  for s in $SIZES; do
-    case $(to_bytes "$s") in
-    8) target "8 B all-reduce <= 1 us" "${TIME[rcoll,8]:-}" le 1 ;;
-    "$b1") target "busbw >= 7 GB/s at 1 MiB" "$(val rcoll $b1)" ge 7 ;;
-    "$b16" | "$b128")
+  echo "## targets for rcoll (shm, processes; times in us, busbw in GB/s)"
+  for n in $RANKS; do
+    for s in $SIZES; do
       b=$(to_bytes "$s")
-      target "busbw >= 8 GB/s at $((b >> 20)) MiB" "$(val rcoll "$b")" ge 8
-      target ">= 1.7x Open MPI at $((b >> 20)) MiB" "$(ratio rcoll openmpi "$b")" ge 1.7 ;;
-    esac
+      if [ "$n" = 2 ]; then
+        case $b in
+        8) target "2 ranks, 8 B: time <= Open MPI's" "${TIME[rcoll,2,8]:-}" le "${TIME[openmpi,2,8]:-}" ;;
+        "$b1") target "2 ranks, busbw >= 7 GB/s at 1 MiB" "${BUSBW[rcoll,2,$b1]:-}" ge 7 ;;
+        "$b16" | "$b128")
+          target "2 ranks, busbw >= 8 GB/s at $((b >> 20)) MiB" "${BUSBW[rcoll,2,$b]:-}" ge 8
+          target "2 ranks, >= 1.7x Open MPI at $((b >> 20)) MiB" "$(ratio_n rcoll openmpi 2 "$b")" ge 1.7 ;;
+        esac
+      elif [ "$b" -le 65536 ]; then
+        target "$n ranks, $b B: time <= the better MPI's" "${TIME[rcoll,$n,$b]:-}" le "$(best_mpi "$n" "$b")"
+      fi
+    done
   done
 }
 
 describe_paths() {
   note "rcoll: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null), RCOLL_NET=shm," \
-    "2 processes under mpiexec.mpich (no binding), out-of-place column"
+    "processes under mpiexec.mpich (no binding), out-of-place column"
   note "mpich: $(mpichversion 2>/dev/null | awk -F: '/Version/ { gsub(/[ \t]/, "", $2); print $2 }')" \
     "default device (on-node ranks use its shared memory), no binding"
   local path="pml ob1 + btl vader,self (Open MPI's shared-memory BTL, forced)"
   [ "$OMPI_PATH" = vader ] || path="its own choice (no --mca given)"
   note "openmpi: $(ompi_info --version 2>/dev/null | awk '/Open MPI/ { print $NF; exit }')," \
-    "$path, default coll (tuned) and binding (to core for 2 ranks)"
+    "$path, default coll (tuned) and binding (to core for 2 ranks; none when oversubscribed)"
 }
 
 main() {
   note "compare_shm: $(date -u +%FT%TZ) on $(uname -n), $(nproc) cores," \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
-  note "sizes: $SIZES; repeats: $REPEATS (fastest kept); check: $CHECK; logs: $OUTDIR"
+  note "sizes: $SIZES; ranks: $RANKS; rounds: $REPEATS (median kept); check: $CHECK; logs: $OUTDIR"
   install_missing
   build_all
   detect_tools
   describe_paths
-  note "commands (S = size, I/W = iters/warmup per size):"
-  note "  RCOLL_NET=shm mpiexec.mpich -n 2 $RCOLL_BENCH $(rcoll_args S I W)"
+  note "commands (N = ranks, S = size, I/W = iters/warmup per size):"
+  note "  RCOLL_NET=shm mpiexec.mpich -n N $RCOLL_BENCH $(rcoll_args S I W)"
   note "  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpiexec.openmpi" \
     "$(ompi_args) $OMPI_BENCH -n I -w W -c $CHECK S"
-  note "  mpiexec.mpich -n 2 $MPICH_BENCH -n I -w W -c $CHECK S"
-  local s b t
+  note "  mpiexec.mpich -n N $MPICH_BENCH -n I -w W -c $CHECK S"
+  local s b t rep
   for s in $SIZES; do
     b=$(to_bytes "$s")
     note "size $b: iters $(iters_for "$b"), warmup $(warmup_for "$(iters_for "$b")")"
-    # Tools take turns at each size so that a change in background load
-    # spreads over all of them rather than landing on one.
-    for t in "${TOOLS[@]}"; do
-      tool_available "$t" && measure "$t" "$b"
+  done
+  # Rounds of every tool at every point, the tools taking turns at each, so
+  # that a change in background load spreads over all of them.
+  for ((rep = 1; rep <= REPEATS; rep++)); do
+    for NRANKS in $RANKS; do
+      for s in $SIZES; do
+        b=$(to_bytes "$s")
+        for t in "${TOOLS[@]}"; do
+          tool_available "$t" && measure "$t" "$b" "$rep"
+        done
+      done
     done
   done
+  summarize
   print_tables
   print_targets
   note "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
