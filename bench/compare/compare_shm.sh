@@ -64,10 +64,13 @@ fail() { note "FAILED: $*"; FAILURES+=("$*"); STATUS=1; }
 # Calls per size: about 1 GiB through the all-reduce, 20..10000 calls. Shared
 # memory is fast, so this is still well under a second per run, and the 8 B
 # latency is the mean of 10000 calls rather than of a few scheduler ticks.
+# With more ranks than cores at most 1000: a call then takes tens of
+# microseconds to milliseconds (MPICH busy-waits without yielding).
 iters_for() {
-  local i=$(( (1 << 30) / ($1 > 0 ? $1 : 1) ))
+  local i=$(( (1 << 30) / ($1 > 0 ? $1 : 1) )) max=10000
+  [ "$NRANKS" -gt "$(nproc)" ] && max=1000
   [ "$i" -lt 20 ] && i=20
-  [ "$i" -gt 10000 ] && i=10000
+  [ "$i" -gt "$max" ] && i=$max
   echo "${ITERS:-$i}"
 }
 
@@ -344,9 +347,11 @@ main() {
     "$(ompi_args) $OMPI_BENCH -n I -w W -c $CHECK S"
   note "  mpiexec.mpich -n N $MPICH_BENCH -n I -w W -c $CHECK S"
   local s b t rep
-  for s in $SIZES; do
-    b=$(to_bytes "$s")
-    note "size $b: iters $(iters_for "$b"), warmup $(warmup_for "$(iters_for "$b")")"
+  for NRANKS in $RANKS; do
+    for s in $SIZES; do
+      b=$(to_bytes "$s")
+      note "$NRANKS ranks, size $b: iters $(iters_for "$b"), warmup $(warmup_for "$(iters_for "$b")")"
+    done
   done
   # Rounds of every tool at every point, the tools taking turns at each, so
   # that a change in background load spreads over all of them.
