@@ -207,15 +207,19 @@ RCOLL_F16C_FN void rcoll_f16c_store(uint16_t *p, __m256 v) {
 RCOLL_F16C_FN __m256 rcoll_f16c_sum(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
 RCOLL_F16C_FN __m256 rcoll_f16c_prod(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
 
-/* The selection of rcoll_max_f32: a where a > b or a is NaN, else b. */
+/* The selection of rcoll_max_f32: a where a > b or a is NaN; where they
+ * are equal (+0 and -0 differ in sign only) their AND; else b. */
 RCOLL_F16C_FN __m256 rcoll_f16c_max(__m256 a, __m256 b) {
   __m256 take_a = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-  return _mm256_blendv_ps(b, a, take_a);
+  __m256 other = _mm256_blendv_ps(b, _mm256_and_ps(a, b), _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+  return _mm256_blendv_ps(other, a, take_a);
 }
 
+/* rcoll_min_f32's: as max, with OR where they are equal. */
 RCOLL_F16C_FN __m256 rcoll_f16c_min(__m256 a, __m256 b) {
   __m256 take_a = _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_cmp_ps(a, a, _CMP_UNORD_Q));
-  return _mm256_blendv_ps(b, a, take_a);
+  __m256 other = _mm256_blendv_ps(b, _mm256_or_ps(a, b), _mm256_cmp_ps(a, b, _CMP_EQ_OQ));
+  return _mm256_blendv_ps(other, a, take_a);
 }
 
 /* Each step loads both inputs before it stores, so dst == a or b is safe. */

@@ -7,6 +7,11 @@
  * - Integer sum and prod wrap modulo 2^bits. They are computed in the unsigned
  *   type of the same width, because signed overflow is undefined in C.
  * - Floating max/min propagate NaN: if either operand is NaN, so is the result.
+ *   Of +0 and -0, max gives +0 and min -0 whatever their order (IEEE 754-2019
+ *   maximum and minimum), so that every op but a NaN's payload gives the same
+ *   bits for (a, b) and (b, a): recursive doubling reduces each pair of
+ *   partial results on both ranks, in opposite orders, and all ranks must
+ *   end with the same bits.
  * - float16 and bfloat16 are computed in float and rounded once, to nearest
  *   even. float has more than twice their precision plus two bits, so this
  *   single rounding gives the correctly rounded result of + * and /.
@@ -130,16 +135,30 @@ RCOLL_INT_MATH(u64, uint64_t, uint64_t, uint64_t)
 /* ---- float32 and float64 ---- */
 
 /* The comparison is false when b is NaN, so b is returned; `a != a` catches
- * a NaN a. Either way a NaN operand gives NaN. */
-#define RCOLL_FLOAT_MATH(sfx, T)                                                         \
+ * a NaN a. Either way a NaN operand gives NaN. Operands that compare equal
+ * have the same bits but for the sign of a zero: their AND is +0 unless both
+ * are -0 (max), their OR -0 unless both are +0 (min). */
+#define RCOLL_FLOAT_MATH(sfx, T, U)                                                      \
+  RCOLL_MATH_FN T rcoll_bitop_##sfx(T a, T b, int both_set) {                            \
+    U x, y;                                                                              \
+    memcpy(&x, &a, sizeof x);                                                            \
+    memcpy(&y, &b, sizeof y);                                                            \
+    x = both_set ? x & y : x | y;                                                        \
+    memcpy(&a, &x, sizeof a);                                                            \
+    return a;                                                                            \
+  }                                                                                      \
   RCOLL_MATH_FN T rcoll_sum_##sfx(T a, T b) { return a + b; }                            \
   RCOLL_MATH_FN T rcoll_prod_##sfx(T a, T b) { return a * b; }                           \
-  RCOLL_MATH_FN T rcoll_max_##sfx(T a, T b) { return (a > b || a != a) ? a : b; }        \
-  RCOLL_MATH_FN T rcoll_min_##sfx(T a, T b) { return (a < b || a != a) ? a : b; }        \
+  RCOLL_MATH_FN T rcoll_max_##sfx(T a, T b) {                                            \
+    return (a > b || a != a) ? a : a == b ? rcoll_bitop_##sfx(a, b, 1) : b;              \
+  }                                                                                      \
+  RCOLL_MATH_FN T rcoll_min_##sfx(T a, T b) {                                            \
+    return (a < b || a != a) ? a : a == b ? rcoll_bitop_##sfx(a, b, 0) : b;              \
+  }                                                                                      \
   RCOLL_MATH_FN T rcoll_avg_##sfx(T sum, int nranks) { return sum / (T)nranks; }
 
-RCOLL_FLOAT_MATH(f32, float)
-RCOLL_FLOAT_MATH(f64, double)
+RCOLL_FLOAT_MATH(f32, float, uint32_t)
+RCOLL_FLOAT_MATH(f64, double, uint64_t)
 
 /* ---- float16 and bfloat16: widen, compute in float, round once ---- */
 

@@ -16,6 +16,8 @@
  * of floats of mixed magnitudes must reduce to exactly ((x0 + x1) + x2) + ...
  * as computed here, whatever was asked for. As a check that this comparison
  * can fail, the ring's result (other order) must differ somewhere for n >= 3.
+ * In every configuration, sums, maxima and minima of such floats and of
+ * zeros of both signs must give every rank rank 0's bits.
  * Prints failures and "algo_check: N passed, M failed"; exits 1 on failure. */
 #include <math.h>
 #include <signal.h>
@@ -177,6 +179,38 @@ static size_t run_calls(rcollComm_t comm, int r, size_t count, float (*in)(int, 
   return bad + run_moves(comm, r, count, in);
 }
 
+/* Zeros of both signs among floats that round: whoever reduces them, in
+ * whatever order, every rank must end with the same bits. */
+static float zeros_input(int r, size_t i) {
+  float m = mixed_input(r, i);
+  return i % 3 == 0 ? (m < 0 ? -0.0f : 0.0f) : m;
+}
+
+/* Sum, max and min all-reduces of zeros_input, in place for odd counts;
+ * returns the elements that differ bit for bit from rank 0's result (which
+ * a broadcast brings, moving bits as they are). */
+static size_t differ_from_rank0(rcollComm_t comm, int r, size_t count) {
+  static const rcollRedOp_t ops[] = {rcollSum, rcollMax, rcollMin};
+  float *send = malloc(count * sizeof *send), *recv = malloc(count * sizeof *recv);
+  float *mine = malloc(count * sizeof *mine);
+  size_t bad = 0;
+  for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+    for (size_t i = 0; i < count; i++)
+      send[i] = recv[i] = zeros_input(r, i);
+    int ok = rcollAllReduce(count % 2 ? recv : send, recv, count, rcollFloat32, ops[k], comm, NULL) ==
+             rcollSuccess;
+    memcpy(mine, recv, count * sizeof *mine);
+    ok &= rcollBroadcast(recv, recv, count, rcollFloat32, 0, comm, NULL) == rcollSuccess;
+    bad += ok ? 0 : count + 1;
+    for (size_t i = 0; i < count; i++)
+      bad += memcmp(&mine[i], &recv[i], sizeof *recv) != 0;
+  }
+  free(send);
+  free(recv);
+  free(mine);
+  return bad;
+}
+
 static void run_config(rcollComm_t comm, int r, const config_t *c) {
   const size_t counts[] = {1, 7, 1000, 100003};
   char what[128];
@@ -191,6 +225,10 @@ static void run_config(rcollComm_t comm, int r, const config_t *c) {
     } else if (!strcmp(c->algo, "ring") && nranks >= 3 && counts[k] == 100003) {
       verdict(bad > 0, c, r, "the ring's sums all equal the rank-order sums: the check is toothless");
     }
+    bad = differ_from_rank0(comm, r, counts[k]);
+    snprintf(what, sizeof what, "%zu floats and zeros (sum, max, min): %zu differ from rank 0's result",
+             counts[k], bad);
+    verdict(bad == 0, c, r, what);
   }
 }
 

@@ -25,6 +25,7 @@
 #include "comm.h"
 #include "plan_world.h"
 #include "reduce.h"
+#include "reduce_math.h"
 
 /* Short names for the collectives; P2P is a send and a receive planned
  * together (each rank sends to the next and receives from the previous). */
@@ -398,4 +399,92 @@ Test(plans, deterministic_reduce_and_reduce_scatter_match, .timeout = 120) {
     }
     world_free(&w);
   }
+}
+
+/* Recursive doubling at 16 ranks (four doubling steps; the sweep above
+ * stops at 9), and at 10..15, where 2..7 pairs fold. */
+Test(plans, recdbl_up_to_16_ranks, .timeout = 120) {
+  algo_case_t ac = case_of(algo_of(AR, "recdbl"));
+  for (int n = 10; n <= 16; n++) {
+    size_t counts[] = {0, 1, 7, (size_t)n - 1, (size_t)n + 1, 1000};
+    for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+      for (int mode = 0; mode < 4; mode++)
+        run_case(&ac, n, &layouts[mode & 2 ? 3 : 0], counts[ci], mode & 1, mode >> 1, 0);
+    run_case(&ac, n, &layouts[1], 37, 1, 1, 1);
+  }
+}
+
+/* Inputs that round and that include both zeros: element i of rank r,
+ * rounded to the type (integers: a scaled integer part). Every third
+ * element is a zero on every rank, +0 or -0 as a hash of (r, i) says, so
+ * that max and min must choose between zeros. */
+static void store_input(void *p, rcollDataType_t t, int r, size_t i) {
+  double m = input_mixed(r, i), v = i % 3 == 0 ? (m < 0 ? -0.0 : 0.0)
+                                   : i % 3 == 1 ? 1.0 + m /* products stay finite */
+                                                : ldexp(m, (int)(i % 7));
+  float f = (float)v;
+  int64_t k = (int64_t)(v * 1e6);
+  uint16_t h;
+  uint8_t b;
+  switch (t) {
+  case rcollFloat64: memcpy(p, &v, 8); break;
+  case rcollFloat32: memcpy(p, &f, 4); break;
+  case rcollFloat16: h = rcoll_float_to_half(f); memcpy(p, &h, 2); break;
+  case rcollBfloat16: h = rcoll_float_to_bf16(f); memcpy(p, &h, 2); break;
+  case rcollFloat8e4m3: b = rcoll_float_to_e4m3(f); memcpy(p, &b, 1); break;
+  case rcollFloat8e5m2: b = rcoll_float_to_e5m2(f); memcpy(p, &b, 1); break;
+  default: memcpy(p, &k, rcoll_type_size(t)); break; /* little endian: the low bytes */
+  }
+}
+
+/* Recursive doubling reduces each pair of partial results on both ranks of
+ * the pair, in opposite orders, and a folded rank gets its helper's copy:
+ * every rank must still end with the same bits, for every type and op, in
+ * place or not, with fewer elements than ranks. Max and min must moreover
+ * be the rank-order reduction bit for bit (+0 and -0 included): they do not
+ * round, so any order gives the same bits. */
+static void recdbl_same_bits(int n, rcollDataType_t t, rcollRedOp_t op, size_t count, int inplace) {
+  world_t w;
+  world_init(&w, n, &layouts[0], 64, 64, 2);
+  rcoll_world_call_t call = {algo_of(AR, "recdbl"), count, t, op, 0, inplace};
+  cr_assert_eq(rcoll_world_plan(&w, &call), rcollSuccess);
+  size_t tsz = rcoll_type_size(t);
+  for (int r = 0; r < n; r++)
+    for (size_t i = 0; i < count; i++)
+      store_input((char *)w.args[r].sendbuff + i * tsz, t, r, i);
+  char *want = calloc(count + 1, tsz);
+  for (size_t i = 0; i < count; i++) { /* inputs are set: the rank-order max or min */
+    store_input(want + i * tsz, t, 0, i);
+    for (int r = 1; r < n; r++) {
+      char x[8];
+      store_input(x, t, r, i);
+      rcoll_reduce(want + i * tsz, want + i * tsz, x, 1, t, op == rcollMin ? rcollMin : rcollMax);
+    }
+  }
+  char what[96];
+  snprintf(what, sizeof what, "recdbl n=%d %s %s count=%zu%s", n, rcoll_type_name(t), rcoll_op_name(op),
+           count, inplace ? " in place" : "");
+  run_sim(&w, 1, (unsigned)n, what);
+  for (int r = 0; r < n; r++) {
+    const char *got = w.args[r].recvbuff, *first = w.args[0].recvbuff;
+    for (size_t i = 0; i < count; i++) {
+      cr_assert(memcmp(got + i * tsz, first + i * tsz, tsz) == 0, "%s: rank %d element %zu differs from rank 0's",
+                what, r, i);
+      cr_assert(!(op == rcollMax || op == rcollMin) || memcmp(got + i * tsz, want + i * tsz, tsz) == 0,
+                "%s: rank %d element %zu is not the rank-order %s", what, r, i, rcoll_op_name(op));
+    }
+  }
+  free(want);
+  world_free(&w);
+}
+
+Test(plans, recdbl_every_rank_gets_the_same_bits, .timeout = 120) {
+  const int ns[] = {2, 3, 4, 5, 6, 7, 9, 16};
+  for (size_t k = 0; k < sizeof ns / sizeof ns[0]; k++)
+    for (int t = 0; t < rcollNumTypes; t++)
+      for (int op = 0; op < rcollNumOps; op++) {
+        size_t counts[] = {1, (size_t)ns[k] - 1, 37};
+        for (size_t c = 0; c < 3; c++)
+          recdbl_same_bits(ns[k], (rcollDataType_t)t, (rcollRedOp_t)op, counts[c], (int)c % 2);
+      }
 }

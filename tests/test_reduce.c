@@ -325,6 +325,39 @@ Test(reduce, minmax_nan_and_inf) {
   check_nan_minmax(rcollFloat64, f64);
 }
 
+/* Of +0 and -0, max gives +0 and min -0 whichever comes first: recursive
+ * doubling reduces a pair on both of its ranks in opposite orders, and the
+ * ranks must end with the same bits. Every floating type, 19 elements so
+ * that both the vector loops and their tails see both orders. */
+Test(reduce, minmax_signed_zeros_whatever_the_order) {
+  static const struct { rcollDataType_t t; uint64_t pos, neg; } types[] = {
+      {rcollFloat16, 0, 0x8000},        {rcollBfloat16, 0, 0x8000},
+      {rcollFloat32, 0, 0x80000000u},   {rcollFloat64, 0, 0x8000000000000000ull},
+      {rcollFloat8e4m3, 0, 0x80},       {rcollFloat8e5m2, 0, 0x80},
+  };
+  enum { N = 19 };
+  for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+    rcollDataType_t t = types[k].t;
+    size_t size = rcoll_type_size(t);
+    char a[N * 8], b[N * 8], got[N * 8];
+    for (int i = 0; i < N; i++) { /* (a, b) = (+0, -0) at even i, (-0, +0) at odd i */
+      memcpy(a + i * size, i % 2 ? &types[k].neg : &types[k].pos, size);
+      memcpy(b + i * size, i % 2 ? &types[k].pos : &types[k].neg, size);
+    }
+    for (int m = 0; m < 2; m++) {
+      rcollRedOp_t op = m ? rcollMin : rcollMax;
+      rcoll_reduce(got, a, b, N, t, op);
+      for (int i = 0; i < N; i++)
+        cr_expect(memcmp(got + i * size, m ? &types[k].neg : &types[k].pos, size) == 0,
+                  "%s %s of %s0 and %s0 (element %d) is not %s0", rcoll_type_name(t),
+                  rcoll_op_name(op), i % 2 ? "-" : "+", i % 2 ? "+" : "-", i, m ? "-" : "+");
+    }
+    memcpy(b, a, N * size); /* two equal zeros keep their sign */
+    rcoll_reduce(got, a, b, N, t, rcollMax);
+    cr_expect(memcmp(got, a, N * size) == 0, "%s max of equal zeros", rcoll_type_name(t));
+  }
+}
+
 Test(reduce, narrow_sum_rounds_once_and_overflows) {
   uint16_t a[] = {0x7bff, 0x3c00, 0x3c00, 0x7c00}, b[] = {0x5000, 0x1400, 0x1000, 0xfc00};
   uint16_t got[4];

@@ -71,7 +71,7 @@ static rcoll_tuner_t *model(int nranks, int nnodes, const int *sizes, const char
 static int is_one_of(int a, unsigned set) { return (set >> a) & 1; }
 
 Test(tuner, small_vectors_pick_latency_algorithms_large_pick_bandwidth) {
-  unsigned latency = BIT(ALGO(tree)) | BIT(ALGO(rabenseifner)) | BIT(ALGO(hier));
+  unsigned latency = BIT(ALGO(tree)) | BIT(ALGO(rabenseifner)) | BIT(ALGO(hier)) | BIT(ALGO(recdbl));
   unsigned bandwidth = BIT(ALGO(ring)) | BIT(ALGO(rabenseifner)) | BIT(ALGO(hier));
   for (int n = 8; n <= 32; n *= 2) {
     rcoll_tuner_t *t = model(n, 1, NULL, "", 0);
@@ -327,4 +327,27 @@ Test(tuner, ring_steps_wait_for_the_slowest_hop) {
   t->prm.cores_shared = 1;
   cr_assert_neq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 512 << 10).algo, ALGO(ring));
   free(t);
+}
+
+/* Recursive doubling: log2 n latencies win small vectors on one node at
+ * powers of two; it moves log2 n times the vector, so from 1 MiB the
+ * choice is what it would be without it; it does not sum in rank order, so
+ * deterministic mode never runs it, even when RCOLL_ALGO names it. */
+Test(tuner, recdbl_small_vectors_only_never_deterministic) {
+  for (int n = 2; n <= 16; n++) {
+    for (int nodes = 1; nodes <= 2 && nodes <= n; nodes++) {
+      rcoll_tuner_t *t = model(n, nodes, NULL, "", 0), *without = model(n, nodes, NULL, "^recdbl", 0);
+      if (nodes == 1 && (n & (n - 1)) == 0)
+        cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8).algo, ALGO(recdbl), "n=%d", n);
+      for (size_t b = 1 << 20; b <= (1u << 30); b *= 4)
+        cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo,
+                     rcoll_tune_choose(without, RCOLL_COLL_ALLREDUCE, b).algo, "n=%d nodes=%d %zu B", n,
+                     nodes, b);
+      free(t);
+      free(without);
+    }
+    rcoll_tuner_t *t = model(n, 1, NULL, "recdbl", 1);
+    cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8).algo, ALGO(deterministic), "n=%d", n);
+    free(t);
+  }
 }
