@@ -357,3 +357,60 @@ Test(socket, close_never_hangs, .timeout = 30) {
   free(sb);
   free(rb);
 }
+
+/* A receive is read by its first test, not when posted; the engine's wait
+ * must still wake for it: a posted, never-tested receive whose message has
+ * arrived makes socket_wait return long before its timeout. */
+Test(socket, wait_wakes_for_a_posted_receive, .timeout = 30) {
+  pair_t p;
+  char sb[8] = "8 bytes", rb[8] = "", *rbp = rb;
+  size_t cap = sizeof rb, got = 0;
+  void *sreq, *rreq;
+  int tag = 0;
+  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  cr_assert_eq(ops->irecv(p.recv, 1, (void **)&rbp, &cap, &tag, NULL, &rreq), rcollSuccess);
+  cr_assert_not_null(rreq);
+  cr_assert_eq(ops->isend(p.send, sb, sizeof sb, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
+  int64_t t0 = now_ms();
+  cr_assert_eq(ops->wait(&p.recv, 1, 10 * 1000 * 1000), rcollSuccess);
+  cr_assert_lt(now_ms() - t0, 5000, "wait slept %lld ms with a message pending", (long long)(now_ms() - t0));
+  cr_assert_eq(th_wait_req(ops, rreq, &got, 5000), rcollSuccess);
+  cr_assert_eq(got, sizeof sb);
+  cr_assert_arr_eq(rb, sb, sizeof sb);
+  th_pair_close(&p);
+}
+
+/* A helper rings the eventfd when it finishes a large message while the
+ * caller waits; wait drains the ring only when poll saw it. A ring left
+ * behind may end one later wait early, never every later one: once the
+ * message is done, one of two idle waits must sleep its whole timeout. */
+Test(socket, wait_doorbell_does_not_stay_rung, .timeout = 60) {
+  pair_t p;
+  size_t n = 8 * MIB, got = 0;
+  char *sb = malloc(n), *rb = malloc(n), *rbp = rb;
+  void *sreq, *rreq;
+  int tag = 0, done = 0;
+  th_fill(sb, n, 3);
+  pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
+  cr_assert_eq(ops->irecv(p.recv, 1, (void **)&rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
+  for (int64_t t0 = now_ms(); !done && now_ms() - t0 < 20000;) {
+    cr_assert_eq(ops->test(rreq, &done, &got), rcollSuccess, "%s", rcoll_error_text());
+    if (!done)
+      ops->wait(&p.recv, 1, 1000 * 1000);
+  }
+  cr_assert(done, "8 MiB did not arrive in 20 s");
+  cr_assert_eq(th_check(rb, n, 3), -1);
+  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
+  int64_t slept = 0;
+  for (int i = 0; i < 2 && slept < 150; i++) {
+    int64_t t0 = now_ms();
+    ops->wait(&p.recv, 1, 200 * 1000);
+    slept = now_ms() - t0;
+  }
+  cr_assert_geq(slept, 150, "two idle waits of 200 ms both returned early (%lld ms)", (long long)slept);
+  th_pair_close(&p);
+  free(sb);
+  free(rb);
+}
