@@ -414,3 +414,45 @@ Test(socket, wait_doorbell_does_not_stay_rung, .timeout = 60) {
   free(sb);
   free(rb);
 }
+
+/* The inline path's edge: a peer announces a message just under the inline
+ * threshold, sends part of its payload on the control socket and dies. The
+ * receive fails with a remote error naming the peer's address and the
+ * message, instead of waiting for bytes that will never come. */
+Test(socket, peer_dies_mid_inline_message, .timeout = 30) {
+  rcoll_settings_t s;
+  char handle[RCOLL_NET_HANDLE_BYTES];
+  void *listen;
+  settings(&s, "AF_INET", 1, 1, INLINE, 30);
+  void *ctx = th_ctx_new(ops, &s, SECRET);
+  cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
+  socket_handle_t h;
+  memcpy(&h, handle, sizeof h);
+  int ctrl = raw_connect(&h), data = raw_connect(&h);
+  raw_hello(data, SECRET, 43, 1);
+  raw_hello(ctrl, SECRET, 43, 0);
+  void *recv = th_accept_for(ops, listen, 3000);
+  cr_assert_not_null(recv);
+  size_t n = INLINE - 1;
+  char rb[INLINE], part[100] = {0};
+  void *rbp = rb, *rreq;
+  int tag = 0;
+  cr_assert_eq(ops->irecv(recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  socket_msg_hdr_t hdr = {.size = n, .tag = 0, .seq = 0};
+  cr_assert_eq(send(ctrl, &hdr, sizeof hdr, 0), (ssize_t)sizeof hdr);
+  cr_assert_eq(send(ctrl, part, sizeof part, 0), (ssize_t)sizeof part);
+  close(ctrl);
+  close(data);
+  int64_t t0 = now_ms();
+  rcollResult_t r = th_wait_req(ops, rreq, NULL, 10000);
+  cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
+  cr_assert_lt(now_ms() - t0, 5000);
+  char want[64];
+  snprintf(want, sizeof want, "while receiving %zu bytes", n);
+  cr_assert(strstr(rcoll_error_text(), "closed by peer") && strstr(rcoll_error_text(), want),
+            "text: %s", rcoll_error_text());
+  cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
+  ops->close_recv(recv);
+  ops->close_listen(listen);
+  ops->finalize(ctx);
+}
