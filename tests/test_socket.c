@@ -357,3 +357,102 @@ Test(socket, close_never_hangs, .timeout = 30) {
   free(sb);
   free(rb);
 }
+
+/* A receive is read by its first test, not when posted; the engine's wait
+ * must still wake for it: a posted, never-tested receive whose message has
+ * arrived makes socket_wait return long before its timeout. */
+Test(socket, wait_wakes_for_a_posted_receive, .timeout = 30) {
+  pair_t p;
+  char sb[8] = "8 bytes", rb[8] = "", *rbp = rb;
+  size_t cap = sizeof rb, got = 0;
+  void *sreq, *rreq;
+  int tag = 0;
+  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  cr_assert_eq(ops->irecv(p.recv, 1, (void **)&rbp, &cap, &tag, NULL, &rreq), rcollSuccess);
+  cr_assert_not_null(rreq);
+  cr_assert_eq(ops->isend(p.send, sb, sizeof sb, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
+  int64_t t0 = now_ms();
+  cr_assert_eq(ops->wait(&p.recv, 1, 10 * 1000 * 1000), rcollSuccess);
+  cr_assert_lt(now_ms() - t0, 5000, "wait slept %lld ms with a message pending", (long long)(now_ms() - t0));
+  cr_assert_eq(th_wait_req(ops, rreq, &got, 5000), rcollSuccess);
+  cr_assert_eq(got, sizeof sb);
+  cr_assert_arr_eq(rb, sb, sizeof sb);
+  th_pair_close(&p);
+}
+
+/* A helper rings the eventfd when it finishes a large message while the
+ * caller waits; wait drains the ring only when poll saw it. A ring left
+ * behind may end one later wait early, never every later one: once the
+ * message is done, one of two idle waits must sleep its whole timeout. */
+Test(socket, wait_doorbell_does_not_stay_rung, .timeout = 60) {
+  pair_t p;
+  size_t n = 8 * MIB, got = 0;
+  char *sb = malloc(n), *rb = malloc(n), *rbp = rb;
+  void *sreq, *rreq;
+  int tag = 0, done = 0;
+  th_fill(sb, n, 3);
+  pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
+  cr_assert_eq(ops->irecv(p.recv, 1, (void **)&rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
+  for (int64_t t0 = now_ms(); !done && now_ms() - t0 < 20000;) {
+    cr_assert_eq(ops->test(rreq, &done, &got), rcollSuccess, "%s", rcoll_error_text());
+    if (!done)
+      ops->wait(&p.recv, 1, 1000 * 1000);
+  }
+  cr_assert(done, "8 MiB did not arrive in 20 s");
+  cr_assert_eq(th_check(rb, n, 3), -1);
+  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
+  int64_t slept = 0;
+  for (int i = 0; i < 2 && slept < 150; i++) {
+    int64_t t0 = now_ms();
+    ops->wait(&p.recv, 1, 200 * 1000);
+    slept = now_ms() - t0;
+  }
+  cr_assert_geq(slept, 150, "two idle waits of 200 ms both returned early (%lld ms)", (long long)slept);
+  th_pair_close(&p);
+  free(sb);
+  free(rb);
+}
+
+/* The inline path's edge: a peer announces a message just under the inline
+ * threshold, sends part of its payload on the control socket and dies. The
+ * receive fails with a remote error naming the peer's address and the
+ * message, instead of waiting for bytes that will never come. */
+Test(socket, peer_dies_mid_inline_message, .timeout = 30) {
+  rcoll_settings_t s;
+  char handle[RCOLL_NET_HANDLE_BYTES];
+  void *listen;
+  settings(&s, "AF_INET", 1, 1, INLINE, 30);
+  void *ctx = th_ctx_new(ops, &s, SECRET);
+  cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
+  socket_handle_t h;
+  memcpy(&h, handle, sizeof h);
+  int ctrl = raw_connect(&h), data = raw_connect(&h);
+  raw_hello(data, SECRET, 43, 1);
+  raw_hello(ctrl, SECRET, 43, 0);
+  void *recv = th_accept_for(ops, listen, 3000);
+  cr_assert_not_null(recv);
+  size_t n = INLINE - 1;
+  char rb[INLINE], part[100] = {0};
+  void *rbp = rb, *rreq;
+  int tag = 0;
+  cr_assert_eq(ops->irecv(recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
+  socket_msg_hdr_t hdr = {.size = n, .tag = 0, .seq = 0};
+  cr_assert_eq(send(ctrl, &hdr, sizeof hdr, 0), (ssize_t)sizeof hdr);
+  cr_assert_eq(send(ctrl, part, sizeof part, 0), (ssize_t)sizeof part);
+  close(ctrl);
+  close(data);
+  int64_t t0 = now_ms();
+  rcollResult_t r = th_wait_req(ops, rreq, NULL, 10000);
+  cr_assert_eq(r, rcollRemoteError, "got %d: %s", r, rcoll_error_text());
+  cr_assert_lt(now_ms() - t0, 5000);
+  char want[64];
+  snprintf(want, sizeof want, "while receiving %zu bytes", n);
+  cr_assert(strstr(rcoll_error_text(), "closed by peer") && strstr(rcoll_error_text(), want),
+            "text: %s", rcoll_error_text());
+  cr_assert(strstr(rcoll_error_text(), "127.0.0.1:"), "text names no address: %s", rcoll_error_text());
+  ops->close_recv(recv);
+  ops->close_listen(listen);
+  ops->finalize(ctx);
+}

@@ -305,7 +305,7 @@ static rcollResult_t socket_irecv_group(socket_conn_t *c, int n, void **data, co
     g->caps[i] = sizes[i];
     g->tags[i] = tags[i];
   }
-  socket_ctrl_progress(c);
+  /* As socket_irecv: the first test reads. */
   *request = first;
   return rcollSuccess;
 }
@@ -331,7 +331,10 @@ rcollResult_t socket_irecv(void *comm, int n, void **data, const size_t *sizes, 
     return rcollSuccess;
   r->buf = data[0];
   r->posted = sizes[0];
-  socket_ctrl_progress(c);
+  /* No read here: callers (rcoll's engine, NCCL) test a receive right after
+   * posting it, and that test reads; reading in both made two recv calls
+   * back to back, the first one mostly EAGAIN (measured: 1.8 recv per 8-byte
+   * exchange, 1.0 without it). */
   *request = r;
   return rcollSuccess;
 }

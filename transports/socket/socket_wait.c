@@ -43,22 +43,29 @@ static int socket_arm(socket_conn_t *c) {
   return 0;
 }
 
-static void socket_disarm(socket_conn_t *c) {
+/* The eventfd is only a doorbell (completions is the truth), so it is read
+ * only when poll saw it ring: an unread ring left by a helper that finished
+ * after the poll makes the next poll return at once and is drained then.
+ * Reading it on every wait cost one failing read per connection per sleep. */
+static void socket_disarm(socket_conn_t *c, int rang) {
   atomic_store(&c->waiting, 0);
   uint64_t drain;
-  while (read(c->event_fd, &drain, sizeof drain) > 0) {
-  }
+  if (rang)
+    while (read(c->event_fd, &drain, sizeof drain) > 0) {
+    }
   c->completions_seen = atomic_load(&c->completions);
 }
 
 rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us) {
   struct pollfd pfd[2 * SOCKET_WAIT_MAX];
+  int evidx[SOCKET_WAIT_MAX];
   int np = 0, ready = 0;
   if (n > SOCKET_WAIT_MAX)
     n = SOCKET_WAIT_MAX;
   for (int i = 0; i < n; i++) {
     socket_conn_t *c = comms[i];
     ready |= socket_arm(c);
+    evidx[i] = np;
     pfd[np++] = (struct pollfd){.fd = c->event_fd, .events = POLLIN};
     short ev = c->is_send ? (socket_wants_out(c) ? POLLOUT : 0) : POLLIN;
     if (ev)
@@ -70,6 +77,6 @@ rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us) {
     }
   }
   for (int i = 0; i < n; i++)
-    socket_disarm(comms[i]);
+    socket_disarm(comms[i], pfd[evidx[i]].revents != 0);
   return rcollSuccess;
 }
