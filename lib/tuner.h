@@ -131,7 +131,7 @@ rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_to
  * stalled rank, not a link, and is clamped to this. */
 #define RCOLL_TUNE_INTER_MAX_US 1e6
 /* The figure all ranks use from every rank's (fig[n], as allgathered; 0
- * from ranks with no crossing hop): the upper median of the positive finite
+ * from ranks with no crossing hop): the lower median of the positive finite
  * ones, each clamped to RCOLL_TUNE_INTER_MAX_US, so that one rank's figure
  * far above the others' (it was descheduled while it measured) is not the
  * model's. 0 when none is positive. Independent of the order of fig[]. */

@@ -198,7 +198,7 @@ rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, in
  * creation, logged 465-504 us on a veth whose TCP ping-pong has a median
  * round trip of 128 us: one descheduled rank in 4 turns was enough.
  * Ranks then allgather their figures and all take rcoll_tune_inter_agree's
- * (the median of the crossing ranks'), so one rank's bad luck does not
+ * (the lower median of the crossing ranks'), so one rank's bad luck does not
  * become everybody's model. Cost: 2 x MEASURE_PINGS round trips, whatever
  * the number of ranks, plus one allgather. */
 #define MEASURE_PINGS 16
@@ -224,7 +224,11 @@ double rcoll_tune_inter_agree(const double *fig, int n) {
       v[j] = v[j - 1];
       v[j - 1] = x;
     }
-  double m = k > 0 ? v[k / 2] : 0; /* the upper median: one figure when 2 */
+  /* The lower median: with 2 nodes, both figures are round trips of the
+   * same link, and the shorter is the one less disturbed by load (a run on
+   * a machine at load 6 had one rank at 228 us where the other's and a
+   * ping-pong's were under 10). */
+  double m = k > 0 ? v[(k - 1) / 2] : 0;
   free(v);
   return m;
 }

@@ -126,12 +126,11 @@ Test(tuner_agree, measured_latency_ignores_one_rank_far_off) {
   double fig[5] = {10, 0, 500, 12, 11}, rev[5];
   for (int r = 0; r < 5; r++)
     rev[r] = fig[4 - r];
-  cr_assert_float_eq(rcoll_tune_inter_agree(fig, 5), 12, 1e-12);
-  cr_assert_float_eq(rcoll_tune_inter_agree(rev, 5), 12, 1e-12);
+  cr_assert_float_eq(rcoll_tune_inter_agree(fig, 5), 11, 1e-12);
+  cr_assert_float_eq(rcoll_tune_inter_agree(rev, 5), 11, 1e-12);
   double two[2] = {9, 480};
-  /* Two figures: the upper one (conservative), as each rank of a 2-rank
-   * job measured its own. */
-  cr_assert_float_eq(rcoll_tune_inter_agree(two, 2), 480, 1e-12);
+  /* Two figures (2 nodes: two measurements of one link): the shorter. */
+  cr_assert_float_eq(rcoll_tune_inter_agree(two, 2), 9, 1e-12);
   double bad[4] = {NAN, -3, INFINITY, 0};
   cr_assert_float_eq(rcoll_tune_inter_agree(bad, 4), 0, 1e-12);
   bad[3] = 7;
