@@ -18,6 +18,9 @@
 #   ROUNDS [5]                     alternating rounds (rcoll, MPICH; then the other
 #                                  way round); each size's median over rounds is compared
 #   PINGS [2000]                   ping-pong round trips per round
+#   RUN_TIMEOUT [300]              seconds before one run is killed (an mpiexec
+#                                  whose ranks printed everything but hung at exit
+#                                  once kept this script waiting for 14 minutes)
 #   NO_BUILD [0]                   1: do not run make
 #   OUTDIR [mktemp -d]             every run's output is kept there
 #   NETNS_PREFIX [rcollcmp<pid>]   namespace names; removed however the script exits
@@ -31,9 +34,9 @@ set -u -o pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 cd "$ROOT" || exit 1
-NRANKS=2
 MIN=${MIN:-8} MAX=${MAX:-64M} FACTOR=${FACTOR:-8}
 ITERS=${ITERS:-20} WARMUP=${WARMUP:-5} ROUNDS=${ROUNDS:-5} PINGS=${PINGS:-2000}
+RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 OUTDIR=${OUTDIR:-$(mktemp -d /tmp/rcoll-compare-netns.XXXXXX)}
 RCOLL_BENCH=$ROOT/bench/allreduce_perf
 TUNE=$ROOT/bench/rcoll_tune
@@ -87,7 +90,7 @@ veth_tx() { ip netns exec "$NETNS_PREFIX-n1" cat /sys/class/net/v1/statistics/tx
 bg_run() {
   local log=$1 rc
   shift
-  "$@" >"$log" 2>&1 &
+  timeout -k 10 "$RUN_TIMEOUT" "$@" >"$log" 2>&1 &
   RUN_PID=$!
   wait "$RUN_PID"
   rc=$?
@@ -96,6 +99,20 @@ bg_run() {
 }
 
 declare -A TX
+# run_failed TOOL ROUND STATUS LOG ROW-AWK WRONG-AWK: a run fails when its rows
+# are missing or wrong; one that printed every row and then did not exit
+# (killed by RUN_TIMEOUT) is only noted.
+run_failed() {
+  local tool=$1 round=$2 rc=$3 log=$4 rows
+  rows=$(awk "$5 {n++} END {print n + 0}" "$log")
+  if ((rows == 0)) || awk "$5 && $6 {bad = 1} END {exit !bad}" "$log"; then
+    note "$tool round $round failed (exit status $rc, $rows rows, or wrong results): see $log"
+    tail -n 5 "$log" | sed 's/^/#   | /'
+    STATUS=1
+  elif ((rc != 0)); then
+    note "$tool round $round: every row printed, but the run ended with status $rc (124: killed after ${RUN_TIMEOUT} s)"
+  fi
+}
 run_pingpong() { # round
   local port=$((40000 + RANDOM % 20000)) log=$OUTDIR/pingpong_$1.log server
   ip netns exec "$NETNS_PREFIX-n2" timeout 60 "$PINGPONG" server "$port" >/dev/null 2>&1 &
@@ -114,12 +131,9 @@ run_pingpong() { # round
 run_rcoll() { # round
   local log=$OUTDIR/rcoll_$1.log before
   before=$(veth_tx)
-  if ! bg_run "$log" env RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT bash -c "source tests/netns/netns.sh; \
-      NETNS_NODES=2; netns_run 1 2 $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"; then
-    note "rcoll round $1 failed: see $log"
-    tail -n 5 "$log" | sed 's/^/#   | /'
-    STATUS=1
-  fi
+  bg_run "$log" env RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT bash -c "source tests/netns/netns.sh; \
+      NETNS_NODES=2; netns_run 1 2 $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"
+  run_failed rcoll "$1" $? "$log" '$1 ~ /^[0-9]+$/ && NF >= 9' '$9 != "N/A" && $9 != 0'
   TX[rcoll]=$(($(veth_tx) - before))
   awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6}' "$log" >>"$OUTDIR/rcoll"
   grep -m1 'tune: rank 0:' "$log" |
@@ -129,12 +143,9 @@ run_rcoll() { # round
 run_mpich() { # round
   local log=$OUTDIR/mpich_$1.log before
   before=$(veth_tx)
-  if ! bg_run "$log" env UCX_TLS=tcp,self bash -c "source tests/netns/netns.sh; NETNS_NODES=2; \
-      netns_run 1 2 $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"; then
-    note "MPICH round $1 failed: see $log"
-    tail -n 5 "$log" | sed 's/^/#   | /'
-    STATUS=1
-  fi
+  bg_run "$log" env UCX_TLS=tcp,self bash -c "source tests/netns/netns.sh; NETNS_NODES=2; \
+      netns_run 1 2 $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"
+  run_failed MPICH "$1" $? "$log" '$1 ~ /^[0-9]+$/ && NF >= 5' '$6 != "-" && $6 != 0'
   TX[mpich]=$(($(veth_tx) - before))
   awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1, $3}' "$log" >>"$OUTDIR/mpich"
 }
