@@ -3,8 +3,9 @@
  *
  * Per (type, op, root): warm up at every size from the smallest, doubling,
  * then
- * -N times, for each size and for out-of-place then in-place: one untimed
- * call, a barrier, the timed loop (common_time.c), and `-c` checked calls
+ * -N times, for each size and for out-of-place then in-place: a barrier,
+ * one untimed call, the timed loop (common_time.c), one more untimed call
+ * (common_time.c says why), and `-c` checked calls
  * whose every element is compared with an independently computed
  * expectation, with guard bytes around the buffers. */
 #include <stdlib.h>

@@ -113,11 +113,21 @@ void bench_time_half(bench_thread_t *t, const bench_counts_t *c, rcollDataType_t
     bench_fill_input((void *)h.send, c->send_count, type, op, t->nranks, t->rank, 99);
     bench_upload_all(t);
   }
+  /* The barrier, then an untimed call: between processes the barrier is
+   * MPI's, which busy-waits, and the rank that leaves it last would take
+   * the first timed call's CPU from the other on a loaded machine (2
+   * namespaces x 1 rank at load 4: first iterations of 1.5-4.1 ms where
+   * the others took 13-150 us). The call lines the ranks up inside rcoll. */
+  bench_world_barrier(t->world, t->thread);
   bench_run_call(t, &call);
   bench_device_wait(t);
-  bench_world_barrier(t->world, t->thread);
 
   double cpu, sec = timed_loop(t, c, type, op, root, in_place, row_bytes, &cpu);
+  /* Likewise after the loop: a rank done with its last timed call waits
+   * in an untimed one rather than in MPI's busy reduction while its peer
+   * still finishes (last iterations of 1.6-4.8 ms, same runs). */
+  bench_run_call(t, &call);
+  bench_device_wait(t);
   sec = bench_world_reduce(t->world, t->thread, sec, o->average);
   cpu = bench_world_reduce(t->world, t->thread, cpu, o->average);
   *out = (bench_half_t){.time_us = (o->cputime ? cpu : sec) * 1e6};

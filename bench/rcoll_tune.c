@@ -8,6 +8,11 @@
  *   -r                   ranks round robin over the nodes instead of in blocks
  *   -s                   machines run more ranks than they have cores
  *   -w slots             receives in flight per connection (default RCOLL_NSLOTS)
+ *   -m FILE              predicted vs measured: FILE is the output of a bench/XXX_perf run
+ *                        of the collective (-c) on this topology (repeat -m for several);
+ *                        each of its rows is printed beside the model's time for the
+ *                        algorithm and chunk that ran (its "# Algorithm" lines) and the
+ *                        ratio measured / predicted, so a reader sees how good the model is
  *
  * Link parameters are the transports' defaults, adjusted by RCOLL_TUNE_ALPHA,
  * RCOLL_TUNE_BW and RCOLL_TUNE_REDUCE_BW; RCOLL_ALGO, RCOLL_DETERMINISTIC and
@@ -30,6 +35,8 @@ typedef struct tool_opts {
   const char *intra, *inter;
   size_t min_bytes, max_bytes;
   double factor;
+  const char *measured[16];
+  int nmeasured;
 } tool_opts_t;
 
 static size_t parse_size(const char *s) {
@@ -54,14 +61,14 @@ static int parse_coll(const char *s) {
 
 static void usage(void) {
   fprintf(stderr, "usage: rcoll_tune [-n ranks] [-N nodes] [-r] [-s] [-w slots] [-i intra-net] [-t inter-net]\n"
-                  "                  [-c collective|all] [-b min] [-e max] [-f factor]\n");
+                  "                  [-c collective|all] [-b min] [-e max] [-f factor] [-m perf-output]...\n");
   exit(2);
 }
 
 static void parse(int argc, char **argv, tool_opts_t *o) {
-  *o = (tool_opts_t){4, 2, 0, RCOLL_COLL_ALLREDUCE, 0, 0, "shm", "socket", 8, 256 << 20, 4};
+  *o = (tool_opts_t){4, 2, 0, RCOLL_COLL_ALLREDUCE, 0, 0, "shm", "socket", 8, 256 << 20, 4, {NULL}, 0};
   int c;
-  while ((c = getopt(argc, argv, "n:N:rsw:i:t:c:b:e:f:h")) != -1) {
+  while ((c = getopt(argc, argv, "n:N:rsw:i:t:c:b:e:f:m:h")) != -1) {
     switch (c) {
     case 'n': o->nranks = atoi(optarg); break;
     case 'N': o->nnodes = atoi(optarg); break;
@@ -74,10 +81,16 @@ static void parse(int argc, char **argv, tool_opts_t *o) {
     case 'b': o->min_bytes = parse_size(optarg); break;
     case 'e': o->max_bytes = parse_size(optarg); break;
     case 'f': o->factor = atof(optarg); break;
+    case 'm':
+      if (o->nmeasured == 16)
+        usage();
+      o->measured[o->nmeasured++] = optarg;
+      break;
     default: usage();
     }
   }
-  if (o->nranks < 1 || o->nnodes < 1 || o->nnodes > o->nranks || o->factor <= 1)
+  if (o->nranks < 1 || o->nnodes < 1 || o->nnodes > o->nranks || o->factor <= 1 ||
+      (o->nmeasured > 0 && o->coll < 0))
     usage();
 }
 
@@ -109,6 +122,81 @@ static void print_table(const rcoll_tuner_t *t, int coll, const tool_opts_t *o) 
   }
 }
 
+/* ---- predicted vs measured (-m) ---- */
+
+/* What a *_perf run printed: "# Algorithm LO - HI B : NAME, chunk C B"
+ * for each range of sizes, and rows "SIZE COUNT TYPE REDOP ROOT TIME ...". */
+#define MAX_RANGES 64
+typedef struct ran_range {
+  size_t lo, hi, chunk;
+  int algo;
+} ran_range_t;
+
+static int algo_by_name(const char *name) {
+  for (int a = 0; a < rcoll_algo_family_count(); a++)
+    if (!strcmp(name, rcoll_algo_name(a)))
+      return a;
+  return -1;
+}
+
+static int read_ranges(FILE *f, ran_range_t *r) {
+  char line[1024];
+  int n = 0;
+  while (n < MAX_RANGES && fgets(line, sizeof line, f) != NULL) {
+    unsigned long long lo, hi, chunk;
+    char name[64];
+    if (sscanf(line, "# Algorithm %llu - %llu B : %63[^,], chunk %llu B", &lo, &hi, name, &chunk) == 4)
+      r[n++] = (ran_range_t){(size_t)lo, (size_t)hi, (size_t)chunk, algo_by_name(name)};
+  }
+  return n;
+}
+
+static const ran_range_t *range_of(const ran_range_t *r, int n, size_t bytes) {
+  for (int i = 0; i < n; i++)
+    if (bytes >= r[i].lo && bytes <= r[i].hi)
+      return &r[i];
+  return NULL;
+}
+
+/* One table per file: each row's out-of-place time beside the model's
+ * prediction for what ran, and what the model would choose itself. */
+static int print_measured(const rcoll_tuner_t *t, int coll, const char *path) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL) {
+    fprintf(stderr, "rcoll_tune: cannot open %s\n", path);
+    return -1;
+  }
+  ran_range_t ranges[MAX_RANGES];
+  int nr = read_ranges(f, ranges), rows = 0;
+  rewind(f);
+  printf("\n# %s measured in %s (out of place) beside the model: predicted us for the algorithm and\n"
+         "# chunk that ran; meas/pred > 1: the model is optimistic\n# %12s %14s %9s %11s %11s %9s %14s %11s\n",
+         rcoll_coll_name(coll), path, "bytes", "ran", "chunk", "predicted", "measured", "meas/pred",
+         "model's choice", "its pred");
+  char line[1024];
+  while (fgets(line, sizeof line, f) != NULL) {
+    unsigned long long bytes, count;
+    char type[32], op[32], root[32];
+    double us;
+    if (line[0] == '#' || sscanf(line, "%llu %llu %31s %31s %31s %lf", &bytes, &count, type, op, root, &us) != 6)
+      continue;
+    const ran_range_t *r = range_of(ranges, nr, (size_t)bytes);
+    double pred = r != NULL && r->algo >= 0 ? rcoll_tune_predict(t, coll, r->algo, (size_t)bytes, r->chunk) : -1;
+    rcoll_tune_choice_t ch = rcoll_tune_choose((rcoll_tuner_t *)t, coll, (size_t)bytes);
+    char ratio[16] = "-";
+    if (pred > 0)
+      snprintf(ratio, sizeof ratio, "%.2f", us / pred);
+    printf("  %12llu %14s %9zu %11.1f %11.1f %9s %14s %11.1f\n", bytes,
+           r != NULL && r->algo >= 0 ? rcoll_algo_name(r->algo) : "?", r != NULL ? r->chunk : 0, pred, us,
+           ratio, rcoll_algo_name(ch.algo), ch.time_us);
+    rows++;
+  }
+  fclose(f);
+  if (rows == 0)
+    fprintf(stderr, "rcoll_tune: no rows of a *_perf table in %s\n", path);
+  return rows > 0 ? 0 : -1;
+}
+
 int main(int argc, char **argv) {
   tool_opts_t o;
   parse(argc, argv, &o);
@@ -136,7 +224,10 @@ int main(int argc, char **argv) {
   for (int c = 0; c < RCOLL_COLL_NKINDS; c++)
     if (!rcoll_coll_is_p2p(c) && (o.coll < 0 || o.coll == c))
       print_table(t, c, &o);
+  int rc = 0;
+  for (int i = 0; i < o.nmeasured; i++)
+    rc |= print_measured(t, o.coll, o.measured[i]) != 0;
   free(t);
   rcoll_topo_free(&topo);
-  return 0;
+  return rc;
 }

@@ -192,7 +192,7 @@ static int build_messages(replay_t *x) {
 /* The link between two ranks as the tuner sees it; nothing in unit steps. */
 static rcoll_cost_link_t link_between(const replay_t *x, int a, int b) {
   if (x->model == NULL)
-    return (rcoll_cost_link_t){0, 0, 0};
+    return (rcoll_cost_link_t){0, 0, 0, 0};
   return rcoll_cost_link(x->model, x->node_of[a] != x->node_of[b], 1);
 }
 

@@ -9,15 +9,16 @@
 double rcoll_cost_beta(double gbps) { return 1.0 / ((gbps > 1e-6 ? gbps : 1e-6) * 1e3); }
 
 double rcoll_cost_msg_us(rcoll_cost_link_t l, double bytes) {
-  return RCOLL_COST_ENGINE_US + (bytes > RCOLL_COST_BIG_MSG ? l.big_us : 0);
+  return l.eng_us + (bytes > RCOLL_COST_BIG_MSG ? l.big_us : 0);
 }
 
 rcoll_cost_link_t rcoll_cost_link(const rcoll_tuner_t *t, int cross, int share) {
   const rcoll_tune_link_t *in = &t->prm.intra, *ex = &t->prm.inter;
   double bi = rcoll_cost_beta(in->gbps), be = rcoll_cost_beta(ex->gbps) * (share > 1 ? share : 1);
+  double eng = RCOLL_COST_ENGINE_US + (t->prm.cores_shared ? RCOLL_COST_SHARED_US : 0);
   if (!cross)
-    return (rcoll_cost_link_t){in->alpha_us, bi, in->msg_us};
-  return (rcoll_cost_link_t){fmax(in->alpha_us, ex->alpha_us), fmax(bi, be), fmax(in->msg_us, ex->msg_us)};
+    return (rcoll_cost_link_t){in->alpha_us, bi, in->msg_us, eng};
+  return (rcoll_cost_link_t){fmax(in->alpha_us, ex->alpha_us), fmax(bi, be), fmax(in->msg_us, ex->msg_us), eng};
 }
 
 double rcoll_cost_window_slot(const rcoll_tuner_t *t, double lat, double k) {

@@ -35,6 +35,7 @@
 typedef struct rcoll_cost_link {
   double lat, b; /* latency in us; us per byte */
   double big_us; /* extra overhead of a message over RCOLL_COST_BIG_MSG */
+  double eng_us; /* the engine's overhead of any message (RCOLL_COST_ENGINE_US, + SHARED_US) */
 } rcoll_cost_link_t;
 
 /* What the engine spends on each message (posting, testing, completing;
@@ -45,6 +46,13 @@ typedef struct rcoll_cost_link {
  * threads; smaller ones travel inline). */
 #define RCOLL_COST_ENGINE_US 2.0
 #define RCOLL_COST_BIG_MSG 65536.0
+/* What each message adds where a machine runs more ranks than it has cores
+ * (cores_shared): a message that the peer's rank or a helper must be
+ * scheduled to move. Measured (issue 18): all-reduce hier of 64 MiB, 2
+ * namespaces x 2 ranks on 2 cores, 116-123 ms in 128 KiB chunks and 90-95 ms
+ * in 4 MiB ones, where the model without it predicted the same time for
+ * both: 26 ms for about 990 more messages. */
+#define RCOLL_COST_SHARED_US 25.0
 
 /* us per byte at gbps GB/s. */
 double rcoll_cost_beta(double gbps);

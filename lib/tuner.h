@@ -120,11 +120,22 @@ rcollResult_t rcoll_tune_params_check(const rcoll_tune_params_t *all, int nranks
 struct rcoll_bootstrap;
 rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, int nranks,
                                          rcoll_tune_params_t *prm);
-/* One-way latency of a hop between nodes, from the time a few bytes take
- * to go round the bootstrap ring (tuner_comm.c says how); 0 on one node.
- * Collective over the bootstrap. */
+/* One-way latency of a hop between nodes: half the shortest of a few
+ * ping-pongs over the bootstrap ring by each rank whose left neighbour is
+ * on another node, agreed by rcoll_tune_inter_agree (tuner_comm.c says
+ * why); 0 on one node. Collective over the bootstrap; every rank gets the
+ * same figure. */
 rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
                                        double *inter_us);
+/* Most a measured one-way latency is taken for (us): a larger figure is a
+ * stalled rank, not a link, and is clamped to this. */
+#define RCOLL_TUNE_INTER_MAX_US 1e6
+/* The figure all ranks use from every rank's (fig[n], as allgathered; 0
+ * from ranks with no crossing hop): the lower median of the positive finite
+ * ones, each clamped to RCOLL_TUNE_INTER_MAX_US, so that one rank's figure
+ * far above the others' (it was descheduled while it measured) is not the
+ * model's. 0 when none is positive. Independent of the order of fig[]. */
+double rcoll_tune_inter_agree(const double *fig, int n);
 
 /* Whether the algorithm family implements the collective and runs as
  * itself on this placement. */

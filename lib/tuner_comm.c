@@ -186,48 +186,71 @@ rcollResult_t rcoll_tune_params_exchange(struct rcoll_bootstrap *b, int rank, in
 
 /* ---------------------------------------------------------- measurement */
 
-static double now_us(void) {
+/* The latency of a hop between nodes is measured by ping-pongs with the
+ * left neighbour over the bootstrap ring (rcoll_bootstrap_clock_left), the
+ * one set of connections every communicator already has: no new
+ * connection, no transport, no cooperation from the bootstrap's owner. A
+ * rank whose left neighbour is on another node takes the shortest of
+ * MEASURE_PINGS round trips, halved: a round trip cannot look shorter than
+ * the link makes it, and the shortest is the one that init-time load (other
+ * ranks still starting, hwloc, helper threads) did not lengthen. The
+ * figure it replaces, 4 timed turns of a ring allgather right after
+ * creation, logged 465-504 us on a veth whose TCP ping-pong has a median
+ * round trip of 128 us: one descheduled rank in 4 turns was enough.
+ * Ranks then allgather their figures and all take rcoll_tune_inter_agree's
+ * (the lower median of the crossing ranks'), so one rank's bad luck does not
+ * become everybody's model. Cost: 2 x MEASURE_PINGS round trips, whatever
+ * the number of ranks, plus one allgather. */
+#define MEASURE_PINGS 16
+
+static int64_t mono_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec / 1e3;
+  return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* The bootstrap ring (rank r sends to r + 1) is the one set of connections
- * that every communicator already has, so the measurement needs no new
- * connection, no transport and no cooperation from the bootstrap's owner
- * (the kernel's tcpi_rtt would need its sockets). Back-to-back allgathers
- * of a few bytes keep one message going round the ring: each step forwards
- * what the left neighbour sent in the previous one, so the ring turns once
- * every n steps and a step lasts, on average, the ring's total one-way
- * latency over n. Subtracting the hops inside nodes (counted at
- * LOOPBACK_HOP_US, a loopback TCP hop) and dividing by the hops that cross
- * nodes gives the latency of a crossing hop, TCP stack included, which is
- * what a socket message pays. Noise only makes it larger: the conservative
- * side, which the exchange keeps anyway. Cost: a few ring turns. */
-#define LOOPBACK_HOP_US 10.0
-#define MEASURE_ROUNDS 4
+double rcoll_tune_inter_agree(const double *fig, int n) {
+  double *v = malloc((size_t)(n > 0 ? n : 1) * sizeof *v);
+  int k = 0;
+  if (v == NULL)
+    return 0;
+  for (int r = 0; r < n; r++)
+    if (isfinite(fig[r]) && fig[r] > 0) /* 0: no crossing hop; others: corrupt */
+      v[k++] = fmin(fig[r], RCOLL_TUNE_INTER_MAX_US);
+  /* Insertion sort: figures are few that cross, and any order agrees. */
+  for (int i = 1; i < k; i++)
+    for (int j = i; j > 0 && v[j - 1] > v[j]; j--) {
+      double x = v[j];
+      v[j] = v[j - 1];
+      v[j - 1] = x;
+    }
+  /* The lower median: with 2 nodes, both figures are round trips of the
+   * same link, and the shorter is the one less disturbed by load (a run on
+   * a machine at load 6 had one rank at 228 us where the other's and a
+   * ping-pong's were under 10). */
+  double m = k > 0 ? v[(k - 1) / 2] : 0;
+  free(v);
+  return m;
+}
 
 rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_topo_t *topo,
                                        double *inter_us) {
-  int n = topo->nranks, cross = 0;
+  int n = topo->nranks, me = topo->rank, left = (me + n - 1) % n, cross = 0;
   *inter_us = 0;
   for (int r = 0; r < n; r++)
     cross += topo->node_of[r] != topo->node_of[(r + 1) % n];
   if (cross == 0) /* one node: every rank knows it from the topology alone */
     return rcollSuccess;
-  int rounds = n <= 64 ? MEASURE_ROUNDS : 1;
-  uint64_t *blocks = calloc((size_t)n, sizeof *blocks);
-  if (blocks == NULL)
+  int64_t offset_ns, rtt_ns;
+  RCOLL_CHECK(rcoll_bootstrap_clock_left(b, MEASURE_PINGS, mono_ns, &offset_ns, &rtt_ns));
+  double *fig = calloc((size_t)n, sizeof *fig);
+  if (fig == NULL)
     return rcoll_error(rcollSystemError, "tuner: out of memory measuring the network");
-  /* The first round lines the ranks up; the others are timed. */
-  rcollResult_t r = rcoll_bootstrap_allgather(b, blocks, sizeof *blocks);
-  double t0 = now_us();
-  for (int i = 0; i < rounds && r == rcollSuccess; i++)
-    r = rcoll_bootstrap_allgather(b, blocks, sizeof *blocks);
-  double step = (now_us() - t0) / (rounds * (n - 1));
-  free(blocks);
+  fig[me] = topo->node_of[left] != topo->node_of[me] ? (double)rtt_ns / 2e3 : 0;
+  rcollResult_t r = rcoll_bootstrap_allgather(b, fig, sizeof *fig);
   if (r == rcollSuccess)
-    *inter_us = fmax(0, (n * step - (n - cross) * LOOPBACK_HOP_US) / cross);
+    *inter_us = rcoll_tune_inter_agree(fig, n);
+  free(fig);
   return r;
 }
 
@@ -262,9 +285,11 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   for (int k = 0; k < 2; k++)
     links[k] = nets[k] >= 0 ? net_link(c, nets[k], &names[k]) : undescribed_link;
   /* The bootstrap runs over TCP: its latency is what a transport over the
-   * same network pays (its desc says bootstrap_latency), but says nothing
-   * of one that may not even use that network. Every rank takes the same
-   * branch (class_net comes from what all ranks announced). Bandwidth is
+   * same network pays at least (its desc says bootstrap_latency), but says
+   * nothing of one that may not even use that network. The transport's own
+   * figure stays the other floor: it adds its stack to the link's. Every
+   * rank takes the same branch (class_net comes from what all ranks
+   * announced), and gets the same figure. Bandwidth is
    * not measured this way: 256 KiB
    * blocks round the bootstrap ring gave 0.15 GB/s where the socket
    * transport moves 0.8 (2 namespaces, 260 us): an idle connection with
@@ -288,7 +313,7 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
     return r;
   }
   RCOLL_INFO(RCOLL_SUB_TUNE | RCOLL_SUB_INIT, "tune: rank %d: %d ranks on %d nodes (at most %d per node%s); "
-             "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s (measured here %.1f us), "
+             "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s (link measured %.1f us one way), "
              "reduce %.1f GB/s, chunk <= %zu, window %d%s%s (agreed by all ranks)",
              c->rank, t->nranks, t->nnodes, t->ppn, t->uniform ? "" : ", uneven",
              names[0][0] ? names[0] : "-", prm.intra.alpha_us, prm.intra.gbps,

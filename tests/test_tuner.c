@@ -351,3 +351,22 @@ Test(tuner, recdbl_small_vectors_only_never_deterministic) {
     free(t);
   }
 }
+
+/* Where ranks outnumber cores every message costs a scheduling of its peer
+ * (RCOLL_COST_SHARED_US): hier of 64 MiB on 2 namespaces x 2 ranks on 2
+ * cores took 116-123 ms in 128 KiB chunks and 90-95 ms in 4 MiB ones
+ * (issue 18), which the model without that cost predicted alike. With idle
+ * cores the two stay close (a message costs the engine's 2 us). */
+Test(tuner, shared_cores_make_small_chunks_cost_more) {
+  rcoll_tuner_t *t = model_at(4, 2, NULL, "", 0, 20);
+  double idle_small = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20, 128 << 10);
+  double idle_big = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20, 4 << 20);
+  cr_assert_lt(idle_small, idle_big * 1.1, "idle cores: 128 KiB %.1f us, 4 MiB %.1f us", idle_small, idle_big);
+  t->prm.cores_shared = 1;
+  double small = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20, 128 << 10);
+  double big = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20, 4 << 20);
+  /* Measured: 116-123 / 90-95, a ratio of 1.22-1.37. */
+  cr_assert(small > big * 1.2 && small < big * 1.6, "shared cores: 128 KiB %.1f us, 4 MiB %.1f us", small, big);
+  cr_assert_geq(rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20).chunk, (size_t)1 << 20);
+  free(t);
+}

@@ -118,6 +118,27 @@ Test(tuner_agree, agreed_ranks_choose_alike_where_unagreed_ones_do_not) {
   free(t1);
 }
 
+/* The measured inter-node latency: one rank descheduled while it measured
+ * (500 us where the link gives 10) must not become every rank's figure,
+ * ranks with no crossing hop (0) and corrupt figures do not count, and the
+ * order of the ranks does not matter. */
+Test(tuner_agree, measured_latency_ignores_one_rank_far_off) {
+  double fig[5] = {10, 0, 500, 12, 11}, rev[5];
+  for (int r = 0; r < 5; r++)
+    rev[r] = fig[4 - r];
+  cr_assert_float_eq(rcoll_tune_inter_agree(fig, 5), 11, 1e-12);
+  cr_assert_float_eq(rcoll_tune_inter_agree(rev, 5), 11, 1e-12);
+  double two[2] = {9, 480};
+  /* Two figures (2 nodes: two measurements of one link): the shorter. */
+  cr_assert_float_eq(rcoll_tune_inter_agree(two, 2), 9, 1e-12);
+  double bad[4] = {NAN, -3, INFINITY, 0};
+  cr_assert_float_eq(rcoll_tune_inter_agree(bad, 4), 0, 1e-12);
+  bad[3] = 7;
+  cr_assert_float_eq(rcoll_tune_inter_agree(bad, 4), 7, 1e-12);
+  double stalled[1] = {5e7}; /* 50 s: a stalled rank, not a link */
+  cr_assert_float_eq(rcoll_tune_inter_agree(stalled, 1), RCOLL_TUNE_INTER_MAX_US, 1e-6);
+}
+
 /* ------------------------------------------------ over a real bootstrap */
 
 typedef struct job_rank {
@@ -185,6 +206,9 @@ Test(tuner_agree, exchange_gives_every_rank_the_same_parameters, .timeout = 60) 
     cr_assert_eq(memcmp(&j[r].prm, &want, sizeof want), 0, "rank %d ends with other figures", r);
     /* Two crossing hops of a loopback ring: a latency, small and sane. */
     cr_assert(j[r].inter_us > 0 && j[r].inter_us < 1e6, "rank %d measured %.1f us", r, j[r].inter_us);
+    /* The model's inputs must agree too: every rank the same figure. */
+    cr_assert_eq(memcmp(&j[r].inter_us, &j[0].inter_us, sizeof j[0].inter_us), 0,
+                 "rank %d measured %.3f us, rank 0 %.3f us", r, j[r].inter_us, j[0].inter_us);
   }
 }
 
