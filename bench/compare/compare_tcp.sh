@@ -12,7 +12,9 @@
 #   ITERS, WARMUP [by size]   timed and warm-up calls; by default about
 #                             256 MiB of traffic per size, 5..1000 calls
 #   CHECK [0]                 rcoll's -c (result check runs, untimed)
-#   REPEATS [3]               runs per tool and size; the fastest is kept
+#   REPEATS [5]               rounds; each runs every tool once at every
+#                             size, the tools taking turns; the median of
+#                             the rounds is kept
 #   RUN_TIMEOUT [300]         seconds before one run is killed
 #   NO_BUILD [0]              1: do not run make
 #   OUTDIR [mktemp -d]        where every run's full output is kept
@@ -32,7 +34,7 @@ OMPI_BENCH="$ROOT/build/compare/mpi_allreduce_openmpi" # the name compare_shm.sh
 GLOO_BENCH="$HERE/gloo_allreduce.py"
 OUTDIR=${OUTDIR:-$(mktemp -d /tmp/rcoll-compare.XXXXXX)}
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
-REPEATS=${REPEATS:-3}
+REPEATS=${REPEATS:-5}
 CHECK=${CHECK:-0}
 if [ $# -gt 0 ]; then SIZES="$*"; else SIZES=${SIZES:-"8 1M 16M 128M"}; fi
 STATUS=0
@@ -169,33 +171,38 @@ tool_available() {
   esac
 }
 
-# Runs one tool at one size REPEATS times and keeps the fastest.
+# Runs one tool once at one size (round $3), adding its time to RUNS.
 # Also records how many bytes crossed loopback per call, relative to the size:
 # about 2 for a 2-rank all-reduce that really goes over TCP (each rank sends
 # one buffer's worth), about 0 for one that goes through shared memory.
+declare -A RUNS
 measure() {
-  local tool=$1 size=$2 iters warmup rep log before after res best="" bt bw
+  local tool=$1 size=$2 rep=$3 iters warmup log before after res bt bw
   iters=$(iters_for "$size"); warmup=$(warmup_for "$iters")
-  for ((rep = 1; rep <= REPEATS; rep++)); do
-    log="$OUTDIR/${tool}_${size}_${rep}.log"
-    before=$(lo_bytes)
-    res=$("run_$tool" "$size" "$iters" "$warmup" "$log")
-    local rc=$?
-    after=$(lo_bytes)
-    read -r bt _ bw <<<"$res"
-    if [ $rc -ne 0 ] || [ -z "$res" ] || { [ "$bw" != N/A ] && [ "$bw" != 0 ]; }; then
-      note "$tool at $size B: exit $rc, result '${res}' - see $log"
-      tail -n 5 "$log" | sed 's/^/#   | /'
-      STATUS=1
-      [ -z "$res" ] && continue
-    fi
-    if [ -z "$best" ] || awk -v a="$bt" -v b="$best" 'BEGIN { exit !(a < b) }'; then
-      best=$bt
-      LOTRAFFIC[$tool,$size]=$(lo_ratio "$tool" $((after - before)) $((iters + warmup)) "$size")
-    fi
+  log="$OUTDIR/${tool}_${size}_${rep}.log"
+  before=$(lo_bytes)
+  res=$("run_$tool" "$size" "$iters" "$warmup" "$log")
+  local rc=$?
+  after=$(lo_bytes)
+  read -r bt _ bw <<<"$res"
+  if [ $rc -ne 0 ] || [ -z "$res" ] || { [ "$bw" != N/A ] && [ "$bw" != 0 ]; }; then
+    note "$tool at $size B: exit $rc, result '${res}' - see $log"
+    tail -n 5 "$log" | sed 's/^/#   | /'
+    STATUS=1
+    [ -z "$res" ] && return 0
+  fi
+  RUNS[$tool,$size]="${RUNS[$tool,$size]:-} $bt"
+  LOTRAFFIC[$tool,$size]=$(lo_ratio "$tool" $((after - before)) $((iters + warmup)) "$size")
+}
+
+# Each tool's median over the rounds, at each size, into TIME and BUSBW.
+summarize() {
+  local key med
+  for key in "${!RUNS[@]}"; do
+    med=$(tr ' ' '\n' <<<"${RUNS[$key]}" | awk 'NF' | sort -g |
+      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+    [ -n "$med" ] && record_best "${key%%,*}" "${key#*,}" "$med"
   done
-  [ -n "$best" ] || return 0
-  record_best "$tool" "$size" "$best"
 }
 
 # Loopback bytes per call / size. bench/allreduce_perf runs every call twice
@@ -304,7 +311,7 @@ main() {
   note "compare_tcp: $(date -u +%FT%TZ) on $(uname -n), $(nproc) cores," \
     "load average $(cut -d' ' -f1-3 /proc/loadavg)"
   background_lo
-  note "sizes: $SIZES; repeats: $REPEATS; logs: $OUTDIR"
+  note "sizes: $SIZES; rounds: $REPEATS (median kept); logs: $OUTDIR"
   build_all
   detect_tools
   note "commands (S = size, I/W = iters/warmup per size):"
@@ -315,16 +322,22 @@ main() {
   note "  OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpiexec.openmpi" \
     "$(ompi_tcp_args) $OMPI_BENCH -n I -w W S   (ompi-tcp)"
   note "  mpiexec.mpich -n 2 $MPI_BENCH -n I -w W S   (mpich-shm)"
-  local s b t
+  local s b t rep
   for s in $SIZES; do
     b=$(to_bytes "$s")
     note "size $b: iters $(iters_for "$b"), warmup $(warmup_for "$(iters_for "$b")")"
-    # Tools take turns at each size so that a change in background load
-    # spreads over all of them rather than landing on one.
-    for t in "${TOOLS[@]}"; do
-      tool_available "$t" && measure "$t" "$b"
+  done
+  # Rounds in which the tools take turns at each size, so that a change in
+  # background load spreads over all of them rather than landing on one.
+  for ((rep = 1; rep <= REPEATS; rep++)); do
+    for s in $SIZES; do
+      b=$(to_bytes "$s")
+      for t in "${TOOLS[@]}"; do
+        tool_available "$t" && measure "$t" "$b" "$rep"
+      done
     done
   done
+  summarize
   run_iperf
   print_tables
   print_targets
