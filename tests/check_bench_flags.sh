@@ -47,20 +47,20 @@ taken() {
   out=$($AR "$@" 2>&1) || fail "'$*' refused: $(tail -n 2 <<<"$out")"
 }
 
-echo "-- -m: calls per timed iteration (per half: one untimed call, then n x m)"
+echo "-- -m: calls per timed iteration (per half: one untimed call, n x m, one more untimed)"
 c1=$(calls "$(run $AR -m 1)")
 c4=$(calls "$(run $AR -m 4)")
-[[ $c1 -eq 8 ]] || fail "-m 1: $c1 calls, expected 2 x (1 + 3)"
-[[ $c4 -eq 26 ]] || fail "-m 4: $c4 calls, expected 2 x (1 + 3 x 4)"
+[[ $c1 -eq 10 ]] || fail "-m 1: $c1 calls, expected 2 x (1 + 3 + 1)"
+[[ $c4 -eq 28 ]] || fail "-m 4: $c4 calls, expected 2 x (1 + 3 x 4 + 1)"
 refused -m 0
 
 echo "-- -w: warm-up calls at every size from the smallest, doubling, and the largest"
 c=$(calls "$(run $AR -w 5)")
-[[ $c -eq $((8 + 5)) ]] || fail "-w 5: $c calls, expected 8 + 5"
+[[ $c -eq $((10 + 5)) ]] || fail "-w 5: $c calls, expected 10 + 5"
 c=$(calls "$(run $AR -w 2 -e 256 -f 2)")
-[[ $c -eq $((3 * 8 + 3 * 2)) ]] || fail "-w 2 over 64..256: $c calls, expected 3 sizes x 8 + 3 x 2"
+[[ $c -eq $((3 * 10 + 3 * 2)) ]] || fail "-w 2 over 64..256: $c calls, expected 3 sizes x 10 + 3 x 2"
 c=$(calls "$(run $AR -w 2 -e 200 -f 3)")
-[[ $c -eq $((2 * 8 + 3 * 2)) ]] || fail "-w 2 over 64, 192 (max 200): $c calls, expected 2 x 8 + (64, 128, 200) x 2"
+[[ $c -eq $((2 * 10 + 3 * 2)) ]] || fail "-w 2 over 64, 192 (max 200): $c calls, expected 2 x 10 + (64, 128, 200) x 2"
 
 echo "-- -N: cycles"
 [[ $(rows "$($AR -N 3)") -eq 3 ]] || fail "-N 3: not 3 rows"
