@@ -6,7 +6,8 @@
 # background load lands on both; each tool's time at a size is the median
 # of its rounds. Prints times, the ratio (Open MPI's time / rcoll's: above 1
 # rcoll is faster) and the issue's verdict:
-#   1 MiB and 16 MiB: rcoll >= 1.2x Open MPI;   8 B: rcoll's time <= 1.5x Open MPI's.
+#   1 MiB and 16 MiB: rcoll >= 1.2x Open MPI;   8 B (one float per rank where
+#   ranks > 2: 16 B at 4): rcoll's time <= 1.5x Open MPI's.
 #
 #   bench/compare/compare_alltoall.sh                   # 8 1M 16M, ranks 2 4, 5 rounds
 #   ROUNDS=1 RANKS=2 ITERS=5 bench/compare/compare_alltoall.sh 8 64K   # a smoke run
@@ -125,6 +126,14 @@ measure() { # $1 tool, $2 ranks, $3 size, $4 round
   RUNS[$1,$2,$3]="${RUNS[$1,$2,$3]:-} $res"
 }
 
+# One rank's send buffer at n ranks: the size asked for, rounded up to a
+# whole float per rank (8 B at 4 ranks would be half a float per block: no
+# row at all, in either bench).
+size_at() { # $1 ranks, $2 bytes
+  local unit=$(($1 * 4))
+  echo $(( ($2 + unit - 1) / unit * unit ))
+}
+
 median() { tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{v[NR] = $1} END {
   if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -143,9 +152,9 @@ report() {
   printf '%6s %12s | %12s %12s | %8s | %s\n' ranks size rcoll openmpi ratio verdict
   for n in $RANKS; do
     for s in $SIZES; do
-      b=$(to_bytes "$s")
+      b=$(size_at "$n" "$(to_bytes "$s")")
       r=$(median "${RUNS[rcoll,$n,$b]:-}"); o=$(median "${RUNS[openmpi,$n,$b]:-}")
-      line=$(verdict "$b" "$r" "$o")
+      line=$(verdict "$(to_bytes "$s")" "$r" "$o")
       case $line in MISSED*) MISSED=1 ;; esac
       printf '%6s %12s | %12s %12s | %8s | %s\n' "$n" "$b" "${r:-n/a}" "${o:-n/a}" \
         "$(awk -v r="$r" -v o="$o" 'BEGIN { if (r + 0 > 0 && o + 0 > 0) printf "%.2f", o / r; else print "n/a" }')" "$line"
@@ -171,7 +180,7 @@ main() {
     if ((round % 2)); then first=rcoll second=openmpi; else first=openmpi second=rcoll; fi
     for n in $RANKS; do
       for s in $SIZES; do
-        b=$(to_bytes "$s")
+        b=$(size_at "$n" "$(to_bytes "$s")")
         measure "$first" "$n" "$b" "$round"
         measure "$second" "$n" "$b" "$round"
       done
