@@ -35,6 +35,13 @@ rcoll_args() {
   echo "-b $1 -e $1 -f 2 -n $2 -w $3 -c $CHECK -d float -o sum"
 }
 
+# The median of a space-separated list of numbers ("" when it is empty):
+# the comparisons keep each tool's median over alternating rounds.
+median_of() {
+  tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{ v[NR] = $1 } END {
+    if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+
 val() { echo "${BUSBW[$1,$2]:-n/a}"; }
 # busbw of tool $1 over busbw of tool $2 at size $3, taken from the times so
 # that it is exact even where busbw rounds to 0.000 (8 B).

@@ -134,9 +134,6 @@ size_at() { # $1 ranks, $2 bytes
   echo $(( ($2 + unit - 1) / unit * unit ))
 }
 
-median() { tr ' ' '\n' <<<"$1" | awk 'NF' | sort -g | awk '{v[NR] = $1} END {
-  if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
 verdict() { # $1 size in bytes, $2 rcoll us, $3 Open MPI us
   awk -v s="$1" -v r="$2" -v o="$3" 'BEGIN {
     if (r == "" || o == "") { print "n/a (not measured)"; exit }
@@ -153,7 +150,7 @@ report() {
   for n in $RANKS; do
     for s in $SIZES; do
       b=$(size_at "$n" "$(to_bytes "$s")")
-      r=$(median "${RUNS[rcoll,$n,$b]:-}"); o=$(median "${RUNS[openmpi,$n,$b]:-}")
+      r=$(median_of "${RUNS[rcoll,$n,$b]:-}"); o=$(median_of "${RUNS[openmpi,$n,$b]:-}")
       line=$(verdict "$(to_bytes "$s")" "$r" "$o")
       case $line in MISSED*) MISSED=1 ;; esac
       printf '%6s %12s | %12s %12s | %8s | %s\n' "$n" "$b" "${r:-n/a}" "${o:-n/a}" \

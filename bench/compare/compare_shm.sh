@@ -228,8 +228,7 @@ summarize() {
   local key t n b med
   for key in "${!RUNS[@]}"; do
     IFS=, read -r t n b <<<"$key"
-    med=$(tr ' ' '\n' <<<"${RUNS[$key]}" | awk 'NF' | sort -g |
-      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+    med=$(median_of "${RUNS[$key]}")
     [ -n "$med" ] || continue
     TIME[$key]=$med
     BUSBW[$key]=$(awk -v s="$b" -v t="$med" -v n="$n" \

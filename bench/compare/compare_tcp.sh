@@ -199,8 +199,7 @@ measure() {
 summarize() {
   local key med
   for key in "${!RUNS[@]}"; do
-    med=$(tr ' ' '\n' <<<"${RUNS[$key]}" | awk 'NF' | sort -g |
-      awk '{ v[NR] = $1 } END { if (NR) print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')
+    med=$(median_of "${RUNS[$key]}")
     [ -n "$med" ] && record_best "${key%%,*}" "${key#*,}" "$med"
   done
 }
