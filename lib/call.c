@@ -42,9 +42,9 @@ static uint64_t *call_counter(struct rcollComm *c, int kind, int peer) {
 }
 
 static void fp_fill(rcoll_fp_t *fp, struct rcollComm *c, rcoll_coll_kind_t kind,
-                    const rcoll_coll_args_t *a, rcollRedOp_t user_op) {
+                    const rcoll_coll_args_t *a, rcollRedOp_t user_op, int device) {
   int p2p = rcoll_coll_is_p2p(kind);
-  fp->magic = RCOLL_FP_MAGIC;
+  fp->magic = device ? RCOLL_FP_MAGIC_DEVICE : RCOLL_FP_MAGIC;
   fp->kind = (uint8_t)kind;
   fp->dtype = (uint8_t)a->dtype;
   fp->count = a->count;
@@ -80,12 +80,12 @@ rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const 
     c->plan.failed = 1; /* the engine refuses the plan, naming the cause */
     return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
   }
-  fp_fill(fp, c, kind, a, user_op);
+  fp_fill(fp, c, kind, a, user_op, device);
   call->fp = fp;
   call->first_step = first_step;
   call->nsteps = c->plan.nsteps - first_step;
   call->device = device;
-  if (!device && c->fingerprint && c->nranks > 1)
+  if (c->fingerprint && c->nranks > 1)
     RCOLL_CHECK(rcoll_fp_insert(c, call));
   call->fr_id = rcoll_fr_post(c, call);
   return rcollSuccess;
@@ -136,10 +136,11 @@ static const char *fp_algo_name(const rcoll_fp_t *fp) {
 
 const char *rcoll_fp_describe(const rcoll_fp_t *fp, int self, char *buf, size_t len) {
   const char *type = rcoll_type_name((rcollDataType_t)fp->dtype);
+  const char *mem = fp->magic == RCOLL_FP_MAGIC_DEVICE ? ", device buffers" : "";
   if (fp->kind == RCOLL_COLL_SEND || fp->kind == RCOLL_COLL_RECV) {
-    snprintf(buf, len, "%s #%llu %s rank %d (%llu x %s)", rcoll_coll_name(fp->kind),
+    snprintf(buf, len, "%s #%llu %s rank %d (%llu x %s%s)", rcoll_coll_name(fp->kind),
              (unsigned long long)fp->seq, fp->kind == RCOLL_COLL_SEND ? "to" : "from", fp->root,
-             (unsigned long long)fp->count, type);
+             (unsigned long long)fp->count, type, mem);
     return buf;
   }
   (void)self;
@@ -150,9 +151,9 @@ const char *rcoll_fp_describe(const rcoll_fp_t *fp, int self, char *buf, size_t 
     snprintf(op, sizeof op, " %s", rcoll_op_name((rcollRedOp_t)fp->op));
   if (fp->root != RCOLL_FP_NONE)
     snprintf(root, sizeof root, " root %d", fp->root);
-  snprintf(buf, len, "%s #%llu (%llu x %s%s%s, %s)", rcoll_coll_name(fp->kind),
+  snprintf(buf, len, "%s #%llu (%llu x %s%s%s, %s%s)", rcoll_coll_name(fp->kind),
            (unsigned long long)fp->seq, (unsigned long long)fp->count, type, op, root,
-           fp_algo_name(fp));
+           fp_algo_name(fp), mem);
   return buf;
 }
 

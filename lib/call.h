@@ -18,7 +18,8 @@
 
 struct rcollComm;
 
-#define RCOLL_FP_MAGIC 0x6672u /* "rf" */
+#define RCOLL_FP_MAGIC 0x6672u /* "rf": a call on host buffers */
+#define RCOLL_FP_MAGIC_DEVICE 0x6472u /* "rd": a call on device buffers */
 /* The op of a call whose op was made by rcollRedOpCreatePreMulSum: the
  * handle and the scalar may differ between ranks; what they must agree on
  * is that the call sums scaled inputs. */
@@ -33,7 +34,7 @@ typedef struct rcoll_fp {
   uint64_t count; /* elements, as the user passed them */
   int32_t root;   /* root of a rooted collective, peer of a send/recv, else RCOLL_FP_NONE */
   int32_t op;     /* rcollRedOp_t, RCOLL_FP_OP_PREMUL, or RCOLL_FP_NONE */
-  uint16_t magic; /* RCOLL_FP_MAGIC */
+  uint16_t magic; /* RCOLL_FP_MAGIC, or RCOLL_FP_MAGIC_DEVICE for device buffers */
   uint8_t kind;   /* rcoll_coll_kind_t */
   uint8_t dtype;  /* rcollDataType_t */
   /* The algorithm that planned it ("" for send/recv), its first
@@ -61,7 +62,7 @@ typedef struct rcoll_call {
   rcoll_fp_t *fp;         /* stable storage: fingerprint sends point at it */
   int first_step, nsteps; /* its steps in the communicator's plan */
   uint64_t fr_id;         /* its flight-recorder entry (0: none) */
-  int device;             /* queued for the CUDA proxy: no fingerprint steps */
+  int device;             /* queued for the CUDA proxy (its fingerprints carry no inline data) */
 } rcoll_call_t;
 
 /* Records a call that was just planned (its steps are plan steps
@@ -110,10 +111,10 @@ const char *rcoll_calls_where(const struct rcollComm *c, char *buf, size_t len);
  * both ranks of a mismatched pair find it; the receiver only for send/recv,
  * whose other direction a group may order freely). */
 rcollResult_t rcoll_fp_insert(struct rcollComm *c, rcoll_call_t *call);
-/* Compares a received fingerprint (step `step`, `got` bytes) with the call
- * it arrived for; on a mismatch returns rcollInvalidUsage with a message
- * naming both calls. */
-rcollResult_t rcoll_fp_check(struct rcollComm *c, int step, size_t got);
+/* Compares a received fingerprint (step `step` of plan `p`, `got` bytes)
+ * with the call it arrived for; on a mismatch returns rcollInvalidUsage
+ * with a message naming both calls. */
+rcollResult_t rcoll_fp_check(rcoll_plan_t *p, int step, size_t got);
 /* A zeroed fingerprint slot (inline_step -1) that stays put until the plan
  * is reset (NULL when out of memory). */
 rcoll_fp_slot_t *rcoll_fp_alloc(struct rcollComm *c);

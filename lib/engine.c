@@ -105,14 +105,22 @@ static int inline_post(rcoll_plan_t *p, rcoll_step_t *st) {
   return 1;
 }
 
+/* Whether the step's fingerprint check (its gate), if any, has passed. */
+static int gate_open(const rcoll_plan_t *p, const rcoll_step_t *st) {
+  return st->gate == RCOLL_NO_DEP || p->steps[st->gate].state == RCOLL_STEP_DONE;
+}
+
 /* Tries to post a pending step; returns 1 if it moved. `dev`: a device
  * plan (lib/device.h), whose steps the device ops move. */
 static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int dev) {
   struct rcollComm *c = p->comm;
   if (!deps_done(p, st))
     return 0;
-  if (dev)
-    return rcoll_device_ops.step_post(p, st, err);
+  /* Fingerprints are host messages on either path. A device receive is
+   * posted only once its fingerprint matched: posting may already read
+   * what the peer sent (the CUDA IPC hello). */
+  if (dev && !(st->flags & RCOLL_STEP_FP))
+    return gate_open(p, st) ? rcoll_device_ops.step_post(p, st, err) : 0;
   if (st->kind == RCOLL_STEP_COPY) {
     if (st->src != NULL && st->src != st->dst && st->bytes > 0)
       memmove(st->dst, st->src, st->bytes);
@@ -192,11 +200,11 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
 /* Tests a posted step; on completion runs its reduction. Returns 1 if done. */
 static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int dev) {
   struct rcollComm *c = p->comm;
-  if (dev)
-    return rcoll_device_ops.step_test(p, st, err);
   /* Data from a peer is used only once its call's fingerprint matched. */
-  if (st->gate != RCOLL_NO_DEP && p->steps[st->gate].state != RCOLL_STEP_DONE)
+  if (!gate_open(p, st))
     return 0;
+  if (dev && !(st->flags & RCOLL_STEP_FP))
+    return rcoll_device_ops.step_test(p, st, err);
   int done = 0;
   size_t got = 0;
   rcollResult_t r = rcoll_peer_net(c, st->peer)->test(st->request, &done, &got);
@@ -208,7 +216,7 @@ static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
     return 0;
   st->request = NULL;
   if ((st->flags & RCOLL_STEP_FP) && st->kind != RCOLL_STEP_SEND) {
-    *err = rcoll_fp_check(c, (int)(st - p->steps), got);
+    *err = rcoll_fp_check(p, (int)(st - p->steps), got);
     if (*err != rcollSuccess)
       return 0;
   } else if (st->kind != RCOLL_STEP_SEND && got != st->bytes) {

@@ -92,9 +92,11 @@ static void fp_number(struct rcollComm *c, rcoll_call_t *call, int npeers, int p
     int first = steps[fp].seq == unset;
     if (first)
       steps[fp].seq = st->seq;
-    if (first && sending)
+    /* A device call's data is in device memory, which only the proxy's
+     * device steps may read or write: none of it travels inline. */
+    if (first && sending && !call->device)
       fp_inline_send(c, steps, fp, i, call->fp);
-    else if (first)
+    else if (first && !call->device)
       fp_inline_recv(steps, fp, i);
     st->seq++;
     if (!sending)
@@ -153,11 +155,12 @@ oom:
 /* The calls match; `extra` bytes came inline: they are the first receive's
  * (marked for the engine, which moves them when the receive's dependencies
  * are done), and that receive's place on the connection is taken. */
-static rcollResult_t fp_took_inline(struct rcollComm *c, const rcoll_step_t *st, size_t extra) {
+static rcollResult_t fp_took_inline(rcoll_plan_t *p, const rcoll_step_t *st, size_t extra) {
+  struct rcollComm *c = p->comm;
   const rcoll_fp_slot_t *slot = st->dst;
   if (extra == 0)
     return rcollSuccess;
-  rcoll_step_t *data = slot->inline_step >= 0 ? &c->plan.steps[slot->inline_step] : NULL;
+  rcoll_step_t *data = slot->inline_step >= 0 ? &p->steps[slot->inline_step] : NULL;
   rcoll_peer_t *pe = &c->peers[st->peer];
   if (data == NULL || data->bytes != extra || pe->recv_posted != data->seq)
     return rcoll_error(rcollInvalidUsage, "rank %d: rank %d sent %zu bytes with a matching "
@@ -182,6 +185,8 @@ static const char *fp_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs, 
   if (mine->kind == RCOLL_COLL_RECV) {
     if (theirs->kind != RCOLL_COLL_SEND || theirs->root != me)
       return "kind";
+    if (theirs->magic != mine->magic)
+      return "memory type";
     if (theirs->dtype != mine->dtype)
       return "type";
     if (theirs->count * rcoll_type_size((rcollDataType_t)theirs->dtype) !=
@@ -192,6 +197,8 @@ static const char *fp_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs, 
   (void)peer;
   if (theirs->kind != mine->kind)
     return "kind";
+  if (theirs->magic != mine->magic)
+    return "memory type";
   if (theirs->seq != mine->seq)
     return "number";
   if (theirs->count != mine->count)
@@ -205,22 +212,23 @@ static const char *fp_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs, 
   return strncmp(theirs->algo, mine->algo, sizeof mine->algo) != 0 ? "algorithm" : NULL;
 }
 
-rcollResult_t rcoll_fp_check(struct rcollComm *c, int step, size_t got) {
-  const rcoll_step_t *st = &c->plan.steps[step];
+rcollResult_t rcoll_fp_check(rcoll_plan_t *p, int step, size_t got) {
+  struct rcollComm *c = p->comm;
+  const rcoll_step_t *st = &p->steps[step];
   const rcoll_fp_t *mine = st->src, *theirs = st->dst;
   char a[160], b[160];
   int garbled = got < sizeof *theirs || got > sizeof *theirs + RCOLL_FP_INLINE ||
-                theirs->magic != RCOLL_FP_MAGIC;
+                (theirs->magic != RCOLL_FP_MAGIC && theirs->magic != RCOLL_FP_MAGIC_DEVICE);
   const char *field = garbled ? NULL : fp_differs(mine, theirs, c->rank, st->peer);
   if (!garbled && field == NULL)
-    return fp_took_inline(c, st, got - sizeof *theirs); /* the usual case: nothing formatted */
+    return fp_took_inline(p, st, got - sizeof *theirs); /* the usual case: nothing formatted */
   rcoll_fp_describe(mine, c->rank, a, sizeof a);
   if (garbled)
     return rcoll_error(rcollInvalidUsage,
                        "rank %d: call mismatch: rank %d sent a %zu-byte message where the "
                        "fingerprint of its next call was expected, while rank %d called %s: the "
-                       "ranks' calls are out of step (an earlier call differed, or a device call "
-                       "met a host one)", c->rank, st->peer, got, c->rank, a);
+                       "ranks' calls are out of step (an earlier call differed)", c->rank,
+                       st->peer, got, c->rank, a);
   rcoll_fp_describe(theirs, st->peer, b, sizeof b);
   return rcoll_error(rcollInvalidUsage,
                      "rank %d: call mismatch (%s differs): rank %d called %s, rank %d called %s; "

@@ -137,8 +137,13 @@ static void slots_free(rcoll_cuda_slots_t *s, struct rcollComm *c, int peer, int
  * drain: first let receivers finish reading our IPC rings (not on abort). */
 static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  /* A failed comm's peers have mostly failed too (a mismatch fails both
+   * ranks) and will not read what is left in our rings: wait a moment for
+   * one that still might, not the whole timeout. */
+  int64_t ms = cc->comm->async_error == rcollSuccess ? cc->comm->timeout_ms
+               : cc->comm->timeout_ms < 1000 ? cc->comm->timeout_ms : 1000;
   for (int p = 0; cc->peers != NULL && drain && p < cc->comm->nranks; p++)
-    rcoll_ipc_tx_drain(&cc->peers[p].tx, cc->comm->timeout_ms);
+    rcoll_ipc_tx_drain(&cc->peers[p].tx, ms);
   for (int p = 0; cc->peers != NULL && p < cc->comm->nranks; p++) {
     slots_free(&cc->peers[p].send, cc->comm, p, 1);
     slots_free(&cc->peers[p].recv, cc->comm, p, 0);
@@ -293,8 +298,8 @@ static rcollResult_t plan_peers(rcoll_cuda_comm_t *cc, const rcoll_plan_t *p, pe
   struct rcollComm *c = cc->comm;
   for (int i = 0; i < p->nsteps; i++) {
     const rcoll_step_t *st = &p->steps[i];
-    if (st->kind == RCOLL_STEP_COPY)
-      continue;
+    if (st->kind == RCOLL_STEP_COPY || (st->flags & RCOLL_STEP_FP))
+      continue; /* fingerprints travel as host messages (fingerprint.c) */
     peer_need_t *n = &need[st->peer];
     size_t big = st->bytes > c->chunk_bytes ? st->bytes : 0;
     if (st->kind == RCOLL_STEP_SEND) {

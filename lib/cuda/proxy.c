@@ -46,12 +46,21 @@ static void unit_free(rcoll_cuda_unit_t *u) {
     pthread_mutex_unlock(&cc->mu);
     free(p->steps);
     free(u->x[i]);
+    free(u->fp[i]);
   }
   free(u->plans);
   free(u->plan_ptrs);
   free(u->x);
+  free(u->fp);
   free(u->nodes);
   free(u);
+}
+
+static int plan_fp_steps(const rcoll_plan_t *p) {
+  int n = 0;
+  for (int k = 0; k < p->nsteps; k++)
+    n += (p->steps[k].flags & RCOLL_STEP_FP) != 0;
+  return n;
 }
 
 static rcoll_cuda_unit_t *unit_alloc(rcoll_plan_t **plans, int n) {
@@ -61,17 +70,24 @@ static rcoll_cuda_unit_t *unit_alloc(rcoll_plan_t **plans, int n) {
   u->plans = calloc((size_t)n, sizeof *u->plans);
   u->plan_ptrs = calloc((size_t)n, sizeof *u->plan_ptrs);
   u->x = calloc((size_t)n, sizeof *u->x);
+  u->fp = calloc((size_t)n, sizeof *u->fp);
   u->nodes = calloc((size_t)n, sizeof *u->nodes);
-  int ok = u->plans && u->plan_ptrs && u->x && u->nodes;
-  for (int i = 0; ok && i < n; i++)
+  int ok = u->plans && u->plan_ptrs && u->x && u->fp && u->nodes;
+  for (int i = 0; ok && i < n; i++) {
+    int nfp = plan_fp_steps(plans[i]);
     ok = (u->x[i] = calloc((size_t)(plans[i]->nsteps > 0 ? plans[i]->nsteps : 1),
-                           sizeof **u->x)) != NULL;
+                           sizeof **u->x)) != NULL &&
+         (nfp == 0 || (u->fp[i] = calloc((size_t)nfp, sizeof **u->fp)) != NULL);
+  }
   if (!ok) {
     for (int i = 0; u->x && i < n; i++)
       free(u->x[i]);
+    for (int i = 0; u->fp && i < n; i++)
+      free(u->fp[i]);
     free(u->plans);
     free(u->plan_ptrs);
     free(u->x);
+    free(u->fp);
     free(u->nodes);
     free(u);
     return NULL;
@@ -89,8 +105,20 @@ static void unit_take_plan(rcoll_cuda_unit_t *u, int i, rcoll_plan_t *p) {
   u->plans[i].tmp_bytes = 0;
   u->plan_ptrs[i] = &u->plans[i];
   u->nodes[i].unit = u;
-  for (int k = 0; k < p->nsteps; k++)
+  for (int k = 0, f = 0; k < p->nsteps; k++) {
+    rcoll_step_t *st = &u->plans[i].steps[k];
     u->x[i][k].slot = -1;
+    if (!(st->flags & RCOLL_STEP_FP))
+      continue;
+    /* A device call's fingerprints carry no inline data (fingerprint.c):
+     * the copies keep inline_step -1. */
+    rcoll_cuda_fp_copy_t *fc = &u->fp[i][f++];
+    fc->mine.fp = *(const rcoll_fp_t *)st->src;
+    fc->mine.inline_step = fc->theirs.inline_step = -1;
+    st->src = &fc->mine.fp;
+    if (st->kind != RCOLL_STEP_SEND)
+      st->dst = &fc->theirs;
+  }
   pthread_mutex_lock(&cc->mu);
   p->steps = cc->spare_steps;
   p->cap = cc->spare_cap;

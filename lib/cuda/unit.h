@@ -11,6 +11,7 @@
 #ifndef RCOLL_CUDA_UNIT_H
 #define RCOLL_CUDA_UNIT_H
 
+#include "call.h"
 #include "cuda/cuda_comm.h"
 
 typedef struct rcoll_cuda_node {
@@ -18,11 +19,19 @@ typedef struct rcoll_cuda_node {
   struct rcoll_cuda_node *next;
 } rcoll_cuda_node_t;
 
+typedef struct rcoll_cuda_fp_copy {
+  rcoll_fp_slot_t mine, theirs;
+} rcoll_cuda_fp_copy_t;
+
 typedef struct rcoll_cuda_unit {
   int nplans;
   rcoll_plan_t *plans;        /* copies of the planned calls; their steps moved in */
   rcoll_plan_t **plan_ptrs;   /* &plans[i], as the engine takes them */
   rcoll_cuda_stepx_t **x;     /* per plan, one per step */
+  /* Per plan, one per fingerprint step: the unit's own copies of what the
+   * step sends and receives, since the comm's fingerprint slots go to the
+   * next call as soon as this one is queued (call.h). */
+  rcoll_cuda_fp_copy_t **fp;
   rcoll_cuda_node_t *nodes;   /* per plan: the unit's place in that comm's queue */
   rcoll_cuda_comm_t *owner;
   uint32_t seq;               /* the owner's flag value once the unit is done */

@@ -1,0 +1,109 @@
+/* Mismatched calls on device buffers (lib/fingerprint.c), on the host fake
+ * of CUDA: device calls carry fingerprints too (as host messages ahead of
+ * their data), so ranks whose device calls differ fail at once, naming
+ * both calls, over CUDA IPC and over staging alike, and a device call met
+ * by a host one says that the memory types differ. The timeout is 20 s
+ * (cuda_ranks.c) and a failure must come within BOUND_MS, so an error that
+ * came from waiting out the timeout cannot pass. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "rcoll.h"
+#include "support/cuda_fake.h"
+#include "support/cuda_ranks.h"
+
+TestSuite(cuda_mismatch, .init = cuda_ranks_setup, .timeout = 120);
+
+#define N 256
+#define BOUND_MS 5000.0
+
+/* What each rank calls after one matching all-reduce. */
+typedef struct plan {
+  size_t count[2];
+  rcollRedOp_t op[2];
+  int host[2];        /* this rank's call is on host buffers */
+  const char *differs; /* "call mismatch (<this> differs)" */
+  const char *theirs[2]; /* a piece of each rank's error naming the other's call */
+} plan_t;
+
+/* Runs the mismatched call; returns its error (the async error for a
+ * device call, which returns before its proxy fails). */
+static rcollResult_t mismatched_call(rank_ctx_t *x, rcollComm_t comm, const plan_t *p,
+                                     rcoll_cuda_stream_t s, float *dev, float *host) {
+  int r = x->rank;
+  if (p->host[r])
+    return rcollAllReduce(host, host, p->count[r], rcollFloat32, p->op[r], comm, NULL);
+  rcollResult_t res = rcollAllReduce(dev, dev, p->count[r], rcollFloat32, p->op[r], comm, s);
+  fake_stream_sync(s);
+  rcollResult_t async = rcollSuccess;
+  rcollCommGetAsyncError(comm, &async);
+  return res != rcollSuccess ? res : async;
+}
+
+static void mismatch_body(rank_ctx_t *x, rcollComm_t comm) {
+  const plan_t *p = x->user;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *dev = cuda_ranks_dev_alloc(2 * N * 4), *host = calloc(2 * N, 4);
+  cuda_ranks_fill(dev, N, x->rank);
+  /* A matching device call first: numbers and connections are not the first. */
+  x->result = rcollAllReduce(dev, dev, N, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < N; i++)
+    x->wrong += dev[i] != cuda_ranks_sum_of(x->nranks, i);
+  double t0 = cuda_ranks_now_ms();
+  rcollResult_t r = mismatched_call(x, comm, p, s, dev, host);
+  double ms = cuda_ranks_now_ms() - t0;
+  const char *err = rcollGetLastError(comm);
+  char want[64];
+  snprintf(want, sizeof want, "call mismatch (%s differs)", p->differs);
+  cr_expect_eq(r, rcollInvalidUsage, "rank %d: %s", x->rank, err);
+  cr_expect(strstr(err, want) != NULL, "rank %d wants \"%s\": %s", x->rank, want, err);
+  cr_expect(strstr(err, p->theirs[x->rank]) != NULL, "rank %d wants \"%s\": %s", x->rank,
+            p->theirs[x->rank], err);
+  cr_expect(ms < BOUND_MS, "rank %d failed after %.0f ms", x->rank, ms);
+  x->wrong += r != rcollInvalidUsage || strstr(err, want) == NULL ||
+              strstr(err, p->theirs[x->rank]) == NULL || ms >= BOUND_MS;
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(dev);
+  free(host);
+}
+
+static void run(const char *p2p_disable, const plan_t *p) {
+  setenv("RCOLL_P2P_DISABLE", p2p_disable, 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  ctx[0].user = ctx[1].user = (void *)p;
+  cuda_ranks_run(2, N, mismatch_body, ctx);
+}
+
+static const plan_t COUNTS = {
+    .count = {100, 200},
+    .op = {rcollSum, rcollSum},
+    .differs = "count",
+    .theirs = {"rank 1 called allreduce #2 (200 x float32 sum",
+               "rank 0 called allreduce #2 (100 x float32 sum"}};
+
+Test(cuda_mismatch, counts_over_ipc) { run("0", &COUNTS); }
+Test(cuda_mismatch, counts_over_staging) { run("1", &COUNTS); }
+
+static const plan_t OPS = {
+    .count = {64, 64},
+    .op = {rcollSum, rcollMax},
+    .differs = "op",
+    .theirs = {"rank 1 called allreduce #2 (64 x float32 max", "rank 0 called allreduce #2 (64 x float32 sum"}};
+
+Test(cuda_mismatch, ops_over_ipc) { run("0", &OPS); }
+Test(cuda_mismatch, ops_over_staging) { run("1", &OPS); }
+
+/* Rank 1 passes host buffers where rank 0 passes device buffers. */
+static const plan_t MEMORY = {
+    .count = {64, 64},
+    .op = {rcollSum, rcollSum},
+    .host = {0, 1},
+    .differs = "memory type",
+    .theirs = {"rank 1 called allreduce #2 (64 x float32 sum, recdbl)",
+               "rank 0 called allreduce #2 (64 x float32 sum, recdbl, device buffers)"}};
+
+Test(cuda_mismatch, host_buffers_against_device_buffers_over_ipc) { run("0", &MEMORY); }
+Test(cuda_mismatch, host_buffers_against_device_buffers_over_staging) { run("1", &MEMORY); }
