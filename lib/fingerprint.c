@@ -209,7 +209,8 @@ static const char *fp_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs, 
     return "op";
   if (theirs->root != mine->root)
     return "root";
-  return strncmp(theirs->algo, mine->algo, sizeof mine->algo) != 0 ? "algorithm" : NULL;
+  /* Both are zero-padded (call.c), so memcmp compares the names. */
+  return memcmp(theirs->algo, mine->algo, sizeof mine->algo) != 0 ? "algorithm" : NULL;
 }
 
 rcollResult_t rcoll_fp_check(rcoll_plan_t *p, int step, size_t got) {

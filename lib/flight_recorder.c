@@ -19,8 +19,11 @@ void rcoll_fr_open(struct rcollComm *c) {
   uint64_t n = c->settings.fr_entries > 0 ? (uint64_t)c->settings.fr_entries : 0;
   if (n == 0)
     return;
+  uint64_t cap = 1;
+  while (cap < n)
+    cap <<= 1;
   rcoll_fr_t *fr = calloc(1, sizeof *fr);
-  rcoll_fr_entry_t *ring = fr != NULL ? calloc(n, sizeof *ring) : NULL;
+  rcoll_fr_entry_t *ring = fr != NULL ? calloc(cap, sizeof *ring) : NULL;
   if (ring == NULL) {
     free(fr);
     RCOLL_WARN("rank %d: no memory for the flight recorder (RCOLL_FR_ENTRIES=%llu); going without",
@@ -29,6 +32,7 @@ void rcoll_fr_open(struct rcollComm *c) {
   }
   fr->ring = ring;
   fr->n = n;
+  fr->mask = cap - 1;
   SET(fr->next_id, 1);
   fr->comm = c;
   snprintf(fr->host, sizeof fr->host, "%s",
@@ -47,7 +51,7 @@ void rcoll_fr_close(struct rcollComm *c) {
 }
 
 static rcoll_fr_entry_t *fr_entry(rcoll_fr_t *fr, uint64_t id) {
-  rcoll_fr_entry_t *e = &fr->ring[id % fr->n];
+  rcoll_fr_entry_t *e = rcoll_fr_slot(fr, id);
   return atomic_load_explicit(&e->id, RELAXED) == id ? e : NULL;
 }
 
@@ -57,7 +61,7 @@ uint64_t rcoll_fr_post(struct rcollComm *c, const rcoll_call_t *call) {
     return 0;
   uint64_t id = atomic_load_explicit(&fr->next_id, RELAXED);
   SET(fr->next_id, id + 1);
-  rcoll_fr_entry_t *e = &fr->ring[id % fr->n];
+  rcoll_fr_entry_t *e = rcoll_fr_slot(fr, id);
   const rcoll_fp_t *fp = call->fp;
   SET(e->id, id);
   SET(e->seq, fp->seq);

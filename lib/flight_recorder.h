@@ -65,13 +65,20 @@ typedef struct rcoll_fr_entry {
 
 typedef struct rcoll_fr {
   rcoll_fr_entry_t *ring;
-  uint64_t n;        /* entries */
+  uint64_t n;        /* entries (RCOLL_FR_ENTRIES) */
+  uint64_t mask;     /* the ring holds mask + 1 >= n entries: a power of two,
+                        so that finding a call's entry takes no division */
   _Atomic uint64_t next_id; /* the next call's id (1, 2, ...); read by the dumper */
   int waiting;       /* rcoll_fr_waiting published a wait not yet over */
   char host[64];
   struct rcoll_fr *next_registered; /* fr_dump.c's list, under its lock */
   struct rcollComm *comm;
 } rcoll_fr_t;
+
+/* Where call `id` is kept (if it is still there: compare the entry's id). */
+static inline rcoll_fr_entry_t *rcoll_fr_slot(const rcoll_fr_t *fr, uint64_t id) {
+  return &fr->ring[id & fr->mask];
+}
 
 void rcoll_fr_register(rcoll_fr_t *fr);
 void rcoll_fr_unregister(rcoll_fr_t *fr);

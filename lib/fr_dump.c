@@ -118,7 +118,7 @@ static void fr_dump_locked(rcoll_fr_t *fr, const char *reason) {
   fr_emit(f, line);
   uint64_t first = next > fr->n ? next - fr->n : 1;
   for (uint64_t id = first; id < next; id++)
-    if (fr_entry_line(fr, &fr->ring[id % fr->n], line, sizeof line))
+    if (fr_entry_line(fr, rcoll_fr_slot(fr, id), line, sizeof line))
       fr_emit(f, line);
   snprintf(line, sizeof line, "rcoll-fr-end comm=%016llx rank=%d", (unsigned long long)c->id_hash,
            c->rank);
