@@ -77,7 +77,8 @@ GPU_CFLAGS=(-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Iinclude -I"$CUDA_HOME/inc
 GPU_LIBS=(-L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcudart -lm -ldl)
 gcc "${GPU_CFLAGS[@]}" tests/gpu/gpu_conformance.c -o build/gpu/gpu_conformance -Llib -lrcoll \
   -Wl,-rpath,"$WORK/src/lib" "${GPU_LIBS[@]}" &&
-  gcc "${GPU_CFLAGS[@]}" tests/gpu/d2d_bw.c -o build/gpu/d2d_bw "${GPU_LIBS[@]}" ||
+  gcc "${GPU_CFLAGS[@]}" tests/gpu/d2d_bw.c -o build/gpu/d2d_bw "${GPU_LIBS[@]}" &&
+  gcc "${GPU_CFLAGS[@]}" tests/gpu/nccl_perf.c -o build/gpu/nccl_perf "${GPU_LIBS[@]}" ||
   { say "FAIL: building tests/gpu programs"; exit 1; }
 say "build: OK ($(elapsed) s)"
 

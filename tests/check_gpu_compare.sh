@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# What of tests/gpu/compare_nccl.sh can be checked without a GPU:
+#   - tests/gpu/nccl_perf.c (NCCL's side of the comparison) compiles with
+#     warnings as errors where the CUDA headers are, and says "skipped"
+#     (exit 77) on a machine without a GPU instead of failing;
+#   - the tables and verdicts, from a results file made up here whose right
+#     answers are known: a size where rcoll wins, one where it loses, one
+#     with no NCCL result, and the one-GPU targets (25 % of d2d, 20 us,
+#     4 ranks within 1.5x of 2).
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+failed=0
+fail() { echo "   FAILED: $*"; failed=1; }
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+if [[ -f $CUDA_HOME/include/cuda_runtime_api.h ]]; then
+  if gcc -std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Werror -I"$CUDA_HOME/include" tests/gpu/nccl_perf.c \
+      -o "$tmp/nccl_perf" -L"$CUDA_HOME/lib64" -Wl,-rpath,"$CUDA_HOME/lib64" -lcudart -ldl 2>"$tmp/cc.log"; then
+    if ! nvidia-smi -L >/dev/null 2>&1; then
+      "$tmp/nccl_perf" -b 8 -e 8 >/dev/null 2>&1
+      rc=$?
+      if [[ $rc -eq 77 ]]; then echo "-- nccl_perf builds, and skips (77) without a GPU"
+      else fail "nccl_perf exit $rc without a GPU, not 77"; fi
+    else
+      echo "-- nccl_perf builds (a GPU is here: tests/gpu/compare_nccl.sh runs it)"
+    fi
+  else
+    fail "tests/gpu/nccl_perf.c does not compile: $(head -n 5 "$tmp/cc.log")"
+  fi
+else
+  echo "-- no CUDA headers in $CUDA_HOME: nccl_perf not compiled"
+fi
+
+# Three rounds. two-hosts: at 8 B rcoll is faster (medians 40 vs 50 us); at
+# 16 MiB NCCL is (busbw 2.0 vs 3.0); at 128 MiB NCCL has no result. one-gpu:
+# d2d medians to 2000; 2 ranks reach 600 GB/s at 128 MiB (30 %) and 15 us at
+# 8 B; 4 ranks take 2x as long as 2 at 128 MiB.
+cat >"$tmp/results" <<'EOF'
+rounds 3
+mps yes
+d2d 1990
+d2d 2000
+d2d 2100
+two-hosts rcoll 2 8 39 0.00
+two-hosts rcoll 2 8 40 0.00
+two-hosts rcoll 2 8 90 0.00
+two-hosts nccl 2 8 50 0.00
+two-hosts nccl 2 8 49 0.00
+two-hosts nccl 2 8 55 0.00
+two-hosts rcoll 2 16777216 8000 2.0
+two-hosts rcoll 2 16777216 8100 2.1
+two-hosts rcoll 2 16777216 8200 1.9
+two-hosts nccl 2 16777216 5000 3.0
+two-hosts nccl 2 16777216 5100 3.1
+two-hosts nccl 2 16777216 4900 2.9
+two-hosts rcoll 2 134217728 60000 2.2
+one-gpu rcoll 2 8 15 0.00
+one-gpu rcoll 2 8 16 0.00
+one-gpu rcoll 2 8 14 0.00
+one-gpu rcoll 2 134217728 220 600
+one-gpu rcoll 2 134217728 221 600
+one-gpu rcoll 2 134217728 219 610
+one-gpu rcoll 4 134217728 440 450
+one-gpu rcoll 4 134217728 441 450
+one-gpu rcoll 4 134217728 439 450
+EOF
+out=$(SIZES="8 16777216 134217728" bash tests/gpu/compare_nccl.sh --table "$tmp/results")
+echo "$out" | sed 's/^/   /'
+row() { awk -v s="$2" -v t="$1" '/^## / { inside = index($0, t) > 0 } inside && $1 == s' <<<"$out"; }
+expect() { # table size pattern what
+  row "$1" "$2" | grep -qE "$3" || fail "$4: $(row "$1" "$2")"
+}
+expect "two hosts" 8 '\| +40 +0.00 \| +50 +0.00 \| +1.25 \| met \(rcoll.s time <= NCCL.s\)' \
+  "8 B: medians 40/50 us, ratio 1.25, met"
+expect "two hosts" 16777216 '\| +0.62 \| MISSED \(rcoll.s busbw >= NCCL.s\)' "16 MiB: ratio 0.62, missed"
+expect "two hosts" 134217728 '60000 +2.2 \| +- +- \| +- \| -$' "128 MiB: no NCCL result, no verdict"
+expect "one GPU" 8 '\| +15 .*met \(2 ranks <= 20 us\)' "one GPU 8 B: 15 us, met"
+expect "one GPU" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\); MISSED \(4 ranks within 1.5x of 2\)' \
+  "one GPU 128 MiB: 30 % of d2d met, 4 ranks 2x missed"
+grep -q 'd2d copy 2000 GB/s' <<<"$out" || fail "the d2d median (2000) is not in the one-GPU title"
+grep -q 'under MPS' <<<"$out" || fail "the one-GPU title does not say MPS"
+
+if ((failed)); then echo "check_gpu_compare: FAILED"; exit 1; fi
+echo "check_gpu_compare: PASSED"

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# rcoll beside NCCL on the GPU machine, all-reduce float32 sum on device
+# buffers, in one run (issue 16's table). Run from the repository root:
+#
+#   tests/gpu/compare_nccl.sh          output in $OUT (compare_nccl.log, compare_nccl.summary.txt)
+#   tests/gpu/compare_nccl.sh --table RESULTS   only the tables, from a results file
+#
+# Two settings, each a median over ROUNDS (3) alternating rounds:
+#   two-hosts: 2 ranks on the one GPU made two hosts (NCCL_HOSTID, which
+#     rcoll reads too), rcoll over its socket transport (device buffers
+#     staged through host memory) and NCCL over its own socket transport:
+#     the fair side-by-side that one GPU allows;
+#   one-gpu: 2 and 4 ranks on the one GPU over CUDA IPC, under MPS where the
+#     machine has it (NCCL refuses two ranks on one GPU: rcoll only), against
+#     the device-to-device copy bandwidth measured in the same run.
+# NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
+# libnccl.so.2 that PyTorch brings, else the loader's). Exit 77 without a GPU.
+#
+# The results file has one line per run: SETTING TOOL NRANKS SIZE TIME_US
+# BUSBW_GBS (a failed run is left out); the tables are made from it by
+# --table, which tests/check_gpu_compare.sh runs on a made-up file.
+set -uo pipefail
+
+SIZES=${SIZES:-"8 1048576 16777216 134217728"}
+
+# ---------------------------------------------------------------- the tables
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR) print a[int((NR+1)/2)]}'; }
+
+# value SETTING TOOL NRANKS SIZE FIELD(5: time, 6: busbw) < results: the median.
+value() {
+  awk -v s="$1" -v t="$2" -v n="$3" -v z="$4" -v f="$5" \
+    '$1 == s && $2 == t && $3 == n && $4 == z { printf "%s ", $f }' "$RESULTS" | median
+}
+
+verdict() { # met? text
+  if [[ -z "$1" ]]; then echo "no result"; elif (($1)); then echo "met ($2)"; else echo "MISSED ($2)"; fi
+}
+
+table_two_hosts() {
+  printf '\n## 2 ranks on one GPU as two hosts, over sockets: median of %s rounds\n' "${ROUNDS:-?}"
+  printf '%12s | %10s %9s | %10s %9s | %7s | %s\n' size "rcoll us" "GB/s" "NCCL us" "GB/s" ratio verdict
+  for z in $SIZES; do
+    local rt rb nt nb ratio met="" why=""
+    rt=$(value two-hosts rcoll 2 "$z" 5); rb=$(value two-hosts rcoll 2 "$z" 6)
+    nt=$(value two-hosts nccl 2 "$z" 5); nb=$(value two-hosts nccl 2 "$z" 6)
+    ratio=$([[ -n "$rt" && -n "$nt" ]] && awk -v a="$rt" -v b="$nt" 'BEGIN{printf "%.2f", b / a}' || echo "-")
+    if [[ -n "$rt" && -n "$nt" && "$z" -le 8 ]]; then
+      met=$(awk -v a="$rt" -v b="$nt" 'BEGIN{print (a <= b)}'); why="rcoll's time <= NCCL's"
+    elif [[ -n "$rb" && -n "$nb" && "$z" -ge 16777216 ]]; then
+      met=$(awk -v a="$rb" -v b="$nb" 'BEGIN{print (a >= b)}'); why="rcoll's busbw >= NCCL's"
+    fi
+    printf '%12s | %10s %9s | %10s %9s | %7s | %s\n' "$z" "${rt:--}" "${rb:--}" "${nt:--}" "${nb:--}" \
+      "$ratio" "$([[ -n "$why" ]] && verdict "$met" "$why" || echo "-")"
+  done
+  echo "# ratio: NCCL's time / rcoll's (above 1: rcoll is faster)"
+}
+
+table_one_gpu() {
+  local d2d t2 t4 b2 b4 z
+  d2d=$(awk '$1 == "d2d" { print $2 }' "$RESULTS" | median)
+  printf '\n## 2 and 4 ranks on one GPU (CUDA IPC%s): median of %s rounds; d2d copy %s GB/s\n' \
+    "$(grep -q '^mps yes' "$RESULTS" && echo ', under MPS')" "${ROUNDS:-?}" "${d2d:--}"
+  printf '%12s | %10s %9s %8s | %10s %9s | %s\n' size "2r us" "GB/s" "% d2d" "4r us" "GB/s" verdict
+  for z in $SIZES; do
+    t2=$(value one-gpu rcoll 2 "$z" 5); b2=$(value one-gpu rcoll 2 "$z" 6)
+    t4=$(value one-gpu rcoll 4 "$z" 5); b4=$(value one-gpu rcoll 4 "$z" 6)
+    local pct="-" v="-"
+    [[ -n "$b2" && -n "$d2d" ]] && pct=$(awk -v b="$b2" -v d="$d2d" 'BEGIN{printf "%.1f", 100 * b / d}')
+    if [[ "$z" -le 8 && -n "$t2" ]]; then
+      v=$(verdict "$(awk -v t="$t2" 'BEGIN{print (t <= 20)}')" "2 ranks <= 20 us")
+    elif [[ "$z" -ge 134217728 && "$pct" != "-" ]]; then
+      v=$(verdict "$(awk -v p="$pct" 'BEGIN{print (p >= 25)}')" "2 ranks >= 25% of d2d")
+    fi
+    if [[ -n "$t2" && -n "$t4" && "$z" -ge 134217728 ]]; then
+      v="$v; $(verdict "$(awk -v a="$t2" -v b="$t4" 'BEGIN{print (b <= 1.5 * a)}')" "4 ranks within 1.5x of 2")"
+    fi
+    printf '%12s | %10s %9s %8s | %10s %9s | %s\n' "$z" "${t2:--}" "${b2:--}" "$pct" "${t4:--}" \
+      "${b4:--}" "$v"
+  done
+}
+
+if [[ "${1:-}" == "--table" ]]; then
+  RESULTS=${2:?usage: compare_nccl.sh --table RESULTS}
+  ROUNDS=$(awk '$1 == "rounds" { print $2 }' "$RESULTS" | tail -n 1)
+  table_two_hosts
+  table_one_gpu
+  exit 0
+fi
+
+# ---------------------------------------------------------------- the runs
+GPU_LOG_NAME=compare_nccl
+GPU_RUN_BUDGET=${GPU_RUN_BUDGET:-480}
+# shellcheck source=tests/gpu/lib.sh
+source "$(dirname "$0")/lib.sh" # exits 77 without a GPU; the shell is now in the build
+ROUNDS=${ROUNDS:-3}
+RESULTS=$OUTDIR/compare_nccl.results
+echo "rounds $ROUNDS" >"$RESULTS"
+
+# The NCCL library: the one asked for, PyTorch's, or the loader's.
+if [[ -z "${NCCL_PERF_LIB:-}" ]]; then
+  NCCL_PERF_LIB=$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)
+  [[ -f "$NCCL_PERF_LIB" ]] || NCCL_PERF_LIB=libnccl.so.2
+fi
+export NCCL_PERF_LIB
+say "NCCL: $NCCL_PERF_LIB"
+
+# run SETTING TOOL NRANKS SIZE ENV...: one run, its out-of-place row into RESULTS.
+run() {
+  local setting=$1 tool=$2 n=$3 z=$4 tag iters=20
+  shift 4
+  ((z >= 16777216)) && iters=5
+  tag=$setting-$tool-$n-$z
+  local cmd=(bench/allreduce_perf -G -b "$z" -e "$z" -n "$iters" -w 3 -c 1 -d float -o sum)
+  [[ $tool == nccl ]] && cmd=(build/gpu/nccl_perf -b "$z" -e "$z" -n "$iters" -w 3)
+  if ( (($# == 0)) || export "$@"; NCCL_PERF_ID=$WORK/$tag.id launch "$n" 120 "$tag" "${cmd[@]}") >/dev/null; then
+    awk -v s="$z" -v pre="$setting $tool $n" '$1 == s && $9 == 0 { print pre, s, $6, $8; exit }' \
+      "$WORK/$tag.rank0.log" >>"$RESULTS"
+  else
+    say "$tag: FAILED (log: $tag.rank0.log)"
+    cp "$WORK/$tag".rank*.log "$OUTDIR/" 2>/dev/null
+  fi
+  rm -f "$WORK/$tag.id"
+}
+
+SOCKET_ENV=(PER_RANK_HOSTID=1 RCOLL_NET=socket NCCL_NET=Socket NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
+            RCOLL_DEBUG=WARN)
+MPS=no
+if command -v nvidia-cuda-mps-control >/dev/null; then
+  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d && MPS=yes
+fi
+echo "mps $MPS" >>"$RESULTS"
+for ((round = 1; round <= ROUNDS; round++)); do
+  section "round $round of $ROUNDS"
+  echo "d2d $(build/gpu/d2d_bw $((256 << 20)) | sed -n 's/.*: \([0-9.]*\) GB\/s copied.*/\1/p')" >>"$RESULTS"
+  for z in $SIZES; do
+    over_budget && break 2
+    # Alternate which goes first, so that neither always has the warmer machine.
+    if ((round % 2)); then order=(rcoll nccl); else order=(nccl rcoll); fi
+    for tool in "${order[@]}"; do run two-hosts "$tool" 2 "$z" "${SOCKET_ENV[@]}"; done
+    run one-gpu rcoll 2 "$z" RCOLL_DEBUG=WARN
+    run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
+  done
+done
+[[ $MPS == yes ]] && echo quit | nvidia-cuda-mps-control
+over_budget && say "time budget reached: the rounds above are all there is"
+section "tables"
+bash "$ROOT/tests/gpu/compare_nccl.sh" --table "$RESULTS" | tee -a "$SUMMARY"
