@@ -14,7 +14,8 @@ __version__ = "%d.%d.%d" % _abi.VERSION
 UNIQUE_ID_BYTES = _abi.UNIQUE_ID_BYTES
 
 __all__ = ["Communicator", "UniqueId", "get_unique_id", "group", "SUM", "PROD", "MAX", "MIN",
-           "AVG", "PreMulSum", "Simulation", "Algorithm", "PeerTransport", "MemBuffer", "mem_alloc", "Error", "InProgressError", "InternalError", "InvalidArgumentError",
+           "AVG", "PreMulSum", "Simulation", "Algorithm", "PeerTransport", "MemBuffer", "mem_alloc",
+           "Error", "InProgressError", "InternalError", "InvalidArgumentError",
            "InvalidUsageError", "RemoteError", "SystemCallError", "TimeoutError",
            "UnhandledCudaError", "library_path", "library_source", "library_version",
            "UNIQUE_ID_BYTES"]

@@ -82,8 +82,9 @@ _PREMUL_TYPES = {torch.float16: torch.float16, torch.bfloat16: torch.bfloat16,
 def _premul_factor(op):
     """The factor of a PREMUL_SUM ReduceOp (dist._make_nccl_premul_sum).
     torch 2.x pickles a ReduceOp as (RedOpType, factor), the factor a float
-    or a tensor; torch 1.13's ReduceOp keeps it in C++ only (no __getstate__),
-    where a Python backend cannot read it."""
+    or a tensor (torch/csrc/distributed/c10d/init.cpp); torch 1.13's ReduceOp
+    keeps it in C++ only (no __getstate__), where a Python backend cannot
+    read it. UNVERIFIED on a torch that pickles it: tested with a stand-in."""
     try:
         state = op.__getstate__()
     except (AttributeError, TypeError, RuntimeError):
@@ -98,10 +99,12 @@ def _premul_factor(op):
                                  "is needed" % f.numel())
             f = f.item()  # read now: the op is made right before its call runs
         return float(f)
-    raise _unsupported("ReduceOp.PREMUL_SUM (torch.distributed._make_nccl_premul_sum) on torch %s: "
-                       "its ReduceOp keeps the factor in C++ only, where a Python backend cannot read "
-                       "it (torch 2.x exposes it); multiply the tensor by the factor and use SUM, or "
-                       "use rcoll.Communicator.premul_sum_op directly" % torch.__version__)
+    raise NotImplementedError(
+        "rcoll backend: ReduceOp.PREMUL_SUM (torch.distributed._make_nccl_premul_sum) is not supported "
+        "on torch %s: its ReduceOp keeps the factor in C++ only, where a Python backend cannot read it "
+        "(newer torch pickles a ReduceOp with its factor, and there the backend maps it to "
+        "rcollRedOpCreatePreMulSum); multiply the tensor by the factor and use SUM, or use "
+        "rcoll.Communicator.premul_sum_op directly" % torch.__version__)
 
 
 def _redop(op, dtype):

@@ -164,7 +164,8 @@ class HeaderAgrees(unittest.TestCase):
                              % (name, len(cargs), len(args)))
             self.assertIs(C_TO_CTYPES.get(cret), res, "%s returns %s" % (name, cret))
             for i, (ct, py) in enumerate(zip(cargs, args)):
-                self.assertIn(ct, C_TO_CTYPES, "%s parameter %d: no ctypes equivalent of %s known" % (name, i, ct))
+                self.assertIn(ct, C_TO_CTYPES, "%s parameter %d: no ctypes equivalent of %s known"
+                              % (name, i, ct))
                 want = C_TO_CTYPES[ct]
                 self.assertIs(py, want, "%s parameter %d is %s in rcoll.h; bound as %s" % (name, i, ct, py))
 
