@@ -34,7 +34,8 @@ def _device_of(ptr):
 
     class Attr(ctypes.Structure):  # cudaPointerAttributes (CUDA >= 10)
         _fields_ = [("type", ctypes.c_int), ("device", ctypes.c_int),
-                    ("devicePointer", ctypes.c_void_p), ("hostPointer", ctypes.c_void_p)]
+                    ("devicePointer", ctypes.c_void_p), ("hostPointer", ctypes.c_void_p),
+                    ("reserved", ctypes.c_long * 32)]  # room for fields a newer runtime appends
     a = Attr()
     if rt.cudaPointerGetAttributes(ctypes.byref(a), ctypes.c_void_p(ptr)) != 0:
         rt.cudaGetLastError()
