@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Python package and the torch.distributed backend, with Debian's
 # /usr/bin/python3 (python3-torch 1.13, python3-numpy): header consistency,
-# NumPy collectives and errors, every torch collective against gloo, the
+# NumPy collectives and errors, the NCCL 2.28 calls (PreMulSum, mem_alloc,
+# scalable init, simulate), every torch collective against gloo, the
 # examples, and DDP losses bit-identical between rcoll and gloo (2 ranks) and
 # between every rcoll all-reduce algorithm under RCOLL_DETERMINISTIC=1 (4 ranks).
 # Exit 77 (skip) when that Python lacks numpy or torch.
@@ -28,6 +29,7 @@ step() { # name command...
 step "binding agrees with include/rcoll.h" "$PY" -m unittest -v test_header
 step "NumPy collectives, errors, dead peer" "$PY" -m unittest -v test_numpy
 step "shrink after a rank dies" "$PY" -m unittest -v test_shrink
+step "PreMulSum, mem_alloc, scalable init, simulate, queries" "$PY" -m unittest -v test_nccl228
 step "examples/python/numpy_allreduce.py" "$PY" examples/python/numpy_allreduce.py
 if [[ -x examples/bin/c_trainer ]]; then
   step "examples/c_trainer under mpiexec -n 2" timeout 120 mpiexec -n 2 \
@@ -48,7 +50,7 @@ if ! "$PY" -c 'import torch.distributed' 2>/dev/null; then
   if ((fails)); then exit 1; fi
   exit 77
 fi
-step "torch backend against gloo" "$PY" -m unittest -v test_torch
+step "torch backend against gloo, and PREMUL_SUM" "$PY" -m unittest -v test_torch
 step "torch backend against gloo, collectives over 4 KiB on the group's thread" \
   env RCOLL_TORCH_INLINE_BYTES=4096 "$PY" -m unittest -v test_torch
 step "a rank killed or frozen mid-training" "$PY" -m unittest -v test_torch_death

@@ -55,6 +55,12 @@ REDOPS = {
 NUM_OPS = 5
 MAX_REDOP = 0x7FFFFFFF  # rcollMaxRedOp: ops made on a communicator lie below it
 
+# rcollScalarResidence_t (where rcollRedOpCreatePreMulSum's scalar lives)
+SCALAR_RESIDENCES = {
+    "rcollScalarDevice": 0,
+    "rcollScalarHostImmediate": 1,
+}
+
 UNIQUE_ID_BYTES = 128  # RCOLL_UNIQUE_ID_BYTES
 SPLIT_NOCOLOR = -1     # RCOLL_SPLIT_NOCOLOR
 SHRINK_DEFAULT = 0     # RCOLL_SHRINK_DEFAULT
@@ -62,6 +68,8 @@ SHRINK_ABORT = 1       # RCOLL_SHRINK_ABORT
 REVOKE_DEFAULT = 0     # RCOLL_REVOKE_DEFAULT
 CONFIG_MAGIC = 0x72636F6C  # RCOLL_CONFIG_MAGIC
 CONFIG_UNDEF_INT = -2**31  # RCOLL_CONFIG_UNDEF_INT (INT_MIN)
+SIM_INFO_MAGIC = 0x7273696D  # RCOLL_SIM_INFO_MAGIC
+UNDEF_FLOAT = -1.0           # RCOLL_UNDEF_FLOAT
 
 
 class UniqueIdStruct(ctypes.Structure):
@@ -95,3 +103,18 @@ class ConfigStruct(ctypes.Structure):
         c.splitShare = CONFIG_UNDEF_INT
         c.commName = None
         return c
+
+
+class SimInfoStruct(ctypes.Structure):
+    """rcollSimInfo_t; fields in the header's order."""
+    _fields_ = [
+        ("size", ctypes.c_size_t),
+        ("magic", ctypes.c_uint),
+        ("version", ctypes.c_uint),
+        ("estimatedTime", ctypes.c_float),
+    ]
+
+    @classmethod
+    def make(cls):
+        """The equivalent of RCOLL_SIM_INFO_INITIALIZER."""
+        return cls(ctypes.sizeof(cls), SIM_INFO_MAGIC, VERSION_CODE, UNDEF_FLOAT)

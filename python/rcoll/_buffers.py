@@ -4,6 +4,7 @@ buffer protocol (bytearray, memoryview) are understood."""
 import sys
 
 from . import _abi
+from ._mem import MemBuffer
 from .errors import InvalidArgumentError
 
 DT = _abi.DATATYPES
@@ -40,9 +41,30 @@ def type_name(dtype):
     return _TYPE_NAMES.get(dtype, str(dtype))
 
 
+def dtype_code(dtype, what):
+    """The rcollDataType_t of a dtype given as a name ("float32"), a NumPy
+    dtype or type, or a torch dtype."""
+    name = getattr(dtype, "name", None) if not isinstance(dtype, str) else dtype
+    if name is None:
+        if isinstance(dtype, type) and hasattr(dtype, "__module__") and dtype.__module__ == "numpy":
+            import numpy
+            name = numpy.dtype(dtype).name
+        else:
+            name = str(dtype).replace("torch.", "")
+    if name not in _BY_NAME:
+        _fail(what, "dtype", "%r is not an rcoll type (rcoll has %s)" % (dtype, ", ".join(_BY_NAME)))
+    return _BY_NAME[name]
+
+
 def as_buf(x, what, name, writable=False):
     """Buf for x, or InvalidArgumentError naming the argument and what is wrong."""
     mod = type(x).__module__.split(".")[0]
+    if isinstance(x, MemBuffer):  # its bytes, as uint8
+        if x.ptr is None:
+            _fail(what, name, "the rcoll.MemBuffer is closed")
+        if x.device is None:
+            return _numpy_buf(x.numpy(), what, name, writable, obj=x)
+        return Buf(x.ptr, x.nbytes, DT["rcollUint8"], x.nbytes, x.device, x)
     if mod == "torch":
         return _torch_buf(x, what, name)
     if mod == "numpy":

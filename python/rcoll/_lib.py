@@ -80,6 +80,8 @@ _PROTOS = {
     "rcollGetLastError": (ctypes.c_char_p, [COMM]),
     "rcollGetUniqueId": (R, [ctypes.POINTER(_abi.UniqueIdStruct)]),
     "rcollCommInitRankConfig": (R, [ctypes.POINTER(COMM), I, _abi.UniqueIdStruct, I, CFG]),
+    "rcollCommInitRankScalable": (R, [ctypes.POINTER(COMM), I, I, I, ctypes.POINTER(_abi.UniqueIdStruct),
+                                      CFG]),
     "rcollCommInitFromEnv": (R, [ctypes.POINTER(COMM), CFG]),
     "rcollCommSplit": (R, [COMM, I, I, ctypes.POINTER(COMM), CFG]),
     "rcollCommShrink": (R, [COMM, ctypes.POINTER(I), I, ctypes.POINTER(COMM), CFG, I]),
@@ -101,10 +103,17 @@ _PROTOS = {
     "rcollScatter": (R, [P, P, SZ, I, I, COMM, P]),
     "rcollSend": (R, [P, SZ, I, I, COMM, P]),
     "rcollRecv": (R, [P, SZ, I, I, COMM, P]),
+    "rcollRedOpCreatePreMulSum": (R, [ctypes.POINTER(I), P, I, I, COMM]),
+    "rcollRedOpDestroy": (R, [I, COMM]),
     "rcollCommRegister": (R, [COMM, P, SZ, ctypes.POINTER(P)]),
     "rcollCommDeregister": (R, [COMM, P]),
+    "rcollMemAlloc": (R, [ctypes.POINTER(P), SZ]),
+    "rcollMemFree": (R, [P]),
+    "rcollCommPeerTransport": (R, [COMM, I, ctypes.POINTER(I), ctypes.c_char_p, SZ]),
+    "rcollCommAlgorithm": (R, [COMM, ctypes.c_char_p, SZ, ctypes.c_char_p, SZ, ctypes.POINTER(SZ)]),
     "rcollGroupStart": (R, []),
     "rcollGroupEnd": (R, []),
+    "rcollGroupSimulateEnd": (R, [ctypes.POINTER(_abi.SimInfoStruct)]),
 }
 
 for _name, (_res, _args) in _PROTOS.items():

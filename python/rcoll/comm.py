@@ -1,11 +1,13 @@
 """Communicator, UniqueId and group(): the Python face of rcoll's C API."""
 import base64
+import collections
 import contextlib
 import ctypes
+import numbers
 import os
 
 from . import _abi
-from ._buffers import as_buf, stream_of, type_name
+from ._buffers import as_buf, dtype_code, stream_of, type_name
 from ._lib import lib
 from .errors import InvalidArgumentError, InvalidUsageError, check
 
@@ -60,14 +62,115 @@ def get_unique_id():
     return UniqueId()
 
 
-def _op(op):
+def _op(op, comm=None):
+    if isinstance(op, PreMulSum):
+        return op._value_for(comm)
     if isinstance(op, str):
         if op.lower() not in _OPS:
             raise InvalidArgumentError("op", 4, "op %r is not one of %s" % (op, ", ".join(_OPS)))
         return _OPS[op.lower()]
     if op not in _OPS.values():
-        raise InvalidArgumentError("op", 4, "op %r is not an rcoll op (0..%d)" % (op, _abi.NUM_OPS - 1))
+        raise InvalidArgumentError("op", 4, "op %r is not an rcoll op (0..%d, or an rcoll.PreMulSum)"
+                                   % (op, _abi.NUM_OPS - 1))
     return int(op)
+
+
+def _scalar_bytes(scalar, code, what):
+    """scalar as one element of rcoll type `code`, in the type's bytes. A
+    NumPy scalar or 0-d array of that very dtype is taken as it is (so
+    ml_dtypes' bfloat16 and fp8 scalars work); anything else is a number
+    converted here. An integer type refuses a value it would change."""
+    import numpy
+    name = type_name(code)
+    a = None
+    if type(scalar).__module__.split(".")[0] == "torch":
+        scalar = scalar.item() if scalar.numel() == 1 else scalar
+    if isinstance(scalar, (numpy.ndarray, numpy.generic)):
+        a = numpy.asarray(scalar)
+        if a.size != 1:
+            raise InvalidArgumentError(what, 4, "the scalar is an array of %d elements; give one" % a.size)
+        if a.dtype.name == name:
+            return a.tobytes()
+        scalar = a.reshape(()).item()
+    if not isinstance(scalar, numbers.Number) or isinstance(scalar, complex):
+        raise InvalidArgumentError(what, 4, "the scalar %r is not a real number" % (scalar,))
+    if name == "bfloat16":  # float32's upper half, rounded to nearest even (NaN stays NaN)
+        b = int(numpy.array(scalar, dtype=numpy.float32).view(numpy.uint32))
+        if (b & 0x7FFFFFFF) > 0x7F800000:
+            return ((b >> 16) | 0x40).to_bytes(2, "little")
+        return (((b + 0x7FFF + ((b >> 16) & 1)) >> 16) & 0xFFFF).to_bytes(2, "little")
+    if name.startswith("float8"):
+        raise InvalidArgumentError(what, 4, "an %s scalar must be given as a NumPy scalar of that dtype "
+                                   "(ml_dtypes.%s); rcoll does not round to fp8 in Python"
+                                   % (name, name))
+    t = numpy.dtype(name)
+    if t.kind in "iu":
+        info = numpy.iinfo(t)
+        if scalar != int(scalar) or not info.min <= int(scalar) <= info.max:
+            raise InvalidArgumentError(what, 4, "the scalar %r is not a %s value" % (scalar, name))
+        scalar = int(scalar)
+    return numpy.array(scalar, dtype=t).tobytes()
+
+
+class PreMulSum:
+    """A reduction op made by rcollRedOpCreatePreMulSum: each rank's input is
+    multiplied by this rank's own `scalar`, then the products are summed.
+    Made with comm.premul_sum_op(scalar, dtype) for one communicator and one
+    dtype, it is given as op= to that communicator's all_reduce, reduce and
+    reduce_scatter on arrays of that dtype. The scalar is read at creation
+    (rcollScalarHostImmediate). destroy() (or the end of a with block, or the
+    communicator's destroy) frees it; keep it until a group using it ends."""
+
+    def __init__(self, comm, scalar, dtype=None):
+        what = "rcollRedOpCreatePreMulSum"
+        if dtype is None:
+            dtype = getattr(scalar, "dtype", None)
+            if dtype is None:
+                raise InvalidArgumentError(what, 4, "give dtype= for the scalar %r (the op is for "
+                                           "one datatype)" % (scalar,))
+        self.dtype = dtype_code(dtype, what)
+        self.scalar = scalar
+        raw = _scalar_bytes(scalar, self.dtype, what)
+        buf = ctypes.create_string_buffer(raw, len(raw))
+        v = ctypes.c_int()
+        check(what, lib.rcollRedOpCreatePreMulSum(
+            ctypes.byref(v), buf, self.dtype, _abi.SCALAR_RESIDENCES["rcollScalarHostImmediate"],
+            comm._handle(what)), comm._h)
+        self.value = v.value
+        self._comm = comm
+        comm._ops[self.value] = self
+
+    def _value_for(self, comm):
+        if self._comm is None:
+            raise InvalidUsageError("op", 5, "the PreMulSum op was destroyed")
+        if comm is not None and comm is not self._comm:
+            raise InvalidUsageError("op", 5, "the PreMulSum op was made on another communicator (%r)"
+                                    % self._comm)
+        return self.value
+
+    def destroy(self):
+        """rcollRedOpDestroy; nothing when destroyed already."""
+        comm, self._comm = self._comm, None
+        if comm is None:
+            return
+        comm._ops.pop(self.value, None)
+        if comm._h is not None:
+            check("rcollRedOpDestroy", lib.rcollRedOpDestroy(self.value, comm._h), comm._h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.destroy()
+        return False
+
+    def __repr__(self):
+        return "<rcoll.PreMulSum %r x %s, op %d%s>" % (self.scalar, type_name(self.dtype), self.value,
+                                                       "" if self._comm else ", destroyed")
+
+
+Algorithm = collections.namedtuple("Algorithm", "name chunk_bytes")
+PeerTransport = collections.namedtuple("PeerTransport", "transport same_node")
 
 
 def _store_get(store, key, timeout_s):
@@ -100,6 +203,7 @@ class Communicator:
 
     def __init__(self, uid, rank, size, timeout_ms=0, net=None, _handle=None):
         self._h = None
+        self._ops = {}  # PreMulSum ops made on this communicator, by value
         if _handle is not None:
             self._h = _handle
         else:
@@ -119,6 +223,23 @@ class Communicator:
         cfg = _abi.ConfigStruct.make(timeout_ms, net)
         h = ctypes.c_void_p()
         check("rcollCommInitFromEnv", lib.rcollCommInitFromEnv(ctypes.byref(h), ctypes.byref(cfg)))
+        return cls(None, 0, 0, _handle=h.value)
+
+    @classmethod
+    def from_unique_ids(cls, uids, rank, size, timeout_ms=0, net=None):
+        """rcollCommInitRankScalable: every rank passes the same unique ids in
+        the same order (1..size of them); the ranks are cut in order into
+        len(uids) blocks (the first size % len(uids) one rank larger) and
+        block k meets at uids[k], so that no one root serves every rank."""
+        uids = [u if isinstance(u, UniqueId) else UniqueId(u) for u in uids]
+        if not uids:
+            raise InvalidArgumentError("rcollCommInitRankScalable", 4, "no unique ids")
+        arr = (_abi.UniqueIdStruct * len(uids))(*(u._struct() for u in uids))
+        cfg = _abi.ConfigStruct.make(timeout_ms, net)
+        h = ctypes.c_void_p()
+        check("rcollCommInitRankScalable(rank %d of %d, %d ids)" % (rank, size, len(uids)),
+              lib.rcollCommInitRankScalable(ctypes.byref(h), int(size), int(rank), len(uids), arr,
+                                            ctypes.byref(cfg)))
         return cls(None, 0, 0, _handle=h.value)
 
     @classmethod
@@ -188,7 +309,10 @@ class Communicator:
         check("rcollCommRevoke", lib.rcollCommRevoke(self._handle("revoke"), _abi.REVOKE_DEFAULT), self._h)
 
     def destroy(self):
+        """Destroys the PreMulSum ops made on it, then the communicator."""
         if self._h is not None:
+            for op in list(self._ops.values()):
+                op.destroy()
             h, self._h = self._h, None
             check("rcollCommDestroy", lib.rcollCommDestroy(h))
 
@@ -196,7 +320,40 @@ class Communicator:
         """Ends the communicator at once; peers' pending calls fail naming this rank."""
         if self._h is not None:
             h, self._h = self._h, None
+            for op in list(self._ops.values()):
+                op.destroy()  # only marks it: the communicator (and its ops) go with the abort
             check("rcollCommAbort", lib.rcollCommAbort(h))
+
+    # -- reduction ops and queries
+    def premul_sum_op(self, scalar, dtype=None):
+        """An rcoll.PreMulSum op (see there) of this rank's scalar for arrays of
+        dtype (default: the scalar's own, for a NumPy scalar or 0-d array)."""
+        return PreMulSum(self, scalar, dtype)
+
+    def algorithm(self, coll, nbytes):
+        """rcollCommAlgorithm: (name, chunk_bytes) of what a call of `coll`
+        ("allreduce", "broadcast", "reduce", "allgather", "reduce_scatter",
+        "alltoall", "gather", "scatter") would use for nbytes: count x type
+        size, times the ranks for the calls whose count is per rank."""
+        if int(nbytes) < 0:
+            raise InvalidArgumentError("rcollCommAlgorithm", 4, "nbytes %d is negative" % int(nbytes))
+        name = ctypes.create_string_buffer(128)
+        chunk = ctypes.c_size_t()
+        check("rcollCommAlgorithm", lib.rcollCommAlgorithm(self._handle("algorithm"), str(coll).encode(),
+                                                           int(nbytes), name, len(name),
+                                                           ctypes.byref(chunk)), self._h)
+        return Algorithm(name.value.decode(errors="replace"), chunk.value)
+
+    def peer_transport(self, peer):
+        """rcollCommPeerTransport: (transport, same_node) this rank uses to
+        `peer`: the transport and its device ("shm", "socket eth0 10000 Mb/s"),
+        and whether the library counts the peer on this rank's node."""
+        text = ctypes.create_string_buffer(256)
+        same = ctypes.c_int()
+        check("rcollCommPeerTransport", lib.rcollCommPeerTransport(self._handle("peer_transport"), int(peer),
+                                                                   ctypes.byref(same), text, len(text)),
+              self._h)
+        return PeerTransport(text.value.decode(errors="replace"), bool(same.value))
 
     def async_error(self):
         r = ctypes.c_int()
@@ -244,7 +401,7 @@ class Communicator:
         if r.count != s.count:
             raise InvalidArgumentError("rcollAllReduce", 4, "recvbuf has %d elements, sendbuf %d"
                                        % (r.count, s.count))
-        self._call("rcollAllReduce", lib.rcollAllReduce, (s.ptr, r.ptr, s.count, s.dtype, _op(op)),
+        self._call("rcollAllReduce", lib.rcollAllReduce, (s.ptr, r.ptr, s.count, s.dtype, _op(op, self)),
                    (s, r), stream)
         return r.obj
 
@@ -261,7 +418,7 @@ class Communicator:
         r = s if recvbuf is None else as_buf(recvbuf, "rcollReduce", "recvbuf", True)
         self._same_type("rcollReduce", s, r)
         self._call("rcollReduce", lib.rcollReduce,
-                   (s.ptr, r.ptr, s.count, s.dtype, _op(op), int(root)), (s, r), stream)
+                   (s.ptr, r.ptr, s.count, s.dtype, _op(op, self), int(root)), (s, r), stream)
         return r.obj
 
     def all_gather(self, sendbuf, recvbuf, stream=None):
@@ -285,7 +442,7 @@ class Communicator:
             raise InvalidArgumentError("rcollReduceScatter", 4, "sendbuf has %d elements; %d ranks x "
                                        "%d need %d" % (s.count, self.size, r.count, r.count * self.size))
         self._call("rcollReduceScatter", lib.rcollReduceScatter,
-                   (s.ptr, r.ptr, r.count, r.dtype, _op(op)), (s, r), stream)
+                   (s.ptr, r.ptr, r.count, r.dtype, _op(op, self)), (s, r), stream)
         return r.obj
 
     def all_to_all(self, sendbuf, recvbuf, stream=None):
@@ -349,17 +506,41 @@ class Communicator:
         self.all_reduce(numpy.zeros(1, dtype=numpy.uint8), op=MAX)
 
 
+class Simulation:
+    """What `with rcoll.group(simulate=True) as sim` gives: after the block,
+    sim.estimated_us is the tuner's predicted time of its collectives in
+    microseconds (rcollSimInfo_t.estimatedTime)."""
+    estimated_us = None
+
+    def __repr__(self):
+        return "<rcoll.Simulation estimated_us=%r>" % self.estimated_us
+
+
 @contextlib.contextmanager
-def group():
+def group(simulate=False):
     """Calls inside run together when the block ends (rcollGroupStart/End):
     send and recv pairs that would deadlock one by one, or collectives on
-    several communicators. Buffers must stay alive until the block ends."""
+    several communicators. Buffers must stay alive until the block ends.
+
+    simulate=True ends the group with rcollGroupSimulateEnd instead: nothing
+    runs, and the Simulation the block gets (`as sim`) holds the predicted
+    time (the sum of one communicator's calls, the slowest communicator's
+    for several; host calls only, sends and receives count 0). Local: no
+    peer takes part, and no buffer is touched."""
     check("rcollGroupStart", lib.rcollGroupStart())
+    sim = Simulation() if simulate else None
     ok = False
     try:
-        yield
+        yield sim
         ok = True
     finally:
-        r = lib.rcollGroupEnd()
-        if ok:
-            check("rcollGroupEnd", r)
+        if simulate:
+            info = _abi.SimInfoStruct.make()
+            r = lib.rcollGroupSimulateEnd(ctypes.byref(info))
+            if ok:
+                check("rcollGroupSimulateEnd", r)
+                sim.estimated_us = info.estimatedTime
+        else:
+            r = lib.rcollGroupEnd()
+            if ok:
+                check("rcollGroupEnd", r)

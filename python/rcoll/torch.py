@@ -23,6 +23,7 @@ Every wait is bounded: rcoll's own by RCOLL_TIMEOUT (or init_process_group's
 timeout when RCOLL_TIMEOUT is not set), the store's by the same.
 """
 import collections
+import contextlib
 import datetime
 import inspect
 import os
@@ -60,20 +61,87 @@ def _unsupported(what):
     return NotImplementedError("rcoll backend: %s is not supported" % what)
 
 
+class _PreMul:
+    """A PREMUL_SUM ReduceOp's factor: the rcoll op is made on the lane's
+    communicator for the call's dtype right before the call and destroyed
+    right after it, as ProcessGroupNCCL does (unpackPreMulSum, ncclRedOpRAII)."""
+    __slots__ = ("factor",)
+
+    def __init__(self, factor):
+        self.factor = factor
+
+
+# PREMUL_SUM's types: ProcessGroupNCCL takes half, float and double; rcoll's
+# PreMulSum does bfloat16 too. Complex tensors go as pairs of reals, each part
+# scaled by the (real) factor, as NCCL's view-as-real does.
+_PREMUL_TYPES = {torch.float16: torch.float16, torch.bfloat16: torch.bfloat16,
+                 torch.float32: torch.float32, torch.float64: torch.float64,
+                 torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
+def _premul_factor(op):
+    """The factor of a PREMUL_SUM ReduceOp (dist._make_nccl_premul_sum).
+    torch 2.x pickles a ReduceOp as (RedOpType, factor), the factor a float
+    or a tensor (torch/csrc/distributed/c10d/init.cpp); torch 1.13's ReduceOp
+    keeps it in C++ only (no __getstate__), where a Python backend cannot
+    read it. UNVERIFIED on a torch that pickles it: tested with a stand-in."""
+    try:
+        state = op.__getstate__()
+    except (AttributeError, TypeError, RuntimeError):
+        state = None
+    if isinstance(state, tuple) and len(state) == 2 and state[1] is not None:
+        f = state[1]
+        if isinstance(f, (list, tuple)) and len(f) == 1:  # torch 2.0: one tensor per device
+            f = f[0]
+        if torch.is_tensor(f):
+            if f.numel() != 1:
+                raise ValueError("rcoll backend: ReduceOp.PREMUL_SUM's factor has %d elements; one "
+                                 "is needed" % f.numel())
+            f = f.item()  # read now: the op is made right before its call runs
+        return float(f)
+    raise NotImplementedError(
+        "rcoll backend: ReduceOp.PREMUL_SUM (torch.distributed._make_nccl_premul_sum) is not supported "
+        "on torch %s: its ReduceOp keeps the factor in C++ only, where a Python backend cannot read it "
+        "(newer torch pickles a ReduceOp with its factor, and there the backend maps it to "
+        "rcollRedOpCreatePreMulSum); multiply the tensor by the factor and use SUM, or use "
+        "rcoll.Communicator.premul_sum_op directly" % torch.__version__)
+
+
 def _redop(op, dtype):
+    """rcoll's op for a torch ReduceOp on tensors of dtype: an rcoll op
+    number, or a _PreMul for PREMUL_SUM."""
+    if op == _R.PREMUL_SUM:
+        if dtype not in _PREMUL_TYPES:
+            raise _unsupported("ReduceOp.PREMUL_SUM on %s tensors (float16, bfloat16, float32, float64 "
+                               "and complex work)" % dtype)
+        return _PreMul(_premul_factor(op))
     for top, rop, name in _REDOPS:
         if op == top:
             break
     else:
-        raise _unsupported("ReduceOp.%s (rcoll reduces with SUM, PRODUCT, MIN, MAX and AVG)"
-                           % str(getattr(op, "op", op)).split(".")[-1])
+        raise _unsupported("ReduceOp.%s (rcoll reduces with SUM, PRODUCT, MIN, MAX, AVG and "
+                           "PREMUL_SUM)" % str(getattr(op, "op", op)).split(".")[-1])
     if dtype == torch.bool:  # torch's bool arithmetic: sum is "any", product is "all"
         if rop == rcoll.AVG:
             raise _unsupported("ReduceOp.AVG on bool tensors")
         rop = {rcoll.SUM: rcoll.MAX, rcoll.PROD: rcoll.MIN}.get(rop, rop)
     if dtype.is_complex and rop not in (rcoll.SUM, rcoll.AVG):
-        raise _unsupported("ReduceOp.%s on complex tensors (SUM and AVG work)" % name)
+        raise _unsupported("ReduceOp.%s on complex tensors (SUM, AVG and PREMUL_SUM work)" % name)
     return rop
+
+
+@contextlib.contextmanager
+def _op_on(comm, rop, dtype):
+    """The op to pass to comm's call: rop itself, or for PREMUL_SUM an rcoll
+    PreMulSum made now for dtype and destroyed when the call has returned."""
+    if not isinstance(rop, _PreMul):
+        yield rop
+        return
+    op = comm.premul_sum_op(rop.factor, str(_PREMUL_TYPES[dtype]).replace("torch.", ""))
+    try:
+        yield op
+    finally:
+        op.destroy()
 
 
 def _flat(t):
@@ -287,7 +355,7 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         t = _one(tensors, "allreduce")
         op = _redop(opts.reduceOp if opts is not None else _R.SUM, t.dtype)
         dt = _RCOLL_TYPES.get(t.dtype)
-        if dt is not None and t.is_contiguous() and not t.is_cuda:
+        if dt is not None and t.is_contiguous() and not t.is_cuda and not isinstance(op, _PreMul):
             # The common case, without the generic path's checks: the call
             # costs microseconds at small sizes and this is most of them.
             ptr, n = t.data_ptr(), t.numel()
@@ -298,7 +366,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         s, stream = _Staged(t), _stream_for([t])
 
         def run(comm):
-            comm.all_reduce(s.flat(), op=op, stream=stream)
+            with _op_on(comm, op, t.dtype) as o:
+                comm.all_reduce(s.flat(), op=o, stream=stream)
             s.back()
         return self._submit(self._coll, tensors, run, _nbytes(t))
 
@@ -309,7 +378,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
 
         def run(comm):
             for s, op in staged:
-                comm.all_reduce(s.flat(), op=op, stream=stream)
+                with _op_on(comm, op, s.t.dtype) as o:
+                    comm.all_reduce(s.flat(), op=o, stream=stream)
                 s.back()
         return self._submit(self._coll, tensors, run, _nbytes(*tensors))
 
@@ -329,7 +399,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         s, stream = _Staged(t), _stream_for([t])
 
         def run(comm):
-            comm.reduce(s.flat(), op=op, root=root, stream=stream)
+            with _op_on(comm, op, t.dtype) as o:
+                comm.reduce(s.flat(), op=o, root=root, stream=stream)
             if comm.rank == root:
                 s.back()
         return self._submit(self._coll, tensors, run, _nbytes(t))
@@ -370,7 +441,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         stream = _stream_for([input, output])
 
         def run(comm):
-            comm.reduce_scatter(si.flat(), so.flat(), op=op, stream=stream)
+            with _op_on(comm, op, input.dtype) as o:
+                comm.reduce_scatter(si.flat(), so.flat(), op=o, stream=stream)
             so.back()
         return self._submit(self._coll, [output], run, _nbytes(input))
 
@@ -383,7 +455,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
 
         def run(comm):
             flat = torch.stack([i.contiguous() for i in ins])
-            comm.reduce_scatter(_flat(flat), so.flat(), op=op, stream=stream)
+            with _op_on(comm, op, out.dtype) as o:
+                comm.reduce_scatter(_flat(flat), so.flat(), op=o, stream=stream)
             so.back()
         return self._submit(self._coll, output_tensors, run, _nbytes(out) * self._size)
 

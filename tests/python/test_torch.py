@@ -206,5 +206,110 @@ class TorchAgainstGloo(unittest.TestCase):
         self.assertGreater(checked, 300)
 
 
+class _PreMulOp:
+    """What torch 2.x's ReduceOp from dist._make_nccl_premul_sum(factor) shows
+    a Python backend: it equals ReduceOp.PREMUL_SUM and pickles as
+    (RedOpType.PREMUL_SUM, factor) (torch/csrc/distributed/c10d/init.cpp).
+    torch 1.13's keeps the factor in C++ only, so on 1.13 this stand-in is
+    how the backend's PREMUL_SUM path is run, over real communicators."""
+
+    def __init__(self, factor):
+        self.factor = factor
+
+    def __eq__(self, other):
+        import torch.distributed as dist
+        return other == dist.ReduceOp.PREMUL_SUM
+
+    def __getstate__(self):
+        import torch.distributed as dist
+        return (dist.ReduceOp.PREMUL_SUM, self.factor)
+
+
+def premul(rank, size, port):
+    import types
+
+    import torch
+    import torch.distributed as dist
+    import rcoll.torch  # noqa: F401 - registers "rcoll"
+    dist.init_process_group("rcoll", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=size)
+    pg = dist.distributed_c10d._get_default_group()
+    f = 0.5 * (rank + 1)  # each rank's own factor
+    out = {}
+    # torch's own op: mapped where torch lets a Python backend read the factor,
+    # else an error that names it.
+    t = inputs(rank, torch.float32)
+    try:
+        dist.all_reduce(t, op=dist._make_nccl_premul_sum(f))
+        out["torch op"] = t.tolist()
+    except NotImplementedError as e:
+        out["torch op"] = str(e)
+    for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64):
+        for factor in (f, torch.tensor([f], dtype=torch.float64)):  # a float, or a one-element tensor
+            kind = "tensor" if torch.is_tensor(factor) else "float"
+            op = _PreMulOp(factor)
+            t = inputs(rank, dt)
+            pg.allreduce([t], types.SimpleNamespace(reduceOp=op)).wait()
+            out["allreduce", str(dt), kind] = t
+            t = inputs(rank, dt)
+            pg.reduce([t], types.SimpleNamespace(reduceOp=op, rootRank=1)).wait()
+            if rank == 1:
+                out["reduce", str(dt), kind] = t
+            o = torch.zeros(4, dtype=dt)
+            pg._reduce_scatter_base(o, inputs(rank, dt), types.SimpleNamespace(reduceOp=op)).wait()
+            out["reduce_scatter_tensor", str(dt), kind] = o
+            o = torch.zeros(4, dtype=dt)
+            pg.reduce_scatter([o], [list(inputs(rank, dt).chunk(size))],
+                              types.SimpleNamespace(reduceOp=op)).wait()
+            out["reduce_scatter", str(dt), kind] = o
+    try:
+        pg.allreduce([inputs(rank, torch.int32)], types.SimpleNamespace(reduceOp=_PreMulOp(f)))
+        out["int32"] = None
+    except NotImplementedError as e:
+        out["int32"] = str(e)
+    left = len(pg.comm._ops)  # every op made for a call was destroyed after it
+    dist.barrier()
+    dist.destroy_process_group()
+    return {k: (v.tolist() if torch.is_tensor(v) and not v.is_complex() else
+                torch.view_as_real(v).tolist() if torch.is_tensor(v) else v)
+            for k, v in out.items()}, left, torch.__version__
+
+
+class TorchPreMulSum(unittest.TestCase):
+    def test_premul_sum(self):
+        import torch
+        res = run(premul, SIZE, (29500 + os.getpid() % 300,), timeout=300)
+        factors = [0.5 * (r + 1) for r in range(SIZE)]
+        checked = 0
+        for rank, (out, left, version) in enumerate(res):
+            self.assertEqual(left, 0)
+            ref32 = sum(f * inputs(r, torch.float64) for r, f in enumerate(factors))
+            if isinstance(out["torch op"], str):
+                # torch 1.13: the factor cannot be read; the error must say what and why.
+                self.assertTrue(version.startswith("1."), out["torch op"])
+                for word in ("PREMUL_SUM", "_make_nccl_premul_sum", "premul_sum_op"):
+                    self.assertIn(word, out["torch op"])
+            else:
+                torch.testing.assert_close(torch.tensor(out["torch op"], dtype=torch.float64), ref32)
+                checked += 1
+            self.assertIn("PREMUL_SUM on torch.int32", out["int32"] or "")
+            for dt in (torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.complex64):
+                # the scaled inputs summed in float64, then rounded to dt: exact for these values
+                ref = sum(f * inputs(r, torch.float64) for r, f in enumerate(factors)).to(dt)
+                for kind in ("float", "tensor"):
+                    def same(key, want):
+                        got = torch.tensor(out[key])
+                        w = torch.view_as_real(want) if want.is_complex() else want
+                        self.assertEqual(got.tolist(), w.tolist(), "rank %d %s" % (rank, key))
+                    same(("allreduce", str(dt), kind), ref)
+                    same(("reduce_scatter_tensor", str(dt), kind), ref.chunk(SIZE)[rank])
+                    same(("reduce_scatter", str(dt), kind), ref.chunk(SIZE)[rank])
+                    if rank == 1:
+                        same(("reduce", str(dt), kind), ref)
+                    checked += 3 + (rank == 1)
+        print("\n  PREMUL_SUM: %d results equal to the reference (torch %s: torch's own op %s)"
+              % (checked, res[0][2], "mapped" if not isinstance(res[0][0]["torch op"], str)
+                 else "refused with a clear error"))
+
+
 if __name__ == "__main__":
     unittest.main()
