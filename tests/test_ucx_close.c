@@ -242,28 +242,30 @@ Test(ucx_close, sender_closes_first, .timeout = 300) { run_case(1); }
 /* The liveness line's end of file can reach a sender before UCX has told it
  * that its send is complete (a rendezvous waits for the receiver's
  * acknowledgement; the receiver may close right after sending it). Made
- * certain here: the sender's line is swapped for one whose other end is
- * closed (the real line is kept open, so the receiver sees nothing) before
- * the receiver has even posted its receive. The send must still complete
+ * certain here: once the send is posted, the sender's line is swapped for
+ * one whose other end is closed (the real line is kept open, so the
+ * receiver sees nothing) before the receiver has even posted its receive. The send must still complete
  * once the receiver takes the message, and a second one, never received,
  * must fail within the grace, naming the peer. */
 static void send_outlives_eof(const char *tls) {
   pair_t p;
   ucx_pair_open(&p, tls, 30, 0);
   ucx_conn_t *c = p.send;
+  size_t n = MSG_BYTES;
+  char *sb = malloc(n), *rb = malloc(n);
+  void *rbp = rb, *sreq, *rreq, *sreq2;
+  int tag = 0, done = 0;
+  th_fill(sb, n, 0);
+  /* Posted while the line is open: a send on a line already closed fails
+   * at once (the peer takes no new message). */
+  cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess, "%s", rcoll_error_text());
+  cr_assert_not_null(sreq);
   int sp[2], keep = dup(c->fd);
   cr_assert_geq(keep, 0);
   cr_assert_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, sp), 0);
   cr_assert_geq(dup2(sp[0], c->fd), 0);
   close(sp[0]);
   close(sp[1]); /* the sender's line now reads end of file */
-  size_t n = MSG_BYTES;
-  char *sb = malloc(n), *rb = malloc(n);
-  void *rbp = rb, *sreq, *rreq, *sreq2;
-  int tag = 0, done = 0;
-  th_fill(sb, n, 0);
-  cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
-  cr_assert_not_null(sreq);
   usleep(2 * UCX_PROBE_US); /* so that the next test looks at the line */
   rcollResult_t r = ops->test(sreq, &done, NULL); /* sees the end of file */
   cr_assert_eq(r, rcollSuccess, "UCX_TLS=%s: the send failed at the line's end of file: %s", tls,
