@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "cuda/cuda_api.h"
@@ -16,6 +17,7 @@
 #include "cuda/module.h"
 #include "cuda/stage.h"
 #include "memtype.h"
+#include "pidns.h"
 #include "rcoll.h"
 
 static void need_no_driver(void) {
@@ -269,4 +271,35 @@ Test(cuda_host, ipc_hello_names_only_a_control_page) {
   h.nslots = 4;
   memset(h.path, 'a', sizeof h.path);
   cr_assert_not_null(rcoll_ipc_hello_check(&h, sizeof h), "unterminated path");
+}
+
+/* Issue 14: the receiver of a hello used the sender's ring pointer as is
+ * whenever the hello's pid equalled its own, so a peer in another pid
+ * namespace (a container) that happened to run under our pid number was
+ * taken for this very process: its device pointer would have been used
+ * here. Same process only with our pid and our boot and pid-namespace key
+ * (lib/pidns.h, the shm transport's listener check uses the same one). */
+Test(cuda_host, ipc_same_pid_elsewhere_is_another_process) {
+  uint64_t key = rcoll_pid_ns_key();
+  cr_assert_neq(key, 0, "no boot id or pid namespace to read here");
+  rcoll_ipc_hello_t h;
+  memset(&h, 0, sizeof h);
+  h.magic = RCOLL_IPC_MAGIC;
+  h.nslots = 4;
+  h.slot_bytes = 1 << 20;
+  strcpy(h.path, "/dev/shm/rcoll-ipc-4242-0-0-1");
+  h.pid = getpid();
+  h.ns_key = key;
+  cr_assert_null(rcoll_ipc_hello_check(&h, sizeof h));
+  cr_assert(rcoll_ipc_same_process(&h), "our own hello");
+  h.ns_key = key ^ 0x100; /* our pid number in another pid namespace, or on another boot */
+  cr_assert_not(rcoll_ipc_same_process(&h), "same pid, another pid namespace");
+  h.ns_key = 0; /* a sender that could not read its key */
+  cr_assert_not(rcoll_ipc_same_process(&h), "same pid, key unknown");
+  h.ns_key = key;
+  h.pid = (int64_t)getpid() + 1;
+  cr_assert_not(rcoll_ipc_same_process(&h), "another pid of our namespace");
+  /* A version-1 hello (no key, magic "rcollipc") is not taken for one. */
+  h.magic = 0x6370696c6c6f6372ull;
+  cr_assert_not_null(rcoll_ipc_hello_check(&h, sizeof h));
 }

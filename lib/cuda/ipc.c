@@ -14,6 +14,7 @@
 #include "cuda/module.h"
 #include "cuda/stage.h"
 #include "log.h"
+#include "pidns.h"
 #include "reduce.h"
 
 static _Atomic unsigned ipc_counter;
@@ -58,7 +59,8 @@ rcollResult_t rcoll_ipc_tx_alloc(rcoll_cuda_comm_t *cc, int peer) {
     return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaMalloc of a %zu-byte IPC ring failed: %s",
                        c->rank, bytes, rcoll_cuda_strerror(r));
   tx->ring = ring;
-  tx->hello = (rcoll_ipc_hello_t){.magic = RCOLL_IPC_MAGIC, .pid = getpid(), .device = cc->device,
+  tx->hello = (rcoll_ipc_hello_t){.magic = RCOLL_IPC_MAGIC, .pid = getpid(),
+                                  .ns_key = rcoll_pid_ns_key(), .device = cc->device,
                                   .nslots = c->nslots, .slot_bytes = c->chunk_bytes,
                                   .ring_addr = (uint64_t)(uintptr_t)ring};
   r = a->ipc_get_mem_handle(&tx->hello.handle, ring);
@@ -129,7 +131,7 @@ static int tx_connect(struct rcollComm *c, int peer, rcoll_ipc_tx_t *tx, rcollRe
 
 static rcollResult_t rx_map(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx) {
   const rcoll_ipc_hello_t *h = &rx->hello;
-  if (h->pid == getpid()) {
+  if (rcoll_ipc_same_process(h)) {
     rx->ring = (char *)(uintptr_t)h->ring_addr;
   } else {
     void *p = NULL;
@@ -154,6 +156,12 @@ static rcollResult_t rx_map(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx) {
                        strerror(saved));
   rx->ctrl = p;
   return rcollSuccess;
+}
+
+int rcoll_ipc_same_process(const rcoll_ipc_hello_t *h) {
+  if (h->pid != (int64_t)getpid() || h->ns_key == 0)
+    return 0;
+  return h->ns_key == rcoll_pid_ns_key();
 }
 
 const char *rcoll_ipc_hello_check(const rcoll_ipc_hello_t *h, size_t got) {

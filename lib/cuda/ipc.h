@@ -25,7 +25,9 @@
 #include "comm.h"
 #include "cuda/cuda_api.h"
 
-#define RCOLL_IPC_MAGIC 0x6370696c6c6f6372ull
+/* "rcollip2": the hello carries ns_key since version 2; a version-1 hello
+ * (magic "rcollipc", no key) is refused as not a hello. */
+#define RCOLL_IPC_MAGIC 0x3270696c6c6f6372ull
 #define RCOLL_IPC_PATH_MAX 320
 
 /* The control page, shared by the two processes of a connection. */
@@ -39,6 +41,7 @@ typedef struct rcoll_ipc_ctrl {
 typedef struct rcoll_ipc_hello {
   uint64_t magic;
   int64_t pid;
+  uint64_t ns_key; /* rcoll_pid_ns_key() of the sender (lib/pidns.h): whose pid numbers `pid` is in */
   int32_t device;
   int32_t nslots;
   uint64_t slot_bytes;
@@ -51,6 +54,15 @@ typedef struct rcoll_ipc_hello {
  * control page's path (terminated, a file name of rcoll's pattern) check
  * out, else what is wrong. */
 const char *rcoll_ipc_hello_check(const rcoll_ipc_hello_t *h, size_t got);
+
+/* 1 when the hello comes from this very process, whose ring pointer is then
+ * used as is (a process cannot open its own IPC handle); 0 when the ring
+ * must be opened through its handle. A pid alone does not say it: a peer in
+ * another pid namespace (another container on this machine) or on another
+ * boot (RCOLL_HOSTID can make two machines one node) may have our pid
+ * number. Same process only when the pid and its namespace key are ours,
+ * and the key is known (not 0). */
+int rcoll_ipc_same_process(const rcoll_ipc_hello_t *h);
 
 enum rcoll_ipc_state { RCOLL_IPC_NONE = 0, RCOLL_IPC_HELLO, RCOLL_IPC_READY };
 

@@ -212,6 +212,7 @@ static void gen_ipc(const rcoll_settings_t *s) {
   memset(&h, 0, sizeof h);
   h.magic = RCOLL_IPC_MAGIC;
   h.pid = 4242;
+  h.ns_key = 0x0123456789abcdefull; /* any key but 0: rcoll_pid_ns_key() sets the low bit */
   h.nslots = (int32_t)s->nslots;
   h.slot_bytes = (uint64_t)s->chunk_size;
   snprintf(h.path, sizeof h.path, "%s/rcoll-ipc-4242-0-0-1", s->shm_dir);

@@ -85,7 +85,7 @@ typedef struct shm_handle {
   int32_t pid;
   uint32_t pad;
   char sock[SHM_NAME_MAX]; /* abstract unix socket name, without its leading NUL */
-  uint64_t ns_key;         /* shm_ns_key() of the listener: whose pid numbers `pid` is in */
+  uint64_t ns_key;         /* rcoll_pid_ns_key() of the listener: whose pid numbers `pid` is in */
 } shm_handle_t;
 
 /* The connection request on the unix socket, and its answer. */
@@ -215,11 +215,9 @@ int shm_seg_valid(const shm_seg_t *seg, size_t bytes);
 void shm_seg_unlink(const char *dir, const char *name);
 size_t shm_seg_bytes(uint32_t nslots, size_t slot_size);
 uint64_t shm_random64(void);
-/* This boot's and pid namespace's key (0 when unknown), and why a peer's
- * listener could not be reached (errno err): "pid N has exited" when the key
- * matches ours and the pid is gone, else the network-namespace hint
- * (shm_peer.c). */
-uint64_t shm_ns_key(void);
+/* Why a peer's listener could not be reached (errno err): "pid N has
+ * exited" when its handle's key (rcoll_pid_ns_key, lib/pidns.h) matches ours
+ * and the pid is gone, else the network-namespace hint (shm_peer.c). */
 void shm_unreachable_why(const shm_handle_t *h, int err, char *buf, size_t len);
 
 /* shm_sweep.c: the segments of dead processes. shm_seg_name writes a new

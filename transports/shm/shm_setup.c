@@ -18,6 +18,7 @@
 #include "clock.h"
 #include "error.h"
 #include "log.h"
+#include "pidns.h"
 #include "shm_priv.h"
 
 #define SHM_BACKLOG 1024
@@ -94,7 +95,7 @@ rcollResult_t shm_listen(void *vctx, int dev, void *handle, void **listen_comm) 
   if (l == NULL)
     return rcoll_error(rcollSystemError, "shm: out of memory for a listener");
   shm_handle_t h = {.magic = SHM_MAGIC, .secret = ctx->secret, .pid = (int32_t)getpid(),
-                    .ns_key = shm_ns_key()};
+                    .ns_key = rcoll_pid_ns_key()};
   snprintf(h.sock, sizeof h.sock, SHM_PREFIX ".%d.%016llx", (int)getpid(),
            (unsigned long long)shm_random64());
   l->fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

@@ -155,13 +155,7 @@ static int ucx_worker_quiesce(ucx_ctx_t *ctx) {
   int unclean = ctx->unclean || ctx->norphans > 0;
   int64_t deadline = rcoll_now_ms() + (unclean ? UCX_CLOSE_UNCLEAN_MS : UCX_CLOSE_CLEAN_MS);
   int running = ucx_orphans_settle(ctx, deadline);
-  ucs_status_t st = UCS_OK;
-  ucp_request_param_t param = {.op_attr_mask = 0};
-  void *req = running ? NULL : ucp_worker_flush_nbx(ctx->worker, &param);
-  if (UCS_PTR_IS_PTR(req)) {
-    st = ucx_progress_until(ctx->worker, req, deadline);
-    ucp_request_free(req);
-  }
+  ucs_status_t st = running ? UCS_OK : ucx_worker_flush(ctx->worker, deadline);
   if (running == 0 && (st != UCS_INPROGRESS || !unclean))
     return 1;
   RCOLL_WARN("ucx: rank %d: transfers still in flight %d ms after closing; leaving the UCX worker allocated",

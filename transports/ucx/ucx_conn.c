@@ -52,22 +52,26 @@ void ucx_conn_fail(ucx_conn_t *c, rcollResult_t r, const char *fmt, ...) {
 
 rcollResult_t ucx_conn_error(const ucx_conn_t *c) { return rcoll_error_quiet(c->err, "%s", c->errmsg); }
 
-static void ucx_conn_lost(ucx_conn_t *c, const char *why) {
+/* The liveness line closed: the peer closed this connection or its process
+ * ended. Neither a send nor a receive fails yet: a peer that finished its
+ * part closes as soon as it is done, and what it did last (the data of its
+ * last send, or UCX's acknowledgement that completes this rank's rendezvous
+ * send) may be processed here after the line's end of file. ucx_io.c gives
+ * pending requests a grace period. */
+static void ucx_conn_lost(ucx_conn_t *c) {
   if (c->lost_ms == 0)
     c->lost_ms = rcoll_now_ms();
-  /* A send has nothing left to wait for; a receive may still see data that
-   * was on its way (ucx_io.c gives it a grace period). */
-  if (c->is_send)
-    ucx_conn_fail(c, rcollRemoteError, "ucx: connection to %s lost: %s", c->peer, why);
 }
 
 /* UCX calls this from ucp_worker_progress when an endpoint with peer failure
- * handling fails; its pending sends complete with an error of their own. */
+ * handling fails; its pending sends complete with an error of their own, and
+ * nothing more can arrive through it: new sends fail at once. */
 static void ucx_ep_failed(void *arg, ucp_ep_h ep, ucs_status_t status) {
   ucx_conn_t *c = arg;
   (void)ep;
   c->ep_status = status;
-  ucx_conn_lost(c, ucs_status_string(status));
+  ucx_conn_lost(c);
+  ucx_conn_fail(c, rcollRemoteError, "ucx: connection to %s lost: %s", c->peer, ucs_status_string(status));
 }
 
 /* Returns 1 when the peer is gone. The line carries no data after the
@@ -84,12 +88,7 @@ int ucx_conn_probe(ucx_conn_t *c) {
   ssize_t k = recv(c->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
   if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
     return 0;
-  if (k == 0)
-    ucx_conn_lost(c, "the peer closed it or its process ended");
-  else if (k > 0)
-    ucx_conn_lost(c, "unexpected bytes on the liveness line");
-  else
-    ucx_conn_lost(c, strerror(errno));
+  ucx_conn_lost(c); /* an end of file, a reset, or bytes no peer of ours sends */
   return 1;
 }
 
@@ -179,6 +178,39 @@ ucs_status_t ucx_progress_until(ucp_worker_h w, void *req, int64_t deadline_ms) 
   return st;
 }
 
+ucs_status_t ucx_worker_flush(ucp_worker_h w, int64_t deadline_ms) {
+  ucp_request_param_t param = {.op_attr_mask = 0};
+  void *req = ucp_worker_flush_nbx(w, &param);
+  if (!UCS_PTR_IS_PTR(req))
+    return UCS_PTR_STATUS(req);
+  ucs_status_t st = ucx_progress_until(w, req, deadline_ms);
+  ucp_request_free(req);
+  return st;
+}
+
+/* Before a clean close lets the peer see the liveness line close: whatever
+ * this rank still owes its peers (UCX's acknowledgement of a rendezvous
+ * send it received, which completes the peer's send; data of its own sends
+ * that completed locally) is sent first. The worker is flushed, not the
+ * endpoint: acknowledgements leave on UCX's endpoint towards the sender, not
+ * on ours. As NCCL and UCC finalize: the close does not return before its
+ * own sends are out, bounded by UCX_CLOSE_FLUSH_MS; a flush that runs out
+ * of time (a peer dead but not seen so, with shared memory) is not tried
+ * again by the context's later closes, so that a destroy stays short. */
+static void ucx_close_flush(ucx_conn_t *c) {
+  ucx_ctx_t *ctx = c->ctx;
+  if (ctx->flush_stuck)
+    return;
+  int64_t t0 = rcoll_now_ms();
+  ucs_status_t st = ucx_worker_flush(ctx->worker, t0 + UCX_CLOSE_FLUSH_MS);
+  if (st == UCS_OK)
+    return;
+  ctx->flush_stuck = 1;
+  RCOLL_INFO(RCOLL_SUB_NET, "ucx: rank %d: closing the connection to %s: flush %s after %lld ms; closing anyway",
+             ctx->rank, c->peer, st == UCS_INPROGRESS ? "not done" : ucs_status_string(st),
+             (long long)(rcoll_now_ms() - t0));
+}
+
 /* After a clean close the endpoint is flushed, so that sends that completed
  * locally leave the process, with a short wait. An endpoint to a peer that
  * is gone, or closed with transfers in flight, is released at once when it
@@ -224,6 +256,8 @@ rcollResult_t ucx_close_comm(void *comm) {
   int closed = c->ep == NULL || ucx_ep_close(c, gone, unclean);
   if (unclean)
     c->ctx->unclean = 1;
+  else if (!gone)
+    ucx_close_flush(c);
   if (c->fd >= 0)
     close(c->fd);
   c->fd = -1;

@@ -84,6 +84,10 @@ rcollResult_t ucx_req_failed(ucx_conn_t *c, ucx_req_t *r) {
 rcollResult_t ucx_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
   ucx_conn_t *c = comm;
   *request = NULL;
+  if (c->err == rcollSuccess && ucx_conn_probe(c))
+    ucx_conn_fail(c, rcollRemoteError,
+                  "ucx: connection to %s lost before a send of %zu bytes: the peer closed it or its process ended",
+                  c->peer, size); /* a peer that closed takes no new message */
   if (c->err != rcollSuccess)
     return ucx_conn_error(c);
   ucx_req_t *r = ucx_req_alloc(c, UCX_REQ_SEND, size);
@@ -150,9 +154,13 @@ void ucx_req_collect(ucx_req_t *r) {
   r->status = st;
 }
 
-/* A request is still pending: 1 when its connection has failed. A receive
- * whose peer is gone gets a grace period first, for data that was on its
- * way when the liveness line closed. */
+/* A request is still pending: 1 when its connection has failed. A request
+ * whose peer is gone gets a grace period first: a receive for data that was
+ * on its way when the liveness line closed, a send for UCX's word that it
+ * is complete (a rendezvous send completes on the receiver's
+ * acknowledgement, which the receiver may have sent just before it closed,
+ * ucx_conn.c). The peer flushed its worker before closing the line
+ * (ucx_close_comm), so what it owed this rank is here or on its way. */
 int ucx_req_peer_failed(ucx_conn_t *c, size_t posted) {
   if (!ucx_conn_probe(c) && c->err == rcollSuccess)
     return 0;
@@ -161,8 +169,8 @@ int ucx_req_peer_failed(ucx_conn_t *c, size_t posted) {
     if (rcoll_now_ms() - c->lost_ms < grace)
       return 0;
     ucx_conn_fail(c, rcollRemoteError,
-                  "ucx: connection to %s lost while receiving %zu bytes: the peer closed it or its process ended",
-                  c->peer, posted);
+                  "ucx: connection to %s lost while %s %zu bytes: the peer closed it or its process ended",
+                  c->peer, c->is_send ? "sending" : "receiving", posted);
   }
   return 1;
 }

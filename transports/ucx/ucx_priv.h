@@ -71,9 +71,10 @@
 #define UCX_SEQ_MASK ((1u << UCX_SEQ_BITS) - 1)
 /* Data receives ignore the rcoll-tag bits and match everything else. */
 #define UCX_TAG_MATCH_MASK (~(ucp_tag_t)UCX_TAG_LOW_MASK)
-/* After a peer is known to be gone, a receive still waits this long (never
- * longer than RCOLL_TIMEOUT) for data already on its way: the liveness line
- * may report the close before the last bytes sent have been processed. */
+/* After a peer is known to be gone, a pending request still waits this long
+ * (never longer than RCOLL_TIMEOUT): the liveness line may report the close
+ * before the last bytes the peer sent (data, or the acknowledgement that
+ * completes a rendezvous send) have been processed. */
 #define UCX_LOST_GRACE_MS 1000
 #define UCX_PROBE_US 10000               /* how often test looks at the liveness line */
 /* How long closing waits for UCX to finish what is queued: briefly after a
@@ -83,6 +84,11 @@
  * failure, see ucx_worker_quiesce. */
 #define UCX_CLOSE_CLEAN_MS 100
 #define UCX_CLOSE_UNCLEAN_MS 1000
+/* How long a clean close waits for the worker's flush before it closes the
+ * liveness line (ucx_close_comm): what this rank owes its peers must have
+ * left before they see the line close. Shorter than UCX_LOST_GRACE_MS, so
+ * that what left in time is still waited for on the other side. */
+#define UCX_CLOSE_FLUSH_MS 500
 
 /* What the listen handle carries to the connecting peer. */
 typedef struct ucx_handle {
@@ -127,6 +133,7 @@ typedef struct ucx_ctx {
   struct ucx_pconn *connects; /* connects in progress */
   struct ucx_conn *zombies;   /* closed comms whose endpoint is still open */
   int unclean;                /* a comm was closed with transfers in flight, or failed */
+  int flush_stuck;            /* a close's flush ran out of time: later closes skip it */
   void **orphans;             /* UCX requests of closed or failed comms, not finished */
   int norphans, orphans_cap;
 } ucx_ctx_t;
@@ -231,6 +238,9 @@ rcollResult_t ucx_close_comm(void *comm);
 void ucx_zombies_free(ucx_ctx_t *ctx); /* after the worker is destroyed */
 /* Progresses w until req completes or deadline_ms passes; returns its status. */
 ucs_status_t ucx_progress_until(ucp_worker_h w, void *req, int64_t deadline_ms);
+/* Flushes the worker (every endpoint, UCX's own included) until done or the
+ * deadline: UCS_OK, UCS_INPROGRESS on a timeout, or UCX's error. */
+ucs_status_t ucx_worker_flush(ucp_worker_h w, int64_t deadline_ms);
 /* A UCX request nobody will test again: kept until it finishes, because the
  * worker must not be destroyed under it (ucx.c). */
 void ucx_orphan(ucx_ctx_t *ctx, void *req);
