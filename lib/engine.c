@@ -133,7 +133,11 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
       return 0;
     if (st->flags & RCOLL_STEP_FP)
       rcoll_fp_fill_inline(p, st);
-    r = c->nets[pe->net].ops->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
+    const rcoll_transport_ops_t *ops = c->nets[pe->net].ops;
+    if ((st->flags & RCOLL_STEP_SINGLE_COPY) && ops->isend_single != NULL)
+      r = ops->isend_single(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
+    else
+      r = ops->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
     if (r != rcollSuccess) {
       *err = peer_error(p, st, r, "send to");
       return 0;

@@ -78,6 +78,13 @@ int rcoll_plan_send(rcoll_plan_t *p, int peer, const void *src, size_t bytes, in
   return p->nsteps - 1;
 }
 
+int rcoll_plan_send_single(rcoll_plan_t *p, int peer, const void *src, size_t bytes, int dep0, int dep1) {
+  int i = rcoll_plan_send(p, peer, src, bytes, dep0, dep1);
+  if (i != RCOLL_NO_DEP)
+    p->steps[i].flags |= RCOLL_STEP_SINGLE_COPY;
+  return i;
+}
+
 int rcoll_plan_recv(rcoll_plan_t *p, int peer, void *dst, size_t bytes, int dep0, int dep1) {
   rcoll_step_t *st = plan_add(p, RCOLL_STEP_RECV, dep0, dep1);
   if (st == NULL)
