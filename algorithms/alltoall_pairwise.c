@@ -72,9 +72,10 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
     }
   }
   /* Our own block last: the engine posts steps in plan order, so the
-   * exchanges are under way (the peers can read our blocks) while we copy. */
+   * exchanges are under way (the peers can read our blocks) while we copy.
+   * Nothing reads it again in the call: a large one skips the cache. */
   if (!inplace)
-    rcoll_plan_copy(p, rb + (size_t)r * block, sb + (size_t)r * block, block, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    rcoll_plan_copy_out(p, rb + (size_t)r * block, sb + (size_t)r * block, block, RCOLL_NO_DEP, RCOLL_NO_DEP);
 }
 
 /* All n-1 exchanges in flight at once: one latency, then every chunk of

@@ -19,6 +19,7 @@
 #include "call.h"
 #include "clock.h"
 #include "comm.h"
+#include "copy_out.h"
 #include "device.h"
 #include "flight_recorder.h"
 #include "log.h"
@@ -114,7 +115,9 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
   if (dev)
     return rcoll_device_ops.step_post(p, st, err);
   if (st->kind == RCOLL_STEP_COPY) {
-    if (st->src != NULL && st->src != st->dst && st->bytes > 0)
+    if (st->src != NULL && st->src != st->dst && st->bytes > 0 && (st->flags & RCOLL_STEP_COPY_OUT))
+      rcoll_copy_out(st->dst, st->src, st->bytes);
+    else if (st->src != NULL && st->src != st->dst && st->bytes > 0)
       memmove(st->dst, st->src, st->bytes);
     finish_local(c, st);
     st->state = RCOLL_STEP_DONE;

@@ -122,6 +122,13 @@ int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, i
   return p->nsteps - 1;
 }
 
+int rcoll_plan_copy_out(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1) {
+  int i = rcoll_plan_copy(p, dst, src, bytes, dep0, dep1);
+  if (i != RCOLL_NO_DEP)
+    p->steps[i].flags |= RCOLL_STEP_COPY_OUT;
+  return i;
+}
+
 int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t t, rcollRedOp_t op,
                       int dep0) {
   int i = rcoll_plan_copy(p, dst, NULL, count * rcoll_type_size(t), dep0, RCOLL_NO_DEP);
