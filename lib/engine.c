@@ -19,6 +19,7 @@
 #include "call.h"
 #include "clock.h"
 #include "comm.h"
+#include "copy_out.h"
 #include "device.h"
 #include "flight_recorder.h"
 #include "log.h"
@@ -122,7 +123,9 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
   if (dev && !(st->flags & RCOLL_STEP_FP))
     return gate_open(p, st) ? rcoll_device_ops.step_post(p, st, err) : 0;
   if (st->kind == RCOLL_STEP_COPY) {
-    if (st->src != NULL && st->src != st->dst && st->bytes > 0)
+    if (st->src != NULL && st->src != st->dst && st->bytes > 0 && (st->flags & RCOLL_STEP_COPY_OUT))
+      rcoll_copy_out(st->dst, st->src, st->bytes);
+    else if (st->src != NULL && st->src != st->dst && st->bytes > 0)
       memmove(st->dst, st->src, st->bytes);
     finish_local(c, st);
     st->state = RCOLL_STEP_DONE;
@@ -141,7 +144,11 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
       return 0;
     if (st->flags & RCOLL_STEP_FP)
       rcoll_fp_fill_inline(p, st);
-    r = c->nets[pe->net].ops->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
+    const rcoll_transport_ops_t *ops = c->nets[pe->net].ops;
+    if ((st->flags & RCOLL_STEP_SINGLE_COPY) && ops->isend_single != NULL)
+      r = ops->isend_single(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
+    else
+      r = ops->isend(pe->send_comm, st->src, st->bytes, 0, NULL, &req);
     if (r != rcollSuccess) {
       *err = peer_error(p, st, r, "send to");
       return 0;

@@ -2,9 +2,9 @@
  * unidirectional connections; it knows nothing of ranks or collectives. Its
  * shape follows the ncclNet plugin ABI (listen / connect / accept / reg_mr /
  * isend / irecv / test / flush / close) so that the NCCL net plugin adapter is
- * thin. Every slot but irecv_reduce is filled: unsupported ones point at a
- * stub that returns rcollInternalError with a message, never NULL
- * (rcoll_net_check_ops refuses a table that leaves one NULL).
+ * thin. Every slot but irecv_reduce and isend_single is filled: unsupported
+ * ones point at a stub that returns rcollInternalError with a message, never
+ * NULL (rcoll_net_check_ops refuses a table that leaves one NULL).
  *
  * Besides its ops, each transport describes itself (rcoll_transport_desc_t,
  * in transports/<name>/<name>_desc.c, compiled whether or not the transport
@@ -140,6 +140,15 @@ typedef struct rcoll_transport_ops {
    * it as an irecv of one buffer. */
   rcollResult_t (*irecv_reduce)(void *recv_comm, void *dst, const void *src, size_t bytes, int dtype,
                                 int op, void **request);
+  /* Optional (NULL when absent): isend of one half of an exchange, whose
+   * peer sends to us at the same time, so that both ends are busy copying.
+   * A transport that can let the receiver copy the message straight from
+   * data (shm: process_vm_readv) should, from a smaller size than it would
+   * for a plain isend: there a copy at each end through a buffer between
+   * them costs each rank two copies per byte, the receiver's single copy
+   * one. Matched, completed and tested as an isend. */
+  rcollResult_t (*isend_single)(void *send_comm, const void *data, size_t size, int tag, void *mhandle,
+                                void **request);
   /* sizes (may be NULL) gets the received size of each buffer of an irecv. */
   rcollResult_t (*test)(void *request, int *done, size_t *sizes);
 
@@ -168,8 +177,8 @@ int rcoll_net_best(uint32_t have, int same_node);
 int rcoll_net_count(void);
 const rcoll_transport_ops_t *rcoll_net_at(int i);
 /* rcollSuccess when ops is a table this library can use (size, version,
- * name, description, every slot but irecv_reduce); otherwise an error
- * naming what is wrong. */
+ * name, description, every slot but irecv_reduce and isend_single);
+ * otherwise an error naming what is wrong. */
 rcollResult_t rcoll_net_check_ops(const rcoll_transport_ops_t *ops);
 /* Tests only: one extra transport at the end of the table (found by name,
  * never chosen automatically), e.g. sockets that claim device memory so

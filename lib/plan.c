@@ -78,6 +78,13 @@ int rcoll_plan_send(rcoll_plan_t *p, int peer, const void *src, size_t bytes, in
   return p->nsteps - 1;
 }
 
+int rcoll_plan_send_single(rcoll_plan_t *p, int peer, const void *src, size_t bytes, int dep0, int dep1) {
+  int i = rcoll_plan_send(p, peer, src, bytes, dep0, dep1);
+  if (i != RCOLL_NO_DEP)
+    p->steps[i].flags |= RCOLL_STEP_SINGLE_COPY;
+  return i;
+}
+
 int rcoll_plan_recv(rcoll_plan_t *p, int peer, void *dst, size_t bytes, int dep0, int dep1) {
   rcoll_step_t *st = plan_add(p, RCOLL_STEP_RECV, dep0, dep1);
   if (st == NULL)
@@ -113,6 +120,13 @@ int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, i
   st->src = src;
   st->bytes = bytes;
   return p->nsteps - 1;
+}
+
+int rcoll_plan_copy_out(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1) {
+  int i = rcoll_plan_copy(p, dst, src, bytes, dep0, dep1);
+  if (i != RCOLL_NO_DEP)
+    p->steps[i].flags |= RCOLL_STEP_COPY_OUT;
+  return i;
 }
 
 int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t t, rcollRedOp_t op,

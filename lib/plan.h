@@ -35,12 +35,20 @@ typedef enum rcoll_step_kind {
  * ahead of the call's data on that connection. RCOLL_STEP_INLINE: a small
  * first message of a call that travels inside its fingerprint message
  * (fingerprint.c); RCOLL_STEP_MAYBE_INLINE: a small first receive that may
- * (the sender decides: its first send must depend on nothing). */
+ * (the sender decides: its first send must depend on nothing).
+ * RCOLL_STEP_SINGLE_COPY: a send of an exchange, whose peer sends to us at
+ * the same time, so both ends are busy copying: the transport should let the
+ * receiver copy it straight from src where it can (isend_single in net.h)
+ * rather than copy it at both ends. RCOLL_STEP_COPY_OUT: a copy into memory
+ * the call does not read again (the user's receive buffer), which a large
+ * copy writes past the cache (copy_out.h). */
 enum rcoll_step_flags {
   RCOLL_STEP_FINISH = 1,
   RCOLL_STEP_FP = 2,
   RCOLL_STEP_INLINE = 4,
   RCOLL_STEP_MAYBE_INLINE = 8,
+  RCOLL_STEP_SINGLE_COPY = 16,
+  RCOLL_STEP_COPY_OUT = 32,
 };
 
 enum rcoll_step_state { RCOLL_STEP_PENDING = 0, RCOLL_STEP_POSTED, RCOLL_STEP_DONE };
@@ -98,9 +106,13 @@ void rcoll_plan_free(rcoll_plan_t *p);
  * and the engine refuses to run it). Dependencies may be RCOLL_NO_DEP. */
 int rcoll_plan_send(rcoll_plan_t *p, int peer, const void *src, size_t bytes, int dep0, int dep1);
 int rcoll_plan_recv(rcoll_plan_t *p, int peer, void *dst, size_t bytes, int dep0, int dep1);
+/* A send marked RCOLL_STEP_SINGLE_COPY: one half of an exchange. */
+int rcoll_plan_send_single(rcoll_plan_t *p, int peer, const void *src, size_t bytes, int dep0, int dep1);
 int rcoll_plan_recv_reduce(rcoll_plan_t *p, int peer, void *dst, const void *src, size_t count,
                            rcollDataType_t t, rcollRedOp_t op, int flags, int dep0, int dep1);
 int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1);
+/* A copy marked RCOLL_STEP_COPY_OUT: nothing in the call reads dst again. */
+int rcoll_plan_copy_out(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1);
 /* A local reduction finish (avg divide) on dst, after dep. Implemented as a
  * COPY of zero bytes carrying RCOLL_STEP_FINISH. */
 int rcoll_plan_finish(rcoll_plan_t *p, void *dst, size_t count, rcollDataType_t t, rcollRedOp_t op,

@@ -50,9 +50,10 @@ Test(net, ops_with_a_null_slot_or_no_description_are_refused) {
   wrap_socket();
   wrapped.name = NULL;
   refused("no name");
-  /* irecv_reduce is the one optional slot. */
+  /* irecv_reduce and isend_single are the optional slots. */
   wrap_socket();
   wrapped.irecv_reduce = NULL;
+  wrapped.isend_single = NULL;
   cr_assert_eq(rcoll_net_add_for_tests(&wrapped), rcollSuccess, "%s", rcoll_error_text());
   cr_assert_eq(rcoll_net_add_for_tests(NULL), rcollSuccess);
 }

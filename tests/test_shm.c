@@ -34,6 +34,8 @@
 #define MIB TH_MIB
 
 static const rcoll_transport_ops_t *ops = &shm_ops;
+/* What the forked sender's stream sends with (a test may swap isend). */
+static const rcoll_transport_ops_t *child_ops = &shm_ops;
 static char test_dir[128];
 
 /* A fresh segment directory per test (Criterion runs each in a process). */
@@ -59,7 +61,7 @@ static int dir_entries(void) {
 
 typedef struct cfg {
   int slots, slot_size;
-  long cma, memcpy_min;
+  long cma, memcpy_min, exchange;
   int timeout;
 } cfg_t;
 
@@ -69,6 +71,7 @@ static void settings(rcoll_settings_t *s, const cfg_t *c) {
   shm_settings(s)->shm_slot_size = c->slot_size;
   shm_settings(s)->shm_cma_threshold = c->cma;
   shm_settings(s)->shm_memcpy_threshold = c->memcpy_min;
+  shm_settings(s)->shm_exchange_threshold = c->exchange;
   s->timeout = c->timeout ? c->timeout : 30;
   snprintf(s->shm_dir, sizeof s->shm_dir, "%s", test_dir);
 }
@@ -123,6 +126,44 @@ Test(shm, threads_sizes_ring_memcpy_and_crossover) {
   pair_t p;
   pair_open(&p, &(cfg_t){.slots = 4, .slot_size = SLOT, .memcpy_min = 65536});
   exchange(&p, 60, cross, 5);
+  th_pair_close(&p);
+}
+
+/* Which path a send took shows in when it completes: through the ring at
+ * once, single-copy only once the receiver has read it. With the memcpy
+ * threshold off, a plain isend of 64 KiB goes through the ring, and so does
+ * an isend_single below the exchange threshold; an isend_single at it waits
+ * for its receive. */
+Test(shm, exchange_sends_go_single_copy_from_their_threshold) {
+  pair_t p;
+  pair_open(&p, &(cfg_t){.slots = 32, .slot_size = SLOT, .memcpy_min = 0, .exchange = 16384});
+  static char src[3][65536], dst[3][65536];
+  const size_t len[3] = {65536, 16383, 16384};
+  void *req[3];
+  int done = 0;
+  for (int i = 0; i < 3; i++)
+    memset(src[i], 'a' + i, len[i]);
+  cr_assert_eq(ops->isend(p.send, src[0], len[0], 0, NULL, &req[0]), rcollSuccess);
+  cr_assert_eq(ops->isend_single(p.send, src[1], len[1], 0, NULL, &req[1]), rcollSuccess);
+  cr_assert_eq(ops->isend_single(p.send, src[2], len[2], 0, NULL, &req[2]), rcollSuccess);
+  for (int i = 0; i < 3; i++)
+    cr_assert_not_null(req[i]);
+  for (int i = 0; i < 2; i++) {
+    cr_assert_eq(ops->test(req[i], &done, NULL), rcollSuccess);
+    cr_assert_eq(done, 1, "send %d (%zu bytes) went through the ring: done before any receive", i, len[i]);
+  }
+  cr_assert_eq(ops->test(req[2], &done, NULL), rcollSuccess);
+  cr_assert_eq(done, 0, "an exchange send at the threshold is read by the receiver: not done before it");
+  for (int i = 0; i < 3; i++) {
+    void *r = NULL, *d = dst[i];
+    size_t sz = sizeof dst[i], got = 0;
+    int tag = 0;
+    cr_assert_eq(ops->irecv(p.recv, 1, &d, &sz, &tag, NULL, &r), rcollSuccess);
+    cr_assert_eq(th_wait_req(ops, r, &got, 5000), rcollSuccess, "receive %d: %s", i, rcoll_error_text());
+    cr_assert_eq(got, len[i]);
+    cr_assert_eq(memcmp(dst[i], src[i], len[i]), 0, "message %d arrived whole", i);
+  }
+  cr_assert_eq(th_wait_req(ops, req[2], NULL, 5000), rcollSuccess, "the single-copy send completes once read");
   th_pair_close(&p);
 }
 
@@ -204,7 +245,7 @@ static int proc_child(const proc_job_t *j) {
   void *comm = proc_connect(j->p);
   if (comm == NULL)
     return 2;
-  th_stream_t *s = th_stream_new(ops, comm, j->child_sends, j->n, j->sizes, j->child_sends ? 0 : j->extra,
+  th_stream_t *s = th_stream_new(child_ops, comm, j->child_sends, j->n, j->sizes, j->child_sends ? 0 : j->extra,
                                  SHIFT);
   th_stream_run(s);
   char why[256] = "";
@@ -255,6 +296,22 @@ Test(shm, processes_many_in_flight_across_the_crossover) {
   for (int i = 0; i < N; i++)
     sizes[i] = (i % 5 == 0) ? (size_t)(262144 + (i % 3) - 1) : (size_t)((i * 53) % (3 * SLOT));
   proc_exchange(&(cfg_t){.slots = 8, .slot_size = SLOT, .cma = 262144}, 1, N, sizes, 9, SHM_COPY_CMA);
+}
+
+/* isend_single (a send of an exchange) goes single-copy from the exchange
+ * threshold even with the CMA threshold off: every size across it, sent
+ * with isend_single alone, arrives whole (the child's stream). */
+Test(shm, processes_exchange_sends_use_cma_from_their_threshold) {
+  static rcoll_transport_ops_t single;
+  single = shm_ops;
+  single.isend = shm_ops.isend_single;
+  child_ops = &single;
+  cr_assert_not_null(shm_ops.isend_single);
+  size_t sizes[NSIZES + 3];
+  memcpy(sizes, sizes_all, sizeof sizes_all);
+  sizes[NSIZES] = 16383, sizes[NSIZES + 1] = 16384, sizes[NSIZES + 2] = 16385;
+  proc_exchange(&(cfg_t){.slots = 8, .slot_size = SLOT, .cma = 0, .exchange = 16384}, 1, NSIZES + 3, sizes, 5,
+                SHM_COPY_CMA);
 }
 
 /* ---- refusals, failures, fallbacks ---- */

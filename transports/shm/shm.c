@@ -29,9 +29,9 @@ static rcollResult_t shm_check_settings(const rcoll_settings_t *core, const shm_
     return rcoll_error(rcollInvalidArgument,
                        "shm: RCOLL_SHM_SLOT_SIZE=%lld must be a multiple of %d in %d..%lld",
                        (long long)s->shm_slot_size, SHM_LINE, SHM_MIN_SLOT, SHM_MAX_SLOT);
-  if (s->shm_cma_threshold < 0 || s->shm_memcpy_threshold < 0)
-    return rcoll_error(rcollInvalidArgument, "shm: RCOLL_SHM_CMA_THRESHOLD and "
-                       "RCOLL_SHM_MEMCPY_THRESHOLD must not be negative");
+  if (s->shm_cma_threshold < 0 || s->shm_memcpy_threshold < 0 || s->shm_exchange_threshold < 0)
+    return rcoll_error(rcollInvalidArgument, "shm: RCOLL_SHM_CMA_THRESHOLD, RCOLL_SHM_MEMCPY_THRESHOLD "
+                       "and RCOLL_SHM_EXCHANGE_THRESHOLD must not be negative");
   if (core->timeout < 1)
     return rcoll_error(rcollInvalidArgument, "shm: RCOLL_TIMEOUT=%lld must be at least 1 second",
                        (long long)core->timeout);
@@ -62,12 +62,13 @@ static rcollResult_t shm_init(const rcoll_net_config_t *cfg, void **out) {
   ctx->slot_size = (size_t)own->shm_slot_size;
   ctx->cma_min = shm_threshold(own->shm_cma_threshold);
   ctx->memcpy_min = shm_threshold(own->shm_memcpy_threshold);
+  ctx->exchange_min = shm_threshold(own->shm_exchange_threshold);
   ctx->timeout_ms = s->timeout * 1000;
   pthread_mutex_init(&ctx->lock, NULL);
   RCOLL_INFO(RCOLL_SUB_NET, "shm: rank %d: rings of %u x %zu bytes in %s; single copy from %lld bytes "
-             "between processes (CMA), %lld between threads (0: off)", ctx->rank, ctx->nslots,
-             ctx->slot_size, ctx->dir, (long long)own->shm_cma_threshold,
-             (long long)own->shm_memcpy_threshold);
+             "between processes (CMA), %lld between threads, %lld in exchanges (0: off)", ctx->rank,
+             ctx->nslots, ctx->slot_size, ctx->dir, (long long)own->shm_cma_threshold,
+             (long long)own->shm_memcpy_threshold, (long long)own->shm_exchange_threshold);
   *out = ctx;
   return rcollSuccess;
 }
@@ -137,6 +138,7 @@ const rcoll_transport_ops_t shm_ops = {
     .reg_mr = shm_reg_mr,
     .dereg_mr = shm_dereg_mr,
     .isend = shm_isend,
+    .isend_single = shm_isend_single,
     .irecv = shm_irecv,
     .iflush = shm_iflush,
     .irecv_reduce = shm_irecv_reduce,

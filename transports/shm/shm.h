@@ -11,6 +11,16 @@
  *   the same host identity.
  * - irecv takes one buffer (max_recvs = 1); tags are neither carried nor
  *   matched (messages match in order).
+ * - isend_single (a send of an exchange: the peer sends to us at the same
+ *   time) goes single-copy from SHM_EXCHANGE_THRESHOLD bytes whenever the two
+ *   ends can (CMA or memcpy), even where a plain isend would use the ring:
+ *   there the ring costs each rank two copies per byte, CMA one. CMA's copy
+ *   is slower than memcpy and has a system call's cost, so the threshold is
+ *   where one thread's work through the ring (copy into a slot, out of it)
+ *   meets CMA's, measured here best of 3000: 16 KiB 0.3 vs 1.1 us, 64 KiB
+ *   3.6 vs 3.9, 128 KiB 7.2 vs 7.1, 512 KiB 48.9 vs 28.9 (the ring's copy
+ *   out streams from 256 KiB). The ring's copy out also reads lines another
+ *   core wrote, which that one-thread figure leaves out: 64 KiB.
  * - A send copied through the ring completes once it is in the ring; a
  *   single-copy send completes when the receiver has copied it, so it waits
  *   for the matching irecv.
@@ -48,7 +58,11 @@ extern const rcoll_transport_desc_t shm_desc; /* shm_desc.c */
     "on the VMs measured CMA ran at half the ring's speed at every size)")                       \
   X(INT_IN(0, INT64_MAX), shm_memcpy_threshold, "SHM_MEMCPY_THRESHOLD", NULL, "16384",           \
     "Between threads of one process, messages of this many bytes or more are copied straight "   \
-    "from the sender's buffer instead of through the ring; 0 disables")
+    "from the sender's buffer instead of through the ring; 0 disables")                        \
+  X(INT_IN(0, INT64_MAX), shm_exchange_threshold, "SHM_EXCHANGE_THRESHOLD", NULL, "65536",      \
+    "Messages of an exchange (both ends send to each other at once: all-to-all) of this many "  \
+    "bytes or more are read straight from the sender's buffer (CMA between processes, memcpy "  \
+    "between threads) whatever the thresholds above; 0 disables")
 
 typedef struct shm_settings {
   SHM_SETTINGS(RCOLL_SETTING_FIELD)

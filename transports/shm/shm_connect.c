@@ -163,6 +163,8 @@ static shm_conn_t *shm_pconn_finish(shm_ctx_t *ctx, shm_pconn_t *p) {
   c->direct_min = c->copy == SHM_COPY_CMA      ? ctx->cma_min
                   : c->copy == SHM_COPY_MEMCPY ? ctx->memcpy_min
                                                : SIZE_MAX;
+  c->single_min = c->copy == SHM_COPY_NONE ? SIZE_MAX : ctx->exchange_min;
+  c->single_min = c->single_min < c->direct_min ? c->single_min : c->direct_min;
   p->conn = NULL;
   p->fd = -1;
   p->seg_name[0] = '\0';

@@ -85,7 +85,7 @@ static void shm_slot_publish(shm_conn_t *c, shm_slot_t *s, size_t size, size_t l
 /* Puts as much of r into the ring as there is room for; returns 1 once all
  * of it is there (or its address, for a single-copy send). */
 static int shm_send_push(shm_conn_t *c, shm_req_t *r) {
-  if (r->size >= c->direct_min) {
+  if (r->size >= (r->single ? c->single_min : c->direct_min)) {
     if (!shm_send_room(c))
       return 0;
     shm_slot_t *s = shm_slot_at(c, c->pos);
@@ -260,18 +260,29 @@ static void shm_progress(shm_conn_t *c) {
 
 /* ---- the ops ---- */
 
-rcollResult_t shm_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
+static rcollResult_t shm_send_post(void *comm, const void *data, size_t size, int single, void **request) {
   shm_conn_t *c = comm;
-  (void)tag, (void)mh;
   *request = NULL;
   if (c->err != rcollSuccess)
     return shm_conn_error(c);
   shm_req_t *r = shm_req_alloc(c, (char *)data, size);
   if (r == NULL)
     return rcollSuccess;
+  r->single = single;
   shm_send_progress(c);
   *request = r;
   return rcollSuccess;
+}
+
+rcollResult_t shm_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
+  (void)tag, (void)mh;
+  return shm_send_post(comm, data, size, 0, request);
+}
+
+/* One half of an exchange: single copy from single_min (net.h). */
+rcollResult_t shm_isend_single(void *comm, const void *data, size_t size, int tag, void *mh, void **request) {
+  (void)tag, (void)mh;
+  return shm_send_post(comm, data, size, 1, request);
 }
 
 rcollResult_t shm_recv_post(shm_conn_t *c, void *buf, size_t size, shm_req_t **out) {

@@ -111,6 +111,7 @@ typedef struct shm_ctx {
   uint32_t nslots;
   size_t slot_size;
   size_t cma_min, memcpy_min; /* single-copy thresholds; SIZE_MAX: never */
+  size_t exchange_min;        /* the same for isend_single, either kind of copy */
   int64_t timeout_ms;
   pthread_mutex_t lock; /* guards the pending-connect list */
   struct shm_pconn *connects;
@@ -123,6 +124,7 @@ typedef struct shm_req {
   struct shm_conn *conn;
   int state;
   int direct;  /* single copy: published (send) or announced (receive) */
+  int single;  /* send: isend_single (direct from the connection's single_min) */
   int started; /* receive: the first slot has been read */
   int stream;  /* receive: write with non-temporal stores (shm_io.c) */
   int reduce;  /* receive: buf = rsrc (rop) message, as it arrives (shm_reduce.c) */
@@ -146,6 +148,7 @@ typedef struct shm_conn {
   pid_t peer_pid;    /* as the kernel reports it (SO_PEERCRED) */
   int copy;          /* enum shm_copy */
   size_t direct_min; /* sender: messages this large go single-copy */
+  size_t single_min; /* sender: the same for isend_single */
   uint64_t pos;      /* next slot to write (send) or read (receive) */
   uint64_t room;     /* sender: `consumed` as last read */
   uint64_t seen;     /* sender: `consumed` when requests last progressed */
@@ -246,6 +249,7 @@ void shm_connects_free(shm_ctx_t *ctx);
 
 /* shm_io.c: requests. */
 rcollResult_t shm_isend(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
+rcollResult_t shm_isend_single(void *comm, const void *data, size_t size, int tag, void *mh, void **req);
 rcollResult_t shm_irecv(void *comm, int n, void **data, const size_t *sizes, const int *tags,
                         void **mh, void **req);
 rcollResult_t shm_iflush(void *comm, int n, void **data, const size_t *sizes, void **mh,

@@ -53,6 +53,7 @@ shm_conn_t *shm_conn_new(int is_send, shm_seg_t *seg, size_t bytes, int fd, pid_
   c->fd = fd;
   c->peer_pid = peer;
   c->direct_min = SIZE_MAX;
+  c->single_min = SIZE_MAX;
   for (int i = 0; i < SHM_NREQS; i++) {
     c->reqs[i].conn = c;
     c->free_idx[i] = SHM_NREQS - 1 - i;
@@ -68,9 +69,11 @@ static const char *shm_copy_name(int copy) {
 }
 
 void shm_conn_log(const shm_conn_t *c, int rank) {
-  char thr[48] = "off";
+  char thr[96] = "off";
   if (c->copy != SHM_COPY_NONE && c->direct_min != SIZE_MAX)
     snprintf(thr, sizeof thr, "from %zu bytes", c->direct_min);
+  if (c->copy != SHM_COPY_NONE && c->single_min != SIZE_MAX)
+    snprintf(thr + strlen(thr), sizeof thr - strlen(thr), ", in exchanges from %zu", c->single_min);
   RCOLL_INFO(RCOLL_SUB_NET, "shm: rank %d %s %s: ring %u x %zu bytes (%zu KiB), single copy %s %s",
              rank, c->is_send ? "sends to" : "receives from", c->peer, c->nslots, c->slot_size,
              c->seg_bytes >> 10, shm_copy_name(c->copy), c->is_send ? thr : "");
