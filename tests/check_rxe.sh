@@ -136,7 +136,7 @@ tests/rxe/build-initramfs.sh "$DIR/initramfs.cpio.gz" "$KVER" tests/rxe $PROGS |
 echo "check_rxe: kernel $KVER, initramfs $(du -h "$DIR/initramfs.cpio.gz" | cut -f1)"
 
 # ---- the VMs ----
-STEPS=${RXE_STEPS:+rxesteps=$RXE_STEPS}
+STEPS="${RXE_STEPS:+rxesteps=$RXE_STEPS} ${RXE_CMDLINE:-}" # RXE_CMDLINE: more for guest.sh (rxestress=N ...)
 vm() { # log limit role ip/len peer-ip host netdev-args... (runs in the background)
   local log=$1 limit=$2 role=$3 ip=$4 peer=$5 host=$6
   shift 6
@@ -258,7 +258,7 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   wait $pv
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
-  check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
+  check_steps "$DIR/one.log" gid conformance forced-index kick-always wrong-index-empty wrong-index-range link-local-index \
     $PLUGIN_STEP $IB_TEST_STEPS bandwidth port-down
   grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
   compare_bw "$DIR/one.log"
@@ -304,6 +304,7 @@ if [[ ${RXE_TWO:-1} != 0 ]]; then
     echo "   vm $v:"
     show "$DIR/two-$v.log"
     check_steps "$DIR/two-$v.log" xconf-2 xconf-3 xbandwidth xwritebw
+    [[ ,${RXE_STEPS:-}, == *,xstress,* ]] && check_steps "$DIR/two-$v.log" xstress
   done
   cat "$DIR/two-a.log" "$DIR/two-b.log" | grep -a -E '^RXE-(WRITEBW|ALLREDUCE)' >"$DIR/two-bw.txt"
   compare_bw "$DIR/two-bw.txt"
