@@ -341,6 +341,7 @@ typedef struct ib_comm {
    * last went, how many) and the kicks not completed, by QP. */
   int64_t quiet_since_us, qp_check_us;
   int stall_logged;
+  int qp_err_seen; /* a queue pair was in error at the last check */
   int64_t kicked_us;
   int kicks;
   uint8_t kick_busy[IB_MAX_QPS];

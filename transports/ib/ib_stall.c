@@ -63,10 +63,16 @@ static int ib_stall_qps(ib_comm_t *c) {
       continue; /* cannot tell: the engine's timeout still covers it */
     if (a.qp_state != IBV_QPS_ERR && a.qp_state != IBV_QPS_SQE)
       continue;
+    /* Its completion with the error may be queued already: poll once more
+     * first (the next progress), so that the status says what failed. */
+    if (!c->qp_err_seen) {
+      c->qp_err_seen = 1;
+      c->qp_check_us = 0;
+      return 0;
+    }
     ib_comm_fail(c, rcollRemoteError,
                  "ib: queue pair %d of %d (QPN 0x%x) of the connection %s %s went to state %s with %d "
-                 "message(s) pending, and no work completion reported why (retries to the peer exhausted, "
-                 "or the peer's queue pair failed) [RCOLL_IB_TIMEOUT=%d RCOLL_IB_RETRY_CNT=%d]",
+                 "message(s) pending, and no work completion reported why [RCOLL_IB_TIMEOUT=%d RCOLL_IB_RETRY_CNT=%d]",
                  q, c->nqps, c->qps[q]->qp_num, c->is_send ? "to" : "from", c->peer,
                  ib_qp_state_str(a.qp_state), IB_NREQS - c->nfree, c->ctx->timeout, c->ctx->retry_cnt);
     return -1;
@@ -138,6 +144,8 @@ static void ib_stall_kick(ib_comm_t *c, int64_t now) {
   }
   c->kicked_us = now;
   c->kicks++;
+  RCOLL_INFO(RCOLL_SUB_NET, "ib: kick %d of the connection to %s (%d queue pair(s)) after %lld ms without a "
+             "completion", c->kicks, c->peer, c->nqps, (long long)((now - c->quiet_since_us) / 1000));
 }
 
 void ib_kick_in(ib_comm_t *c, int q) {
