@@ -7,7 +7,8 @@
 #
 #   1. one VM: the GID table and rcoll's choice from it; multi-process
 #      conformance over RCOLL_NET=ib (automatic GID with connection storms,
-#      then a forced index with 2 QPs per connection); wrong indexes (empty,
+#      then a forced index with 2 QPs per connection; the send-queue kick at
+#      1 ms, kick-always); wrong indexes (empty,
 #      out of range: clear errors; link-local: a warning); a rank killed
 #      mid-call; the NCCL net plugin over ib (tests/test_nccl_plugin.c's ib
 #      cases, v8..v11, data checked; its bandwidth against ib_ops and against
@@ -20,7 +21,10 @@
 #   2. two VMs on one L2 segment (taps on a bridge in a private network
 #      namespace, or QEMU's UDP netdev): conformance (-x,
 #      launched ranks) split across the VMs (2 and 3 ranks), all-reduce and
-#      ib_write_bw between them.
+#      ib_write_bw between them. RXE_ONE=0 RXE_STEPS=xstress
+#      RXE_CMDLINE="rxestress=30 rxetimeout=30" runs only xconf-2's
+#      conformance in a loop until it fails (issue 14's reproducer; add
+#      rxekick=0 to turn the ib kick off).
 #
 # Exit codes are checked; perftest's numbers are only reported. Exits 77
 # (skip) when QEMU or the kernel cannot be had. Knobs: RXE_ONE=0 / RXE_TWO=0

@@ -104,11 +104,15 @@ static void ib_wc_fail(ib_comm_t *c, const struct ibv_wc *wc) {
     ib_flush_wc_fail(c, wc);
     return;
   }
+  char kicked[160] = "";
+  if (c->kicks > 0) /* the send queue had stopped (ib_stall.c) */
+    snprintf(kicked, sizeof kicked, "; right after %d kick(s) of a send queue that had stopped for %lld ms",
+             c->kicks, (long long)((c->kicked_us - c->quiet_since_us) / 1000));
   ib_comm_fail(c, rcollRemoteError,
-               "ib: %s %s failed: work completion status '%s' (%d, vendor error 0x%x, QPN 0x%x)%s "
+               "ib: %s %s failed: work completion status '%s' (%d, vendor error 0x%x, QPN 0x%x)%s%s "
                "[RCOLL_IB_TIMEOUT=%d RCOLL_IB_RETRY_CNT=%d]",
                what[k >= 1 && k <= 8 ? k : 0], c->peer, ibv_wc_status_str(wc->status), (int)wc->status,
-               wc->vendor_err, wc->qp_num, ib_wc_hint(wc->status), c->ctx->timeout, c->ctx->retry_cnt);
+               wc->vendor_err, wc->qp_num, ib_wc_hint(wc->status), kicked, c->ctx->timeout, c->ctx->retry_cnt);
 }
 
 static void ib_repost_data_recv(ib_comm_t *c, const struct ibv_wc *wc) {

@@ -2,20 +2,23 @@
  * known to stop, and never hang silently.
  *
  * Soft-RoCE's send queue can stop for good (rdma_rxe of Linux 6.1, seen
- * between two VMs, issue 14): ibv_post_send runs rxe's requester in the
- * calling process, and when it finds too many packets of the queue pair
- * still in the network stack (skb_out) or unacknowledged it sets a flag and
- * returns, to be woken when they drain; a softirq that drains them all
- * between its test and the flag (the packets freed, the acks processed)
- * wakes nobody. With nothing sent there is nothing to time out: no
- * retransmission, no RETRY_EXC_ERR, the write is neither done nor failed.
- * Only another ibv_post_send on that queue pair starts the requester again;
- * rcoll's last message of a call has none after it. So a send connection
- * with a write or eager send posted and no completion for RCOLL_IB_KICK_MS
- * posts an empty RDMA write (no immediate: it consumes no receive and
- * needs no rkey, C9-88) on each of its queue pairs, at most one per queue
- * pair at a time; it queues behind the stuck work request, restarts the
- * requester, and completes unnoticed. On a NIC it is a no-op.
+ * between two VMs, issue 14): a write posted, the peer's credit for it
+ * acknowledged, then no packet, no retransmission, no completion, the queue
+ * pair still in RTS. The likely cause (read from rxe_req.c of 6.1.192, not
+ * traced): rxe's requester runs inside ibv_post_send and stops when too
+ * many of its packets are in flight (skb_out, or unacknowledged PSNs),
+ * setting a flag to be woken when they drain; a softirq that drains them
+ * between its test and its flag wakes nobody, and with nothing in flight
+ * nothing times out. Only another ibv_post_send on that queue pair
+ * runs the requester again, and rcoll's last message of a call has none
+ * after it. So a send connection with a write or eager send posted and no
+ * completion for RCOLL_IB_KICK_MS posts an empty RDMA write (no immediate:
+ * it consumes no receive and needs no rkey, C9-88) on each of its queue
+ * pairs, at most one per queue pair at a time. It queues behind the stuck
+ * work request and runs the requester; on a NIC it is a no-op. In the stall
+ * seen so far under a kick, rxe then failed the queue pair at once: the
+ * connection fails a second into the stall, with the status, instead of
+ * waiting out RCOLL_TIMEOUT.
  *
  * A queue pair that fails normally says so through a completion with an
  * error status (ib_io.c) or an async event (ib_dev.c). Should one reach the
@@ -72,9 +75,12 @@ static int ib_stall_qps(ib_comm_t *c) {
     }
     ib_comm_fail(c, rcollRemoteError,
                  "ib: queue pair %d of %d (QPN 0x%x) of the connection %s %s went to state %s with %d "
-                 "message(s) pending, and no work completion reported why [RCOLL_IB_TIMEOUT=%d RCOLL_IB_RETRY_CNT=%d]",
+                 "message(s) pending, and no work completion reported why%s [RCOLL_IB_TIMEOUT=%d "
+                 "RCOLL_IB_RETRY_CNT=%d]",
                  q, c->nqps, c->qps[q]->qp_num, c->is_send ? "to" : "from", c->peer,
-                 ib_qp_state_str(a.qp_state), IB_NREQS - c->nfree, c->ctx->timeout, c->ctx->retry_cnt);
+                 ib_qp_state_str(a.qp_state), IB_NREQS - c->nfree,
+                 c->kicks > 0 ? " (right after a kick of its stopped send queue)" : "", c->ctx->timeout,
+                 c->ctx->retry_cnt);
     return -1;
   }
   return 0;
