@@ -1,5 +1,5 @@
-/* A verbs connection that stops moving: restart it where a provider is
- * known to stop, and never hang silently.
+/* A verbs connection that stops moving: poke it where a provider is known
+ * to stop, and never hang silently.
  *
  * Soft-RoCE's send queue can stop for good (rdma_rxe of Linux 6.1, seen
  * between two VMs, issue 14): a write posted, the peer's credit for it
@@ -15,9 +15,11 @@
  * completion for RCOLL_IB_KICK_MS posts an empty RDMA write (no immediate:
  * it consumes no receive and needs no rkey, C9-88) on each of its queue
  * pairs, at most one per queue pair at a time. It queues behind the stuck
- * work request and runs the requester; on a NIC it is a no-op. In the stall
- * seen so far under a kick, rxe then failed the queue pair at once: the
- * connection fails a second into the stall, with the status, instead of
+ * work request and runs the requester; on a NIC it is a no-op. In both
+ * stalls seen under a kick the queue pair went to ERR at once; in the one
+ * traced, rxe failed the write it resumed ("qp#N Error during finish
+ * packet" in the kernel log). So the kick does not cure the stall, it makes
+ * the connection fail a second into it, with the status, instead of
  * waiting out RCOLL_TIMEOUT.
  *
  * A queue pair that fails normally says so through a completion with an
