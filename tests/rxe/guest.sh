@@ -386,7 +386,8 @@ xstress() { # root-ip rank
       conformance -x -s sweep,types -c 0,1,7,4099,65537 >/tmp/xs.log 2>&1
     rc=$?
     echo "RXE-STRESS round $i rc=$rc $(grep -E '^conformance:' /tmp/xs.log) t=$(now)" \
-      "kicks posted: $(grep -c "ib: kick " /tmp/xs.log), that moved a connection: $(grep -c "moved again" /tmp/xs.log)" | tee /dev/console
+      "kicks posted: $(grep -c "ib: kick " /tmp/xs.log)," \
+      "that moved a connection: $(grep -c "moved again" /tmp/xs.log)" | tee /dev/console
     grep 'moved again' /tmp/xs.log | head -n 5 | sed 's/^.*ib: /RXE-KICK /' | tee /dev/console
     if [ $rc -ne 0 ]; then
       grep -E '^FAIL|rcoll WARN|async|kick|moved again' /tmp/xs.log | tail -n 40 | sed 's/^/RXE-STRESS /'

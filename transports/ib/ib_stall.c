@@ -119,8 +119,8 @@ static void ib_stall_log(ib_comm_t *c, int64_t quiet_us) {
            c->seq, c->credit_next, busy, c->unexp_tail - c->unexp_head, c->eager_returned);
   }
 #undef IB_ADD
-  RCOLL_WARN("ib: no completion on the connection %s %s for %lld ms with %d message(s) pending:%s", c->is_send ? "to" : "from",
-             c->peer, (long long)(quiet_us / 1000), IB_NREQS - c->nfree, buf);
+  RCOLL_WARN("ib: no completion on the connection %s %s for %lld ms with %d message(s) pending:%s",
+             c->is_send ? "to" : "from", c->peer, (long long)(quiet_us / 1000), IB_NREQS - c->nfree, buf);
 }
 
 /* Whether a send connection waits on work requests it posted (a send that
