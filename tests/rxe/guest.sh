@@ -36,6 +36,7 @@ else
       rxestress=*) STRESS=${a#rxestress=} ;;
       rxeloss=*) LOSS=${a#rxeloss=} ;;
       rxekick=*) export RCOLL_IB_KICK_MS=${a#rxekick=} ;;
+      rxeibtimeout=*) export RCOLL_IB_TIMEOUT=${a#rxeibtimeout=} ;;
     esac
   done
   SCALE=$(awk -v b="$BOOT" -v l="$LOAD" -v c="$CPUS" 'BEGIN {
@@ -358,8 +359,9 @@ xconf_retry() { # root-ip port world ranks-here...
 # one fails, optionally with rxeloss=P percent of eth0's packets dropped by
 # netem on both VMs (when the initramfs has tc and sch_netem). Prints each
 # round with the ib kicks that restarted a connection (RCOLL_IB_KICK_MS;
-# rxekick=0 turns them off), and on a failure the ranks' warnings and rxe's
-# counters (retries, RNR NAKs, sequence errors).
+# rxekick=0 turns them off; rxeibtimeout=N sets RCOLL_IB_TIMEOUT), and on a
+# failure the ranks' warnings and rxe's counters (retries, RNR NAKs,
+# sequence errors).
 rxe_counters() {
   local f line=
   for f in /sys/class/infiniband/rxe0/ports/1/hw_counters/*; do
