@@ -7,7 +7,8 @@
 #
 #   1. one VM: the GID table and rcoll's choice from it; multi-process
 #      conformance over RCOLL_NET=ib (automatic GID with connection storms,
-#      then a forced index with 2 QPs per connection); wrong indexes (empty,
+#      then a forced index with 2 QPs per connection; the send-queue kick at
+#      1 ms, kick-always); wrong indexes (empty,
 #      out of range: clear errors; link-local: a warning); a rank killed
 #      mid-call; the NCCL net plugin over ib (tests/test_nccl_plugin.c's ib
 #      cases, v8..v11, data checked; its bandwidth against ib_ops and against
@@ -20,7 +21,10 @@
 #   2. two VMs on one L2 segment (taps on a bridge in a private network
 #      namespace, or QEMU's UDP netdev): conformance (-x,
 #      launched ranks) split across the VMs (2 and 3 ranks), all-reduce and
-#      ib_write_bw between them.
+#      ib_write_bw between them. RXE_ONE=0 RXE_STEPS=xstress
+#      RXE_CMDLINE="rxestress=30 rxetimeout=30" runs only xconf-2's
+#      conformance in a loop until it fails (issue 14's reproducer; add
+#      rxekick=0 to turn the ib kick off).
 #
 # Exit codes are checked; perftest's numbers are only reported. Exits 77
 # (skip) when QEMU or the kernel cannot be had. Knobs: RXE_ONE=0 / RXE_TWO=0
@@ -136,7 +140,7 @@ tests/rxe/build-initramfs.sh "$DIR/initramfs.cpio.gz" "$KVER" tests/rxe $PROGS |
 echo "check_rxe: kernel $KVER, initramfs $(du -h "$DIR/initramfs.cpio.gz" | cut -f1)"
 
 # ---- the VMs ----
-STEPS=${RXE_STEPS:+rxesteps=$RXE_STEPS}
+STEPS="${RXE_STEPS:+rxesteps=$RXE_STEPS} ${RXE_CMDLINE:-}" # RXE_CMDLINE: more for guest.sh (rxestress=N ...)
 vm() { # log limit role ip/len peer-ip host netdev-args... (runs in the background)
   local log=$1 limit=$2 role=$3 ip=$4 peer=$5 host=$6
   shift 6
@@ -258,7 +262,7 @@ if [[ ${RXE_ONE:-1} != 0 ]]; then
   wait $pv
   echo "   ($((SECONDS - t0)) s)"
   show "$DIR/one.log"
-  check_steps "$DIR/one.log" gid conformance forced-index wrong-index-empty wrong-index-range link-local-index \
+  check_steps "$DIR/one.log" gid conformance forced-index kick-always wrong-index-empty wrong-index-range link-local-index \
     $PLUGIN_STEP $IB_TEST_STEPS bandwidth port-down
   grep -q '^RXE-STEP rank-death' "$DIR/one.log" && check_steps "$DIR/one.log" rank-death
   compare_bw "$DIR/one.log"
@@ -304,6 +308,7 @@ if [[ ${RXE_TWO:-1} != 0 ]]; then
     echo "   vm $v:"
     show "$DIR/two-$v.log"
     check_steps "$DIR/two-$v.log" xconf-2 xconf-3 xbandwidth xwritebw
+    [[ ,${RXE_STEPS:-}, == *,xstress,* ]] && check_steps "$DIR/two-$v.log" xstress
   done
   cat "$DIR/two-a.log" "$DIR/two-b.log" | grep -a -E '^RXE-(WRITEBW|ALLREDUCE)' >"$DIR/two-bw.txt"
   compare_bw "$DIR/two-bw.txt"

@@ -35,6 +35,8 @@ copy_with_deps() { # file [destination]: the file and every library ldd resolves
 for b in ibv_devinfo ib_write_bw rdma ip; do
   copy_with_deps "$(command -v "$b")"
 done
+# tc and netem, when the host has them: the xstress step's packet loss.
+command -v tc >/dev/null && copy_with_deps "$(command -v tc)" /usr/sbin/tc
 for p in "$@"; do
   copy_with_deps "$p" "/rxe/$(basename "$p")"
 done
@@ -50,10 +52,13 @@ printf '127.0.0.1 localhost\n' >"$R/etc/hosts"
 : >"$R/etc/modules.order"
 for m in virtio_pci virtio_net crc32_generic rdma_rxe; do
   modprobe -S "$KVER" --show-depends "$m" | awk '$1 == "insmod" {print $2}'
-done | awk '!seen[$0]++' | while read -r ko; do
+done | awk '!seen[$0]++' >"$R/modules.list"
+modprobe -S "$KVER" --show-depends sch_netem 2>/dev/null | awk '$1 == "insmod" {print $2}' >>"$R/modules.list" || true
+awk '!seen[$0]++' "$R/modules.list" | while read -r ko; do
   cp "$ko" "$R/lib/modules/$KVER/"
   basename "$ko" >>"$R/etc/modules.order"
 done
+rm -f "$R/modules.list"
 
 install -m 755 "$GUEST/init" "$R/init"
 install -m 755 "$GUEST/guest.sh" "$R/rxe/guest.sh"

@@ -64,6 +64,7 @@ static ib_ctx_t *ib_ctx_new(const rcoll_net_config_t *cfg, int flush_mode, int e
   ctx->tc = (int)s->ib_tc;
   ctx->timeout = (int)s->ib_timeout;
   ctx->retry_cnt = (int)s->ib_retry_cnt;
+  ctx->kick_ms = (int)s->ib_kick_ms;
   ctx->timeout_ms = cfg->settings->timeout * 1000;
   return ctx;
 }

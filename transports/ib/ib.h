@@ -55,6 +55,10 @@ extern const rcoll_transport_desc_t ib_desc; /* ib_desc.c */
     "ib ack timeout exponent: 4.096 us x 2^N per retry (14 = 67 ms, survives Soft-RoCE; 1..31)") \
   X(INT_IN(0, 7), ib_retry_cnt, "IB_RETRY_CNT", "NCCL_IB_RETRY_CNT", "7",                        \
     "ib retransmissions before a send fails with 'retry exceeded' (0..7)")                       \
+  X(INT_IN(0, 600000), ib_kick_ms, "IB_KICK_MS", NULL, "1000",                                  \
+    "ib: a send connection with writes posted and no completion for this long (ms) posts an "    \
+    "empty write on its queue pairs (Soft-RoCE's send queue can stop for good: the kick makes "  \
+    "it fail at once instead of at RCOLL_TIMEOUT); 0: never")                                   \
   X(STR_OF("auto,0,off,force"), ib_flush, "IB_FLUSH", NULL, "auto",                              \
     "ib: after a receive into device memory, read it back (RDMA read) so the GPU sees it: auto, " \
     "0/off (never: rely on cuFlushGPUDirectRDMAWrites), force (every registered receive)")       \

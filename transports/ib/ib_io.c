@@ -34,6 +34,8 @@ rcollResult_t ib_comm_error(ib_comm_t *c) { return rcoll_error_quiet((rcollResul
 ib_req_t *ib_req_alloc(ib_comm_t *c, int kind, void *buf, size_t size) {
   if (c->nfree == 0 || c->by_seq[c->seq % IB_NREQS] != NULL)
     return NULL;
+  if (c->nfree == IB_NREQS)
+    c->quiet_since_us = 0; /* idle until now: not a quiet spell */
   ib_req_t *r = &c->reqs[c->free_idx[--c->nfree]];
   *r = (ib_req_t){.comm = c, .kind = kind, .seq = c->seq++, .buf = buf, .size = size};
   c->by_seq[r->seq % IB_NREQS] = r;
@@ -95,17 +97,22 @@ static const char *ib_wc_hint(enum ibv_wc_status s) {
 
 static void ib_wc_fail(ib_comm_t *c, const struct ibv_wc *wc) {
   static const char *what[] = {"?",           "an RDMA write to", "an eager send to", "a credit to",
-                               "a credit from", "data from",      "data from"};
+                               "a credit from", "data from",      "data from",        "?",
+                               "an empty RDMA write (a kick, after no completion for RCOLL_IB_KICK_MS) to"};
   int k = IB_WR_KIND(wc->wr_id);
   if (k == IB_WR_FLUSH) {
     ib_flush_wc_fail(c, wc);
     return;
   }
+  char kicked[160] = "";
+  if (c->kicks > 0) /* the send queue had stopped (ib_stall.c) */
+    snprintf(kicked, sizeof kicked, "; right after %d kick(s) of a send queue that had stopped for %lld ms",
+             c->kicks, (long long)((c->kicked_us - c->quiet_since_us) / 1000));
   ib_comm_fail(c, rcollRemoteError,
-               "ib: %s %s failed: work completion status '%s' (%d, vendor error 0x%x, QPN 0x%x)%s "
+               "ib: %s %s failed: work completion status '%s' (%d, vendor error 0x%x, QPN 0x%x)%s%s "
                "[RCOLL_IB_TIMEOUT=%d RCOLL_IB_RETRY_CNT=%d]",
-               what[k >= 1 && k <= 6 ? k : 0], c->peer, ibv_wc_status_str(wc->status), (int)wc->status,
-               wc->vendor_err, wc->qp_num, ib_wc_hint(wc->status), c->ctx->timeout, c->ctx->retry_cnt);
+               what[k >= 1 && k <= 8 ? k : 0], c->peer, ibv_wc_status_str(wc->status), (int)wc->status,
+               wc->vendor_err, wc->qp_num, ib_wc_hint(wc->status), kicked, c->ctx->timeout, c->ctx->retry_cnt);
 }
 
 static void ib_repost_data_recv(ib_comm_t *c, const struct ibv_wc *wc) {
@@ -116,10 +123,11 @@ static void ib_repost_data_recv(ib_comm_t *c, const struct ibv_wc *wc) {
     ib_comm_fail(c, rcollSystemError, "ib: reposting a receive for %s failed: %s", c->peer, strerror(e));
 }
 
-static void ib_wc_handle(ib_comm_t *c, const struct ibv_wc *wc) {
+/* Returns 1 when the completion moved a message (a kick's does not). */
+static int ib_wc_handle(ib_comm_t *c, const struct ibv_wc *wc) {
   if (wc->status != IBV_WC_SUCCESS) {
     ib_wc_fail(c, wc);
-    return;
+    return 1;
   }
   int idx = IB_WR_IDX(wc->wr_id);
   switch (IB_WR_KIND(wc->wr_id)) {
@@ -133,14 +141,17 @@ static void ib_wc_handle(ib_comm_t *c, const struct ibv_wc *wc) {
     ib_repost_data_recv(c, wc);
     break;
   case IB_WR_FLUSH: ib_flush_in(c, idx); break;
+  case IB_WR_KICK: ib_kick_in(c, idx); return 0;
   default:
     ib_comm_fail(c, rcollInternalError, "ib: completion with unknown id %llx", (unsigned long long)wc->wr_id);
   }
+  return 1;
 }
 
 /* Failures seen from outside the completion queue: the device, the port,
- * or the peer closing its handshake socket with messages still pending. */
-static void ib_check_health(ib_comm_t *c, int64_t now) {
+ * the peer closing its handshake socket with messages still pending, or a
+ * connection that stopped moving (ib_stall.c). */
+static void ib_check_health(ib_comm_t *c, int64_t now, int moved) {
   ib_ctx_t *ctx = c->ctx;
   if (now >= ctx->async_next_us)
     ib_dev_async(ctx);
@@ -149,13 +160,15 @@ static void ib_check_health(ib_comm_t *c, int64_t now) {
   if (c->peer_gone && c->nfree < IB_NREQS && now - c->gone_us > IB_PEER_GONE_GRACE_US)
     ib_comm_fail(c, rcollRemoteError, "ib: %s closed the connection with %d message(s) pending (it exited "
                  "or aborted)", c->peer, IB_NREQS - c->nfree);
+  if (c->err == rcollSuccess)
+    ib_stall_check(c, now, moved);
 }
 
 /* Handles every completion queued, then posts sends that became ready.
  * Returns the number of completions handled. */
 int ib_progress(ib_comm_t *c) {
   struct ibv_wc wc[IB_POLL_BATCH];
-  int total = 0, k;
+  int total = 0, moved = 0, k;
   if (c->err != rcollSuccess)
     return 0;
   do {
@@ -165,12 +178,12 @@ int ib_progress(ib_comm_t *c) {
       return total;
     }
     for (int i = 0; i < k; i++)
-      ib_wc_handle(c, &wc[i]);
+      moved += ib_wc_handle(c, &wc[i]);
     total += k;
   } while (k == IB_POLL_BATCH);
   if (c->is_send)
     ib_send_ready(c);
-  ib_check_health(c, rcoll_now_us());
+  ib_check_health(c, rcoll_now_us(), moved);
   return total;
 }
 

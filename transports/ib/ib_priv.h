@@ -146,6 +146,7 @@ typedef struct ib_ctx {
   ib_port_t port;
   int nports; /* usable ports discovery found (devices()) */
   int nqps, sl, tc, timeout, retry_cnt;
+  int kick_ms;           /* RCOLL_IB_KICK_MS (ib_stall.c); 0: off */
   int64_t timeout_ms;
   uint64_t secret;
   int rank;
@@ -222,10 +223,11 @@ enum ib_req_kind { IB_REQ_FREE = 0, IB_REQ_SEND, IB_REQ_RECV, IB_REQ_FLUSH };
 
 /* What a work request is, in the high half of its wr_id; the low half is a
  * request slot (DATA, EAGER), a credit buffer (CREDIT, CREDIT_RECV), a
- * landing buffer of QP 0 (LAND), a QP index (DATA_RECV) or a flush slot
- * (FLUSH). */
+ * landing buffer of QP 0 (LAND), a QP index (DATA_RECV, KICK) or a flush
+ * slot (FLUSH). */
 enum ib_wr_kind {
-  IB_WR_DATA = 1, IB_WR_EAGER, IB_WR_CREDIT, IB_WR_CREDIT_RECV, IB_WR_LAND, IB_WR_DATA_RECV, IB_WR_FLUSH
+  IB_WR_DATA = 1, IB_WR_EAGER, IB_WR_CREDIT, IB_WR_CREDIT_RECV, IB_WR_LAND, IB_WR_DATA_RECV, IB_WR_FLUSH,
+  IB_WR_KICK /* ib_stall.c: an empty RDMA write; the low half is the QP index */
 };
 #define IB_WR_ID(kind, idx) (((uint64_t)(kind) << 32) | (uint32_t)(idx))
 #define IB_WR_KIND(id) ((int)((id) >> 32))
@@ -332,6 +334,17 @@ typedef struct ib_comm {
   /* Send side: the receiver asked for no eager messages, or this side's
    * RCOLL_IB_EAGER is off. Receive side: this side asked for none. */
   int no_eager;
+
+  /* ib_stall.c: since when nothing completed with messages pending (0:
+   * start counting at the next check), the next queue-pair state check,
+   * whether this quiet spell was logged; the kicks of this spell (when the
+   * last went, how many) and the kicks not completed, by QP. */
+  int64_t quiet_since_us, qp_check_us;
+  int stall_logged;
+  int qp_err_seen; /* a queue pair was in error at the last check */
+  int64_t kicked_us;
+  int kicks;
+  uint8_t kick_busy[IB_MAX_QPS];
 
   int err; /* rcollResult_t; the first failure wins */
   char errmsg[384];
@@ -446,6 +459,12 @@ rcollResult_t ib_flush_test(ib_req_t *r, int *done);
 void ib_flush_in(ib_comm_t *c, int slot);
 void ib_flush_wc_fail(ib_comm_t *c, const struct ibv_wc *wc);
 void ib_flush_destroy(ib_comm_t *c);
+
+/* ib_stall.c: after `moved` completions at `now`, checks a connection
+ * that has not moved for a while (queue pairs in error fail it at once). */
+void ib_stall_check(ib_comm_t *c, int64_t now, int moved);
+/* The completion of the kick posted on QP q. */
+void ib_kick_in(ib_comm_t *c, int q);
 
 /* ib_wait.c: sleeping until a connection may progress. */
 rcollResult_t ib_wait(void *const *comms, int n, int64_t timeout_us);
