@@ -463,7 +463,7 @@ TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer -DRCOLL_REDUCE_NO_CLONES
 TSAN_MAKE = $(SUBMAKE) BUILD=build-tsan LIBOUT=build-tsan/lib TESTBIN=build-tsan/tests/bin \
             SAN_FLAGS='$(TSAN_FLAGS)'
 TSAN_TESTS := $(filter $(TEST_BINS),$(addprefix $(TESTBIN)/,test_api test_split test_redop test_tuner_agree \
-              test_trace test_socket test_socket_multi test_shm test_shm_reduce test_sockutil \
+              test_trace test_socket test_socket_multi test_shm test_shm_faults test_shm_reduce test_sockutil \
               test_bootstrap test_bootstrap_strays test_hello_pending test_ucx test_ucx_multi))
 # Preloaded into the Criterion binaries (tests/tsan/arena_shim.c says why);
 # not instrumented, since it stands between them and TSan's mmap.
