@@ -8,27 +8,30 @@
 #include <immintrin.h>
 #endif
 
-void rcoll_copy_out(void *dst, const void *src, size_t n) {
+void rcoll_copy_stream(void *dst, const void *src, size_t n) {
   char *d = dst;
   const char *s = src;
-  uintptr_t a = (uintptr_t)d, b = (uintptr_t)s;
-  int overlap = a < b + n && b < a + n;
 #if defined(__x86_64__)
-  if (n >= RCOLL_COPY_OUT_STREAM_MIN && !overlap) {
-    /* Align the destination to 16 bytes, stream whole lines, then the tail;
-     * the fence orders the streamed stores before what this thread does
-     * next (marking the step done, which a peer may act on). */
-    size_t head = (16 - (a & 15)) & 15;
-    memcpy(d, s, head);
-    size_t i = head;
-    for (; i + 64 <= n; i += 64)
-      for (int k = 0; k < 64; k += 16)
-        _mm_stream_si128((__m128i *)(d + i + k), _mm_loadu_si128((const __m128i *)(s + i + k)));
-    memcpy(d + i, s + i, n - i);
-    _mm_sfence();
-    return;
-  }
+  /* Align the destination to 16 bytes, stream whole lines, then the tail. */
+  size_t head = (16 - ((uintptr_t)d & 15)) & 15;
+  head = head < n ? head : n;
+  memcpy(d, s, head);
+  size_t i = head;
+  for (; i + 64 <= n; i += 64)
+    for (int k = 0; k < 64; k += 16)
+      _mm_stream_si128((__m128i *)(d + i + k), _mm_loadu_si128((const __m128i *)(s + i + k)));
+  memcpy(d + i, s + i, n - i);
+  _mm_sfence();
+#else
+  memcpy(d, s, n);
 #endif
-  (void)overlap;
-  memmove(d, s, n);
+}
+
+void rcoll_copy_out(void *dst, const void *src, size_t n) {
+  uintptr_t a = (uintptr_t)dst, b = (uintptr_t)src;
+  int overlap = a < b + n && b < a + n;
+  if (n >= RCOLL_COPY_OUT_STREAM_MIN && !overlap)
+    rcoll_copy_stream(dst, src, n);
+  else
+    memmove(dst, src, n);
 }

@@ -17,4 +17,10 @@
  * writing it, and does not evict what the call still needs. */
 void rcoll_copy_out(void *dst, const void *src, size_t n);
 
+/* memcpy(dst, src, n) of buffers that do not overlap, with non-temporal
+ * stores whatever the size (x86-64; plain memcpy elsewhere). A fence at the
+ * end orders the streamed stores before what this thread does next
+ * (marking a step done, which a peer may act on). */
+void rcoll_copy_stream(void *dst, const void *src, size_t n);
+
 #endif

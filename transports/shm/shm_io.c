@@ -19,10 +19,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
+#include "copy_out.h"
 #include "error.h"
 #include "shm_priv.h"
 
@@ -119,25 +116,6 @@ static void shm_send_progress(shm_conn_t *c) {
 
 /* ---- receiving ---- */
 
-/* Copies with non-temporal stores, which do not read each destination line
- * before writing it; the fence makes the data visible in order with what
- * this thread does next. */
-static void shm_copy_stream(char *dst, const char *src, size_t n) {
-#if defined(__x86_64__)
-  size_t head = (16 - ((uintptr_t)dst & 15)) & 15;
-  head = head < n ? head : n;
-  memcpy(dst, src, head);
-  size_t i = head;
-  for (; i + 64 <= n; i += 64)
-    for (int k = 0; k < 64; k += 16)
-      _mm_stream_si128((__m128i *)(dst + i + k), _mm_loadu_si128((const __m128i *)(src + i + k)));
-  memcpy(dst + i, src + i, n - i);
-  _mm_sfence();
-#else
-  memcpy(dst, src, n);
-#endif
-}
-
 /* The engine receives into two kinds of memory: its registered staging,
  * which it reduces from right away and must stay in cache, and the user's
  * buffer, which it does not read again during the call. A large copy into
@@ -146,7 +124,7 @@ static void shm_copy_stream(char *dst, const char *src, size_t n) {
  * GB/s out of place, 7.1 -> 8.4 in place at 128 MiB). */
 static void shm_copy_out(const shm_req_t *r, char *dst, const char *src, size_t n) {
   if (r->stream)
-    shm_copy_stream(dst, src, n);
+    rcoll_copy_stream(dst, src, n); /* no read of each destination line first */
   else
     memcpy(dst, src, n);
 }
