@@ -3,6 +3,9 @@
  * and IPv6 where ::1 exists). Payloads carry a pattern that depends on the
  * message number and offset, so a lost, reordered or truncated piece shows. */
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -333,6 +336,72 @@ Test(socket, bad_settings_are_rejected) {
   settings(&s, "AF_INET", 2, 1, -1, 30);
   cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
   cr_assert_null(ctx);
+}
+
+/* The congestion control of the sockets a connection opens: every socket of
+ * the sending side takes RCOLL_SOCKET_CONGESTION, and the data still arrives
+ * whole; a name the kernel lacks fails init naming it and what is allowed. */
+static void congestion_of(int fd, char name[SOCKET_CC_MAX]) {
+  socklen_t len = SOCKET_CC_MAX;
+  memset(name, 0, SOCKET_CC_MAX);
+  cr_assert_eq(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0, "%s", strerror(errno));
+}
+
+/* One this process may set that new sockets do not already get, so that the
+ * setting visibly changes something; NULL when the kernel offers none. */
+static const char *congestion_not_default(void) {
+  static char names[256];
+  char dflt[SOCKET_CC_MAX];
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  congestion_of(fd, dflt);
+  FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
+  const char *pick = NULL;
+  if (f != NULL && fgets(names, sizeof names, f) != NULL)
+    for (char *save = NULL, *n = strtok_r(names, " \n", &save); n && !pick; n = strtok_r(NULL, " \n", &save))
+      if (strcmp(n, dflt) != 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, n, (socklen_t)strlen(n)) == 0)
+        pick = n;
+  if (f != NULL)
+    fclose(f);
+  close(fd);
+  return pick;
+}
+
+Test(socket, congestion_control_is_applied_and_checked, .timeout = 60) {
+  const char *cc = congestion_not_default();
+  if (cc == NULL)
+    cr_skip_test("the kernel offers no congestion control but its default");
+  pair_t p;
+  memset(&p, 0, sizeof p);
+  settings(&p.set, "AF_INET", 2, 2, INLINE, 30);
+  snprintf(socket_settings(&p.set)->socket_congestion, RCOLL_SETTING_STR_MAX, "%s", cc);
+  p.sctx = th_ctx_new(ops, &p.set, SECRET);
+  th_pair_listen(&p, ops);
+  th_pair_connect(&p, 5000, 0, cc);
+  const socket_conn_t *c = p.send;
+  char name[SOCKET_CC_MAX];
+  congestion_of(c->ctrl_fd, name);
+  cr_assert_str_eq(name, cc, "control socket");
+  for (int s = 0; s < c->ndata; s++) {
+    congestion_of(c->data[s].fd, name);
+    cr_assert_str_eq(name, cc, "data socket %d", s);
+  }
+  const size_t sizes[] = {1, INLINE + 1, 3 * MIB + 5};
+  exchange(&p, 3, sizes, 0);
+  th_pair_close(&p);
+
+  rcoll_settings_t s;
+  rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
+  void *ctx = NULL;
+  settings(&s, "AF_INET", 2, 1, INLINE, 30);
+  snprintf(socket_settings(&s)->socket_congestion, RCOLL_SETTING_STR_MAX, "nosuchcc");
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert_null(ctx);
+  cr_assert(strstr(rcoll_error_text(), "RCOLL_SOCKET_CONGESTION=nosuchcc") &&
+                strstr(rcoll_error_text(), "allowed here: "),
+            "text: %s", rcoll_error_text());
+  snprintf(socket_settings(&s)->socket_congestion, RCOLL_SETTING_STR_MAX, "%s", "a_name_of_sixteen");
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert(strstr(rcoll_error_text(), "longer than 15"), "text: %s", rcoll_error_text());
 }
 
 /* Closing a connection whose helpers are blocked (sender with a full socket,

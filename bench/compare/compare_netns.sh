@@ -21,6 +21,9 @@
 #   RUN_TIMEOUT [300]              seconds before one run is killed (an mpiexec
 #                                  whose ranks printed everything but hung at exit
 #                                  once kept this script waiting for 14 minutes)
+#   TCP_CC [the system's]           TCP congestion control of both nodes' namespaces, for both
+#                                  libraries (e.g. TCP_CC=reno): with bbr, senders over veth stall
+#                                  6-12 ms at times (docs/execution.md, "TCP congestion control")
 #   NO_BUILD [0]                   1: do not run make
 #   OUTDIR [mktemp -d]             every run's output is kept there
 #   NETNS_PREFIX [rcollcmp<pid>]   namespace names; removed however the script exits
@@ -80,6 +83,13 @@ ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -o "$PINGPONG" "$ROOT
 
 # An unprivileged container may be root without the right to make namespaces.
 netns_up 2 2>"$OUTDIR/netns.log" || skip "cannot create network namespaces ($(head -c 200 "$OUTDIR/netns.log"))"
+if [[ -n ${TCP_CC:-} ]]; then
+  for n in n1 n2; do
+    ip netns exec "$NETNS_PREFIX-$n" sysctl -q -w "net.ipv4.tcp_congestion_control=$TCP_CC" 2>>"$OUTDIR/netns.log" ||
+      { echo "compare_netns: cannot set TCP_CC=$TCP_CC in the namespaces ($(tail -n 1 "$OUTDIR/netns.log"))"; exit 1; }
+  done
+fi
+CC_USED=$(ip netns exec "$NETNS_PREFIX-n1" cat /proc/sys/net/ipv4/tcp_congestion_control)
 
 # ------------------------------------------------------------------ runs
 # Bytes node 1 sent over its veth: each tool's traffic must cross the link.
@@ -152,6 +162,9 @@ run_mpich() { # round
 
 note "compare_netns: $(date -u +%FT%TZ) on $(uname -n), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 note "2 namespaces ($NETNS_PREFIX-n1, -n2) over veth + bridge, 1 rank each; $ROUNDS rounds; logs in $OUTDIR"
+cc_why="the system default"
+[[ -n ${TCP_CC:-} ]] && cc_why="TCP_CC=$TCP_CC"
+note "  TCP congestion control in both namespaces: $CC_USED ($cc_why)"
 note "  rcoll: RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT netns_run 1 2 $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"
 note "  MPICH: UCX_TLS=tcp,self netns_run 1 2 $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"
 note "  ping-pong: $PINGPONG client $NETNS_SUBNET.2 PORT $PINGS (server in n2)"

@@ -2,10 +2,15 @@
  * its ops table. Connection setup is in socket_accept.c and socket_connect.c,
  * requests in socket_io.c, helper threads in socket_helper.c. */
 #include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "error.h"
 #include "log.h"
@@ -29,10 +34,59 @@ void socket_log_conn(const char *verb, int fd, const char *peer, const socket_he
   char lbuf[SOCKET_ADDR_STR] = "?";
   if (!rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_NET))
     return;
+  char cc[SOCKET_CC_MAX] = "?";
+  socklen_t cl = sizeof cc;
   if (getsockname(fd, &local.sa, &len) == 0)
     socket_addr_str(&local, lbuf);
-  RCOLL_INFO(RCOLL_SUB_NET, "socket: %s %s <-> %s, %u threads x %u sockets, inline <= %llu bytes", verb,
-             lbuf, peer, h->nthreads, h->nsocks_per, (unsigned long long)h->inline_max);
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, cc, &cl) != 0)
+    snprintf(cc, sizeof cc, "?");
+  cc[sizeof cc - 1] = '\0';
+  RCOLL_INFO(RCOLL_SUB_NET, "socket: %s %s <-> %s, %u threads x %u sockets, inline <= %llu bytes, %s", verb,
+             lbuf, peer, h->nthreads, h->nsocks_per, (unsigned long long)h->inline_max, cc);
+}
+
+int socket_set_congestion(int fd, const char *name) {
+  if (name[0] == '\0')
+    return 0;
+  return setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, (socklen_t)strlen(name)) == 0 ? 0 : errno;
+}
+
+/* The first line of a /proc/sys file, for messages; "?" when unreadable. */
+static void socket_read_sysctl(const char *path, char *buf, size_t len) {
+  FILE *f = fopen(path, "r");
+  if (f == NULL || fgets(buf, (int)len, f) == NULL)
+    snprintf(buf, len, "?");
+  buf[strcspn(buf, "\n")] = '\0';
+  if (f != NULL)
+    fclose(f);
+}
+
+/* RCOLL_SOCKET_CONGESTION is tried on a socket of its own at init, so that a
+ * name the kernel lacks or does not allow fails here, naming what it does
+ * allow, and not later at a connect. Why a user would set it: with bbr (a
+ * system default on some machines) a sender over veth stalled 6-12 ms at a
+ * time, its queue full and its window open, until its loss-probe timer
+ * fired; reno and cubic did not (docs/execution.md, "TCP congestion
+ * control"). */
+static rcollResult_t socket_check_congestion(const char *name) {
+  char allowed[256], avail[256];
+  if (name[0] == '\0')
+    return rcollSuccess;
+  if (strlen(name) >= SOCKET_CC_MAX)
+    return rcoll_error(rcollInvalidArgument, "socket: RCOLL_SOCKET_CONGESTION=%s is longer than %d characters",
+                       name, SOCKET_CC_MAX - 1);
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int e = fd < 0 ? errno : socket_set_congestion(fd, name);
+  if (fd >= 0)
+    close(fd);
+  if (e == 0)
+    return rcollSuccess;
+  socket_read_sysctl("/proc/sys/net/ipv4/tcp_allowed_congestion_control", allowed, sizeof allowed);
+  socket_read_sysctl("/proc/sys/net/ipv4/tcp_available_congestion_control", avail, sizeof avail);
+  return rcoll_error(rcollInvalidArgument,
+                     "socket: RCOLL_SOCKET_CONGESTION=%s cannot be used: %s (allowed here: %s; available, "
+                     "with CAP_NET_ADMIN: %s)",
+                     name, strerror(e), allowed, avail);
 }
 
 static rcollResult_t socket_check_settings(const rcoll_settings_t *core, const socket_settings_t *s) {
@@ -50,7 +104,7 @@ static rcollResult_t socket_check_settings(const rcoll_settings_t *core, const s
   if (core->timeout < 1)
     return rcoll_error(rcollInvalidArgument, "socket: RCOLL_TIMEOUT=%lld must be at least 1 second",
                        (long long)core->timeout);
-  return rcollSuccess;
+  return socket_check_congestion(s->socket_congestion);
 }
 
 static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
@@ -76,10 +130,16 @@ static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
   ctx->nsocks_per = (int)own->nsocks_perthread;
   ctx->inline_max = (size_t)own->socket_inline;
   ctx->timeout_ms = s->timeout * 1000;
+  memcpy(ctx->congestion, own->socket_congestion, strlen(own->socket_congestion) + 1); /* checked: fits */
   pthread_mutex_init(&ctx->lock, NULL);
-  RCOLL_INFO(RCOLL_SUB_NET, "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes",
+  char cc[64] = "";
+  if (ctx->congestion[0] == '\0')
+    socket_read_sysctl("/proc/sys/net/ipv4/tcp_congestion_control", cc, sizeof cc);
+  RCOLL_INFO(RCOLL_SUB_NET,
+             "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes, congestion control %s%s",
              ctx->rank, ctx->ifname, socket_addr_str(&ctx->addr, abuf), ctx->nthreads, ctx->nsocks_per,
-             ctx->inline_max);
+             ctx->inline_max, ctx->congestion[0] ? ctx->congestion : cc,
+             ctx->congestion[0] ? " (RCOLL_SOCKET_CONGESTION)" : " (the system's)");
   *out = ctx;
   return rcollSuccess;
 }

@@ -31,7 +31,9 @@ extern const rcoll_transport_desc_t socket_desc; /* socket_desc.c */
   X(INT_IN(1, 64), nsocks_perthread, "NSOCKS_PERTHREAD", "NCCL_NSOCKS_PERTHREAD", "1",           \
     "Data sockets per helper thread (threads x sockets <= 64)")                                  \
   X(INT_IN(0, 2147483647), socket_inline, "SOCKET_INLINE", NULL, "65536",                        \
-    "Messages up to this many bytes travel on the control socket, moved by the calling thread")
+    "Messages up to this many bytes travel on the control socket, moved by the calling thread")    \
+  X(STR, socket_congestion, "SOCKET_CONGESTION", NULL, "",                                        \
+    "TCP congestion control of the sending sockets (e.g. reno, cubic); empty: the system's")
 
 typedef struct socket_settings {
   SOCKET_SETTINGS(RCOLL_SETTING_FIELD)

@@ -29,6 +29,7 @@ typedef struct socket_pconn {
   uint8_t state[SOCKET_MAX_SOCKS];
   uint8_t sent[SOCKET_MAX_SOCKS];
   int64_t deadline_ms, retry_ms;
+  char congestion[SOCKET_CC_MAX]; /* the context's, for each socket opened */
 } socket_pconn_t;
 
 static uint64_t socket_random64(void) {
@@ -59,6 +60,7 @@ static socket_pconn_t *socket_pconn_new(socket_ctx_t *ctx, const void *key, cons
       .nsocks_per = (uint16_t)ctx->nsocks_per,
   };
   p->deadline_ms = rcoll_now_ms() + ctx->timeout_ms;
+  memcpy(p->congestion, ctx->congestion, sizeof p->congestion);
   p->next = ctx->connects;
   ctx->connects = p;
   return p;
@@ -103,6 +105,10 @@ static int socket_pconn_open(socket_pconn_t *p, int i, int64_t now) {
     return errno;
   p->fds[i] = fd;
   rcoll_socket_set_nodelay(fd);
+  /* The connecting side sends the data; the acceptor's sockets only ack. */
+  int e = socket_set_congestion(fd, p->congestion);
+  if (e != 0)
+    return e;
   /* Before connect: the window scale is fixed by the handshake. */
   if (i > 0)
     rcoll_socket_set_bufsize(fd, SOCKET_BUF_BYTES);

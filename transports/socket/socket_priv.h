@@ -29,6 +29,7 @@
 #define SOCKET_BUF_BYTES (4 * 1024 * 1024) /* SO_SNDBUF/SO_RCVBUF of data sockets */
 #define SOCKET_POLL_TICK_MS 100            /* how often blocked helpers look for shutdown */
 #define SOCKET_ADDR_STR 64
+#define SOCKET_CC_MAX 16 /* TCP_CA_NAME_MAX: a congestion control's name and its NUL */
 
 /* First bytes on every socket of a connection (host byte order: peers of one
  * job share an architecture; the magic catches anything else). */
@@ -67,7 +68,8 @@ typedef struct socket_ctx {
   int nthreads, nsocks_per;
   size_t inline_max;
   int64_t timeout_ms;
-  pthread_mutex_t lock; /* guards the pending-connect list */
+  char congestion[SOCKET_CC_MAX]; /* for the sockets it connects; "" keeps the system's */
+  pthread_mutex_t lock;           /* guards the pending-connect list */
   struct socket_pconn *connects;
 } socket_ctx_t;
 
@@ -178,6 +180,8 @@ typedef struct socket_conn {
 /* socket.c: small shared helpers. */
 const char *socket_addr_str(const rcoll_sockaddr_t *a, char buf[SOCKET_ADDR_STR]);
 void socket_log_conn(const char *verb, int fd, const char *peer, const socket_hello_t *h);
+/* TCP_CONGESTION = name on fd ("" leaves it): 0 or the errno. */
+int socket_set_congestion(int fd, const char *name);
 
 /* socket_accept.c: listen and accept. */
 rcollResult_t socket_listen(void *ctx, int dev, void *handle, void **listen_comm);
