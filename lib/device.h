@@ -22,7 +22,11 @@
  * field: it is never loaded apart from the core that reads it.
  *
  * Every slot is safe on a machine without CUDA: with no device there are no
- * device buffers, so the queries answer "host" and the rest do nothing. */
+ * device buffers, so the queries answer "host" and the rest do nothing.
+ * The slots that take a communicator answer as for host calls (0, nothing
+ * to divert or wait for) while its `cuda` is NULL, which lib/cuda sets at
+ * the comm's first device call; the engine relies on that to skip them on
+ * the host path. */
 #ifndef RCOLL_DEVICE_H
 #define RCOLL_DEVICE_H
 

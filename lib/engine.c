@@ -48,10 +48,18 @@ static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
   return 1;
 }
 
+/* Whether the comm's CUDA proxy is running one of its device plans. A comm
+ * without device state (c->cuda is made at its first device call) is never
+ * executing one: the check skips the call through the device table on the
+ * host path, where the engine asks on every pass (device.h). */
+static inline int engine_device(const struct rcollComm *c) {
+  return c->cuda != NULL && rcoll_device_ops.executing(c);
+}
+
 /* " in allreduce #17 (...): 3 of 12 steps done, ..." for a step of a host
  * plan; the CUDA proxy's plans carry no call records (call.h). */
 static const char *step_where(const rcoll_plan_t *p, const rcoll_step_t *st, char *buf, size_t len) {
-  if (rcoll_device_ops.executing(p->comm) || p != &p->comm->plan)
+  if (engine_device(p->comm) || p != &p->comm->plan)
     return buf[0] = '\0', buf;
   return rcoll_call_where(p->comm, (int)(st - p->steps), buf, len);
 }
@@ -265,7 +273,7 @@ __attribute__((cold)) static void step_traced(rcoll_plan_t *p, int i, int was_pe
 /* One pass over a plan's window. Returns the number of steps that moved. */
 static int plan_progress(rcoll_plan_t *p, rcollResult_t *err) {
   int moved = 0, seen = 0;
-  const int traced = p->comm->trace != NULL, dev = rcoll_device_ops.executing(p->comm);
+  const int traced = p->comm->trace != NULL, dev = engine_device(p->comm);
   for (int i = p->head; i < p->nsteps && seen < ENGINE_WINDOW; i++) {
     rcoll_step_t *st = &p->steps[i];
     if (st->state == RCOLL_STEP_DONE)
@@ -354,7 +362,7 @@ static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int m
  * timeout are noticed promptly, and kept short when connections of another
  * transport are waited on too (one transport cannot watch the other's). */
 static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64_t spin_us) {
-  if (rcoll_device_ops.executing(plans[0]->comm)) {
+  if (engine_device(plans[0]->comm)) {
     rcoll_device_ops.idle(idle_us, spin_us);
     return;
   }
@@ -393,7 +401,7 @@ static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t
 /* Whether the flight recorder follows this plan: a host plan of the
  * calling thread (the CUDA proxy's plans are copies with no call records). */
 static int engine_fr_follows(const rcoll_plan_t *p) {
-  return p->comm->fr != NULL && p == &p->comm->plan && !rcoll_device_ops.executing(p->comm);
+  return p->comm->fr != NULL && p == &p->comm->plan && !engine_device(p->comm);
 }
 
 /* The oldest step of a plan still waiting on a peer (or head). */
@@ -455,7 +463,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin
         continue;
       if (p->comm->aborted || p->comm->revoked) {
         char where[320] = "";
-        if (!rcoll_device_ops.executing(p->comm) && p == &p->comm->plan)
+        if (!engine_device(p->comm) && p == &p->comm->plan)
           rcoll_calls_where(p->comm, where, sizeof where);
         return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s during the call%s",
                            p->comm->rank,
@@ -501,9 +509,12 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin
 
 rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans) {
   rcollResult_t r;
-  if (rcoll_device_ops.group_divert(plans, nplans, &r))
+  int device_state = 0; /* without it there is no device call to divert or wait for (device.h) */
+  for (int i = 0; i < nplans && !device_state; i++)
+    device_state = plans[i]->comm->cuda != NULL;
+  if (device_state && rcoll_device_ops.group_divert(plans, nplans, &r))
     return r;
-  r = rcoll_device_ops.drain_plans(plans, nplans);
+  r = device_state ? rcoll_device_ops.drain_plans(plans, nplans) : rcollSuccess;
   if (r != rcollSuccess)
     return r;
   return rcoll_engine_run_now(plans, nplans);
@@ -544,7 +555,7 @@ rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
   for (int i = 0; i < nplans; i++) {
     if (plans[i]->comm->trace != NULL)
       rcoll_trace_run_end(plans[i]->comm->trace, plans[i], r,
-                          rcoll_device_ops.executing(plans[i]->comm));
+                          engine_device(plans[i]->comm));
     plans[i]->comm->active--;
   }
   return r;
