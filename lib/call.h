@@ -45,8 +45,13 @@ typedef struct rcoll_fp {
 #define RCOLL_FP_ALGO 12
 
 /* Bytes of a call's first message to a peer that may travel inside its
- * fingerprint message, saving a message per peer on small calls. */
-#define RCOLL_FP_INLINE 256
+ * fingerprint message, saving a message per peer on small calls. At 256 a
+ * 2-rank all-reduce (recursive doubling: one exchange) took twice as long
+ * from 512 B up over TCP as at 256 B (16-18 us against 9.4); with 4096 the
+ * 512 B-4 KiB calls took 6.3-9.5 us, and over shm 1.2-1.7 us instead of
+ * 1.5-2.2 (tests/test_fp_inline.c checks the limit). The price is memory:
+ * each fingerprint slot has room for it (blocks of 64, call.c). */
+#define RCOLL_FP_INLINE 4096
 
 /* Where a fingerprint message is built or received: the fingerprint, then
  * the inline bytes; inline_step is the plan step they belong to (-1: none). */
