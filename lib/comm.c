@@ -165,9 +165,6 @@ static void comm_spin_policy(struct rcollComm *c) {
   for (int p = 0; p < c->nranks; p++)
     if (!(rcoll_peer_net(c, p)->caps & RCOLL_NET_CAP_LOCAL_ONLY))
       c->spin_yield = 1;
-  /* Waits on the kernel's network stack adapt their spin (engine.c). */
-  c->spin_now_us = c->spin_yield ? c->spin_us : -1;
-  c->spin_misses = c->spin_rests = 0;
   if (cpus > 0 && local > cpus)
     c->spin_yield = 1;
 }

@@ -85,10 +85,6 @@ struct rcollComm {
   int nslots;
   int64_t spin_us; /* engine spin before sleeping (comm.c: comm_spin_policy) */
   int spin_yield;  /* yield while spinning: some peer is reached through the kernel */
-  /* The spin a wait makes now, at most spin_us, where some peer is reached
-   * through the kernel (engine.c: engine_spin_missed); -1: always spin_us. */
-  int64_t spin_now_us;
-  int spin_misses, spin_rests; /* waits whose spin ran out in a row; waits at no spin */
 
   rcoll_bootstrap_t *bootstrap;
   rcoll_topo_t topo;
@@ -222,8 +218,5 @@ void rcoll_conn_close_all(struct rcollComm *comm);
 rcollResult_t rcoll_engine_run(rcoll_plan_t **plans, int nplans);
 /* The same without those hooks: what the CUDA proxy thread runs. */
 rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans);
-/* A wait of comm's spun its whole spin without progress: the adaptive spin's
- * bookkeeping (engine.c says why); a met spin resets spin_misses. */
-void rcoll_engine_spin_missed(struct rcollComm *c);
 
 #endif

@@ -445,33 +445,6 @@ __attribute__((cold)) static void idle_trace_end(engine_idle_trace_t *it) {
   it->passes = it->sleeps = 0;
 }
 
-/* A spin that keeps running out is given up, a wait that ends without one
- * tried again now and then. Where peers are reached through the kernel's
- * network stack (comm.c sets spin_now_us there), two ranks on one machine (two containers, two network
- * namespaces) can end up on one core while the other core idles: the
- * kernel wakes a rank where the packet that woke it was sent. A spin then
- * only keeps the peer it waits for off that core (its yields do not hand
- * the core over to a peer that just ran), and every call costs the whole
- * spin: two namespaces over veth, 8-byte all-reduce, 67 us a call with the
- * 50 us spin, 29 with a 20 us one, 11-18 with none, 8-10 on two cores.
- * (Halving the spin at each 4 misses still left 25 us calls: too slow to
- * settle within a short run.) So after ENGINE_SPIN_MISSES spins in a row that
- * ran out, waits sleep at once; after ENGINE_SPIN_RESTS such waits the spin is
- * whole again, and one that is met keeps it. */
-#define ENGINE_SPIN_MISSES 4
-#define ENGINE_SPIN_RESTS 64
-void rcoll_engine_spin_missed(struct rcollComm *c) {
-  if (c->spin_now_us < 0)
-    return;
-  if (c->spin_now_us == 0) {
-    if (++c->spin_rests >= ENGINE_SPIN_RESTS)
-      c->spin_now_us = c->spin_us, c->spin_rests = 0;
-    return;
-  }
-  if (++c->spin_misses >= ENGINE_SPIN_MISSES)
-    c->spin_now_us = 0, c->spin_misses = 0;
-}
-
 static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin_us) {
   int64_t last_progress = begin_us;
   int progressed = 0;   /* since the clock was last read */
@@ -479,8 +452,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin
   unsigned idle = 0;    /* passes without progress */
   int fr_waited = 0; /* this wait is in the flight recorder */
   int64_t timeout_us = plans[0]->comm->timeout_ms * 1000;
-  struct rcollComm *c0 = plans[0]->comm;
-  int64_t spin_us = c0->spin_now_us >= 0 ? c0->spin_now_us : c0->spin_us;
+  int64_t spin_us = plans[0]->comm->spin_us;
   engine_idle_trace_t it = {.trace = plans[0]->comm->trace};
   for (;;) {
     int moved = 0, busy = 0;
@@ -508,8 +480,6 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin
     if (!busy)
       return rcollSuccess;
     if (moved) {
-      if (idle > 0 && !spun)
-        c0->spin_misses = 0; /* the spin was met */
       progressed = 1;
       idle = spun = 0;
       if (fr_waited)
@@ -524,10 +494,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin
     int64_t now = rcoll_now_us();
     if (progressed)
       last_progress = now, progressed = 0;
-    if (!spun && now - last_progress >= spin_us) {
-      spun = 1;
-      rcoll_engine_spin_missed(c0);
-    }
+    spun = now - last_progress >= spin_us;
     if (!fr_waited && now - last_progress > ENGINE_FR_WAIT_US)
       engine_fr_wait(plans, nplans, 0), fr_waited = 1;
     if (it.trace != NULL)
