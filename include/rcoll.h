@@ -269,9 +269,10 @@ typedef struct {
 #define RCOLL_SIM_INFO_INITIALIZER \
   { sizeof(rcollSimInfo_t), RCOLL_SIM_INFO_MAGIC, RCOLL_VERSION_CODE, RCOLL_UNDEF_FLOAT }
 /* Ends the group without running it: every call in it is dropped, and
- * simInfo->estimatedTime gets the tuner's predicted time of its collectives
- * (the sum of each communicator's calls, the slowest communicator's sum for
- * a group of several). Host calls only; send/receive count as 0. */
+ * simInfo->estimatedTime gets the tuner's predicted time of its calls (the
+ * sum of each communicator's calls, the slowest communicator's sum for a
+ * group of several). A send or a receive counts as one message over the
+ * slower class of link the peer may be on. Host calls only. */
 RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo);
 
 #ifdef __cplusplus

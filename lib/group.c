@@ -77,8 +77,9 @@ static void group_clear(void) {
  * discarded. The estimate is the tuner's: each communicator's calls run one
  * after another, so their predicted times add up (coll.c keeps the sum in
  * its plan); different communicators of the group run at once, so the group
- * takes as long as its slowest communicator. Send and receive are not
- * predicted (the tuner models collectives only) and add nothing. */
+ * takes as long as its slowest communicator. A send or receive is priced as
+ * one message (algorithms/sendrecv.c), and several on one communicator add
+ * up like its other calls, although a real group overlaps them. */
 RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo) {
   static const char fn[] = "rcollGroupSimulateEnd";
   if (simInfo == NULL)

@@ -1,8 +1,9 @@
 /* rcollGroupSimulateEnd (lib/group.c): misuse is refused; a simulated group
  * runs nothing and leaves its communicators usable; the estimate of two calls
  * on one communicator is the sum of each alone, and of a group over several
- * communicators the slowest one's. tests/check_simulate.sh compares the
- * estimates with bench/rcoll_tune's. */
+ * communicators the slowest one's; sends and receives are priced too, more
+ * for more bytes. tests/check_simulate.sh compares the estimates with
+ * bench/rcoll_tune's. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,4 +73,32 @@ Test(simulate, nothing_runs_and_estimates_add_up) {
     rcollCommDestroy(comms[r]);
   free(buf);
   free(b2);
+}
+
+/* A send and its receive, simulated on two comms of one process. */
+static float simulate_sendrecv(rcollComm_t *comms, size_t count, float *sbuf, float *rbuf) {
+  rcollSimInfo_t sim = RCOLL_SIM_INFO_INITIALIZER;
+  cr_assert_eq(rcollGroupStart(), rcollSuccess);
+  cr_assert_eq(rcollSend(sbuf, count, rcollFloat32, 1, comms[0], NULL), rcollSuccess);
+  cr_assert_eq(rcollRecv(rbuf, count, rcollFloat32, 0, comms[1], NULL), rcollSuccess);
+  cr_assert_eq(rcollGroupSimulateEnd(&sim), rcollSuccess, "%s", rcollGetLastError(NULL));
+  return sim.estimatedTime;
+}
+
+Test(simulate, sends_and_receives_are_priced) {
+  enum { N = 1 << 18 };
+  rcollComm_t comms[2];
+  cr_assert_eq(rcollCommInitAll(comms, 2, NULL), rcollSuccess, "%s", rcollGetLastError(NULL));
+  float *sbuf = malloc(N * sizeof(float)), *rbuf = malloc(N * sizeof(float));
+  for (int i = 0; i < N; i++)
+    sbuf[i] = 1.0f, rbuf[i] = -1.0f;
+  float small = simulate_sendrecv(comms, 16, sbuf, rbuf), large = simulate_sendrecv(comms, N, sbuf, rbuf);
+  cr_expect_gt(small, 0.0f, "a 64-byte send/recv: %g us", small);
+  cr_expect_gt(large, small, "1 MiB (%g us) costs more than 64 B (%g us)", large, small);
+  for (int i = 0; i < N; i++)
+    cr_assert_eq(rbuf[i], -1.0f, "element %d arrived: a simulated group ran", i);
+  for (int r = 0; r < 2; r++)
+    rcollCommDestroy(comms[r]);
+  free(sbuf);
+  free(rbuf);
 }

@@ -508,7 +508,7 @@ class Communicator:
 
 class Simulation:
     """What `with rcoll.group(simulate=True) as sim` gives: after the block,
-    sim.estimated_us is the tuner's predicted time of its collectives in
+    sim.estimated_us is the tuner's predicted time of its calls in
     microseconds (rcollSimInfo_t.estimatedTime)."""
     estimated_us = None
 
@@ -525,8 +525,8 @@ def group(simulate=False):
     simulate=True ends the group with rcollGroupSimulateEnd instead: nothing
     runs, and the Simulation the block gets (`as sim`) holds the predicted
     time (the sum of one communicator's calls, the slowest communicator's
-    for several; host calls only, sends and receives count 0). Local: no
-    peer takes part, and no buffer is touched."""
+    for several; a send or receive counts as one message; host calls only).
+    Local: no peer takes part, and no buffer is touched."""
     check("rcollGroupStart", lib.rcollGroupStart())
     sim = Simulation() if simulate else None
     ok = False
