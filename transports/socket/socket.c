@@ -133,7 +133,7 @@ static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
   memcpy(ctx->congestion, own->socket_congestion, strlen(own->socket_congestion) + 1); /* checked: fits */
   pthread_mutex_init(&ctx->lock, NULL);
   char cc[64] = "";
-  if (ctx->congestion[0] == '\0')
+  if (ctx->congestion[0] == '\0' && rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_NET)) /* only for this line */
     socket_read_sysctl("/proc/sys/net/ipv4/tcp_congestion_control", cc, sizeof cc);
   RCOLL_INFO(RCOLL_SUB_NET,
              "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes, congestion control %s%s",
