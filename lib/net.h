@@ -54,6 +54,7 @@ typedef struct rcoll_net_link {
   double gbps;      /* GB/s of one connection */
   double msg_us;    /* overhead of each message over 64 KiB (helper threads, registration) */
   size_t chunk_cap; /* largest chunk worth cutting (0: any) */
+  double each_us;   /* overhead of every message, whatever its size (system calls) */
 } rcoll_net_link_t;
 
 /* A transport's description of itself. It needs nothing the transport

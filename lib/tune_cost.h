@@ -35,7 +35,7 @@
 typedef struct rcoll_cost_link {
   double lat, b; /* latency in us; us per byte */
   double big_us; /* extra overhead of a message over RCOLL_COST_BIG_MSG */
-  double eng_us; /* the engine's overhead of any message (RCOLL_COST_ENGINE_US, + SHARED_US) */
+  double eng_us; /* overhead of any message: the engine's (RCOLL_COST_ENGINE_US, + SHARED_US), the link's each_us */
 } rcoll_cost_link_t;
 
 /* What the engine spends on each message (posting, testing, completing;
@@ -53,6 +53,13 @@ typedef struct rcoll_cost_link {
  * in 4 MiB ones, where the model without it predicted the same time for
  * both: 26 ms for about 990 more messages. */
 #define RCOLL_COST_SHARED_US 25.0
+/* And what a message over RCOLL_COST_BIG_MSG costs there, in multiples of
+ * the link's own figure: the thread it is handed to must wait for a core
+ * too. Measured (socket, 8 ranks on 2 cores, Rabenseifner): 1 MiB took
+ * 3.2-3.5 ms in 28 messages of 64 KiB and 4.5-4.6 ms in 6 of 128-512 KiB,
+ * 512 KiB 1.8-2.1 ms in 14 and 2.3-2.7 ms in 4: about 300 us per large
+ * message where the socket's figure is 60. */
+#define RCOLL_COST_SHARED_BIG 5.0
 
 /* us per byte at gbps GB/s. */
 double rcoll_cost_beta(double gbps);

@@ -37,6 +37,7 @@ typedef struct rcoll_tune_link {
   double gbps;      /* GB/s (10^9 bytes per second) */
   double msg_us;    /* overhead of each message over 64 KiB (helper threads, registration) */
   size_t chunk_cap; /* largest chunk worth cutting (0: any): shared memory stays in cache */
+  double each_us;   /* overhead of every message, whatever its size (system calls) */
 } rcoll_tune_link_t;
 
 /* The parameters a model is built from (rcoll_tuner_setup). */

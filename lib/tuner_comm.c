@@ -14,12 +14,12 @@
 
 /* The figures for a transport that does not describe itself (a name
  * bench/rcoll_tune does not know): TCP's, the most conservative. */
-static const rcoll_tune_link_t undescribed_link = {20.0, 1.25, 60.0, 0};
+static const rcoll_tune_link_t undescribed_link = {5.0, 1.25, 60.0, 0, 5.0};
 
 static rcoll_tune_link_t link_of(const rcoll_transport_desc_t *d) {
   if (d == NULL)
     return undescribed_link;
-  return (rcoll_tune_link_t){d->link.alpha_us, d->link.gbps, d->link.msg_us, d->link.chunk_cap};
+  return (rcoll_tune_link_t){d->link.alpha_us, d->link.gbps, d->link.msg_us, d->link.chunk_cap, d->link.each_us};
 }
 
 /* By name, so that bench/rcoll_tune can model a transport that is not built
@@ -113,6 +113,7 @@ void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_t
       mine[k]->alpha_us = fmax(mine[k]->alpha_us, theirs[k]->alpha_us);
       mine[k]->gbps = fmin(mine[k]->gbps, theirs[k]->gbps);
       mine[k]->msg_us = fmax(mine[k]->msg_us, theirs[k]->msg_us);
+      mine[k]->each_us = fmax(mine[k]->each_us, theirs[k]->each_us);
       /* 0 means "no cap": the smallest cap anyone has wins. */
       size_t cap = theirs[k]->chunk_cap;
       if (cap != 0 && (mine[k]->chunk_cap == 0 || cap < mine[k]->chunk_cap))
@@ -134,7 +135,7 @@ static int positive(double v) { return isfinite(v) && v > 0; }
 static const char *link_bad(const rcoll_tune_link_t *l) {
   if (!positive(l->alpha_us) || !positive(l->gbps))
     return "latency or bandwidth not a positive number";
-  if (!isfinite(l->msg_us) || l->msg_us < 0)
+  if (!isfinite(l->msg_us) || l->msg_us < 0 || !isfinite(l->each_us) || l->each_us < 0)
     return "message overhead not a number of 0 or more";
   return NULL;
 }

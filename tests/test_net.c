@@ -102,23 +102,24 @@ Test(net, the_tests_extra_transport_is_only_used_by_name) {
   cr_assert_lt(rcoll_net_index("wrapped"), 0);
 }
 
-static void assert_link(const char *net, double alpha, double gbps, double msg, size_t cap) {
+static void assert_link(const char *net, double alpha, double gbps, double msg, size_t cap, double each) {
   rcoll_tune_link_t l = rcoll_tune_default_link(net);
   cr_assert_float_eq(l.alpha_us, alpha, 1e-12, "%s", net);
   cr_assert_float_eq(l.gbps, gbps, 1e-12, "%s", net);
   cr_assert_float_eq(l.msg_us, msg, 1e-12, "%s", net);
   cr_assert_eq(l.chunk_cap, cap, "%s", net);
+  cr_assert_float_eq(l.each_us, each, 1e-12, "%s", net);
 }
 
-/* The figures the tuner had in its own table before, for every transport
- * whether built here or not, and TCP's for a name nobody describes. */
+/* Every transport's figures are found by name, whether built here or not,
+ * and TCP's serve a name nobody describes. */
 Test(net, tuner_figures_by_name) {
-  assert_link("shm", 0.5, 10.0, 2.0, 512 << 10);
-  assert_link("ib", 3.0, 12.5, 5.0, 0);
-  assert_link("UCX", 5.0, 1.25, 20.0, 0);
-  assert_link("socket", 20.0, 1.25, 60.0, 0);
-  assert_link("carrier-pigeon", 20.0, 1.25, 60.0, 0);
-  assert_link(NULL, 20.0, 1.25, 60.0, 0);
+  assert_link("shm", 0.5, 10.0, 2.0, 512 << 10, 0);
+  assert_link("ib", 3.0, 12.5, 5.0, 0, 0);
+  assert_link("UCX", 5.0, 1.25, 20.0, 0, 0);
+  assert_link("socket", 5.0, 1.25, 60.0, 0, 5.0);
+  assert_link("carrier-pigeon", 5.0, 1.25, 60.0, 0, 5.0);
+  assert_link(NULL, 5.0, 1.25, 60.0, 0, 5.0);
   cr_assert(socket_desc.bootstrap_latency);
   cr_assert(!shm_desc.bootstrap_latency && !ib_desc.bootstrap_latency);
   cr_assert(!rcoll_net_desc_find("ucx")->bootstrap_latency);

@@ -330,16 +330,20 @@ Test(tuner, ring_steps_wait_for_the_slowest_hop) {
 }
 
 /* Recursive doubling: log2 n latencies win small vectors on one node at
- * powers of two; it moves log2 n times the vector, so from 1 MiB the
- * choice is what it would be without it; it does not sum in rank order, so
- * deterministic mode never runs it, even when RCOLL_ALGO names it. */
+ * powers of two; from 4 ranks it moves log2 n >= 2 times the vector, so
+ * from 1 MiB the choice is what it would be without it (with 2 or 3 ranks
+ * its one step moves the vector once, as the others do, and it may win: 3
+ * ranks on 2 nodes, 1 MiB, took 0.88-1.18 ms, Rabenseifner 0.90-1.00 and
+ * the ring 0.74-1.10 over shm and loopback TCP); it does not sum in rank
+ * order, so deterministic mode never runs it, even when RCOLL_ALGO names
+ * it. */
 Test(tuner, recdbl_small_vectors_only_never_deterministic) {
   for (int n = 2; n <= 16; n++) {
     for (int nodes = 1; nodes <= 2 && nodes <= n; nodes++) {
       rcoll_tuner_t *t = model(n, nodes, NULL, "", 0), *without = model(n, nodes, NULL, "^recdbl", 0);
       if (nodes == 1 && (n & (n - 1)) == 0)
         cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8).algo, ALGO(recdbl), "n=%d", n);
-      for (size_t b = 1 << 20; b <= (1u << 30); b *= 4)
+      for (size_t b = 1 << 20; n >= 4 && b <= (1u << 30); b *= 4)
         cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo,
                      rcoll_tune_choose(without, RCOLL_COLL_ALLREDUCE, b).algo, "n=%d nodes=%d %zu B", n,
                      nodes, b);
@@ -368,5 +372,54 @@ Test(tuner, shared_cores_make_small_chunks_cost_more) {
   /* Measured: 116-123 / 90-95, a ratio of 1.22-1.37. */
   cr_assert(small > big * 1.2 && small < big * 1.6, "shared cores: 128 KiB %.1f us, 4 MiB %.1f us", small, big);
   cr_assert_geq(rcoll_tune_best(t, RCOLL_COLL_ALLREDUCE, ALGO(hier), 64 << 20).chunk, (size_t)1 << 20);
+  free(t);
+}
+
+/* n ranks of one machine over the socket transport (loopback). */
+static rcoll_tuner_t *socket_model(int nranks, int cores_shared) {
+  char ids[16][8] = {{0}};
+  for (int r = 0; r < nranks; r++)
+    strcpy(ids[r], "n0");
+  rcoll_topo_t topo;
+  cr_assert_eq(rcoll_topo_build(&topo, ids[0], sizeof ids[0], nranks, 0), rcollSuccess);
+  rcoll_tune_params_t prm = {.intra = rcoll_tune_default_link("socket"), .inter = rcoll_tune_default_link("socket"),
+                             .reduce_gbps = 8, .max_chunk = 4 << 20, .window = 4, .cores_shared = cores_shared};
+  cr_assert_eq(rcoll_algo_parse("", &prm.allowed), rcollSuccess);
+  rcoll_tuner_t *t = malloc(sizeof *t);
+  cr_assert_eq(rcoll_tuner_setup(t, &topo, &prm), rcollSuccess);
+  rcoll_topo_free(&topo);
+  return t;
+}
+
+/* Every socket message pays its system calls (each_us): 64 KiB between 2
+ * ranks over loopback took 37-39 us as one message each way (recdbl) and
+ * 85-95 us by ring in 8 KiB chunks, which the ring was chosen for while a
+ * message cost the engine's 2 us. A ring step still overlaps the
+ * reduction of one chunk with the arrival of the next, so 4 MiB stays
+ * chunked (1.93 ms in 64 KiB chunks, 2.13 ms in one message per step). */
+Test(tuner, socket_messages_cost_their_system_calls) {
+  rcoll_tuner_t *t = socket_model(2, 0);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 64 << 10).algo, ALGO(recdbl));
+  cr_assert_gt(rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(ring), 64 << 10, 8 << 10),
+               rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(ring), 64 << 10, 32 << 10));
+  cr_assert_lt(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 4 << 20).chunk, (size_t)2 << 20,
+               "a step of 2 MiB in one message");
+  free(t);
+}
+
+/* Where ranks outnumber cores, a message over 64 KiB waits for its helper
+ * thread to get a core (RCOLL_COST_SHARED_BIG): Rabenseifner over 8 ranks
+ * on 2 cores, 1 MiB, took 3.2-3.5 ms in 64 KiB chunks and 4.5-4.6 ms in
+ * messages of up to 512 KiB: sharing the cores costs the 6 large messages
+ * more than the 28 small ones. */
+Test(tuner, shared_cores_make_large_messages_cost_more) {
+  rcoll_tuner_t *t = socket_model(8, 1);
+  double small = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(rabenseifner), 1 << 20, 64 << 10);
+  double large = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(rabenseifner), 1 << 20, 4 << 20);
+  cr_assert_lt(small, large, "64 KiB chunks %.1f us, one message per step %.1f us", small, large);
+  t->prm.cores_shared = 0;
+  double idle_small = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(rabenseifner), 1 << 20, 64 << 10);
+  double idle_large = rcoll_tune_predict(t, RCOLL_COLL_ALLREDUCE, ALGO(rabenseifner), 1 << 20, 4 << 20);
+  cr_assert_gt(large - idle_large, small - idle_small);
   free(t);
 }

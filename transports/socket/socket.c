@@ -18,7 +18,6 @@
 #include "socket_priv.h"
 
 #define SOCKET_DEFAULT_SPEED_MBPS 10000
-#define SOCKET_LATENCY_US 20.0f /* loopback round trip measured ~2x this; a NIC adds more */
 
 /* reg_mr of host memory has nothing to register; callers still want a
  * non-NULL handle to pass back. */
@@ -194,7 +193,7 @@ static rcollResult_t socket_get_properties(void *vctx, int dev, rcoll_net_props_
     props->detail[0] = '\0';
   props->ptr_support = RCOLL_PTR_HOST;
   props->speed_mbps = socket_link_speed(ctx->ifname);
-  props->latency_us = SOCKET_LATENCY_US;
+  props->latency_us = (float)socket_desc.link.alpha_us;
   props->max_recvs = RCOLL_NET_MAX_RECVS;
   props->reg_is_global = 1;
   return rcollSuccess;

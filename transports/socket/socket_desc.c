@@ -14,8 +14,16 @@ const rcoll_transport_desc_t socket_desc = {
     .auto_priority = 2,
     /* The overhead of a large message was measured here: a socket ring
      * all-reduce of 32 MiB runs 1.5x longer in 256 KiB chunks than in 4 MiB
-     * ones, about 100 us per extra message. */
-    .link = {.alpha_us = 20.0, .gbps = 1.25, .msg_us = 60.0, .chunk_cap = 0},
+     * ones, about 100 us per extra message. Every message also costs its
+     * system calls, and the sender's runs the receiver's side of the stack
+     * too (loopback and veth deliver in the sender's context): over
+     * loopback, a 64 KiB all-reduce took 37-39 us in one message each way
+     * (recdbl) and 85-95 us by ring in 8 KiB chunks, 8 messages each way,
+     * which a model of 2 us per message (the engine's alone) had predicted
+     * faster. The latency is loopback's (an 8-byte all-reduce, one
+     * message each way, takes 8 us in all); a link between hosts is
+     * measured at init and replaces it when longer (lib/tuner_comm.c). */
+    .link = {.alpha_us = 5.0, .gbps = 1.25, .msg_us = 60.0, .chunk_cap = 0, .each_us = 5.0},
     .bootstrap_latency = 1,
     .settings = socket_setting_descs,
     .nsettings = (int)(sizeof socket_setting_descs / sizeof socket_setting_descs[0]),
