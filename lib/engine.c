@@ -445,9 +445,11 @@ __attribute__((cold)) static void idle_trace_end(engine_idle_trace_t *it) {
   it->passes = it->sleeps = 0;
 }
 
-static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans, int64_t begin_us) {
-  int64_t last_progress = begin_us;
-  int progressed = 0;   /* since the clock was last read */
+/* The clock is first read when the plans stop progressing: a call that
+ * never waits long enough for that reads it not at all. */
+static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
+  int64_t last_progress = 0;
+  int progressed = 1;   /* since the clock was last read (or before its first reading) */
   int spun = 0;         /* the spin is over: wait in the transport */
   unsigned idle = 0;    /* passes without progress */
   int fr_waited = 0; /* this wait is in the flight recorder */
@@ -534,7 +536,7 @@ rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
                                      plans[i]->comm->rank));
     plans[i]->comm->active++;
   }
-  int64_t begin_us = rcoll_now_us();
+  int64_t begin_us = rcoll_now_coarse_us(); /* for the record only (clock.h) */
   for (int i = 0; i < nplans; i++)
     if (engine_fr_follows(plans[i]))
       rcoll_fr_run_begin(plans[i]->comm, begin_us);
@@ -544,7 +546,7 @@ rcollResult_t rcoll_engine_run_now(rcoll_plan_t **plans, int nplans) {
   if (plans[0]->comm->trace != NULL)
     rcoll_trace_connected(plans[0]->comm->trace, connect_ns);
   if (r == rcollSuccess)
-    r = engine_loop(plans, nplans, begin_us);
+    r = engine_loop(plans, nplans);
   if (r != rcollSuccess) /* the dump shows where each call stopped */
     engine_fr_wait(plans, nplans, 0);
   for (int i = 0; i < nplans; i++)

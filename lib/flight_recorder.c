@@ -107,7 +107,7 @@ void rcoll_fr_run_end(struct rcollComm *c, rcollResult_t r) {
   rcoll_fr_t *fr = c->fr;
   if (fr == NULL)
     return;
-  int64_t now = rcoll_now_us();
+  int64_t now = rcoll_now_coarse_us();
   for (int i = 0; i < c->ncalls; i++) {
     rcoll_fr_entry_t *e = c->calls[i].fr_id ? fr_entry(fr, c->calls[i].fr_id) : NULL;
     if (e == NULL || c->calls[i].device)
