@@ -84,7 +84,7 @@ struct rcollComm {
   size_t chunk_bytes;
   int nslots;
   int64_t spin_us; /* engine spin before sleeping (comm.c: comm_spin_policy) */
-  int spin_yield;  /* yield while spinning: some peer is reached through the kernel */
+  int spin_yield;  /* yield while spinning (comm_spin_policy): 0 never, 1 at each clock check, 2 every pass */
 
   rcoll_bootstrap_t *bootstrap;
   rcoll_topo_t topo;

@@ -353,8 +353,8 @@ static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int m
 }
 
 /* Waits without burning a core: spin for spin_us (a reply usually comes
- * within microseconds when the peer runs), yielding on every pass when
- * a peer is reached through the kernel's network stack: on these
+ * within microseconds when the peer runs), yielding now and then when a
+ * peer is reached through the kernel's network stack (comm_spin_policy): on these
  * VMs loopback packets are often delivered by ksoftirqd, which a pure spin
  * keeps off the CPU (8-byte all-reduce, 2 threads on 2 cores: 1.5 ms with a
  * 1 ms pure spin, 51 us with a yielding one). Then sleep in the transport until
@@ -489,7 +489,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       continue;
     }
     if (!spun && ++idle % ENGINE_CLOCK_EVERY != 0) {
-      if (plans[0]->comm->spin_yield)
+      if (plans[0]->comm->spin_yield == 2)
         sched_yield();
       continue;
     }
