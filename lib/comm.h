@@ -18,6 +18,13 @@
 #define RCOLL_MAX_SLOTS 16
 #define RCOLL_MAX_NETS 8 /* transports in lib/net.c's table */
 
+/* When the engine's spin yields the core (comm.c: comm_spin_policy). */
+typedef enum rcoll_spin_yield {
+  RCOLL_YIELD_NEVER = 0,       /* every peer over shared memory, a core per rank */
+  RCOLL_YIELD_AT_CLOCK = 1,    /* a peer behind the kernel's network stack: every 8th pass */
+  RCOLL_YIELD_EVERY_PASS = 2,  /* more local ranks than cores */
+} rcoll_spin_yield_t;
+
 /* One transport opened by this communicator. */
 typedef struct rcoll_comm_net {
   const rcoll_transport_ops_t *ops; /* NULL: not opened */
@@ -84,7 +91,7 @@ struct rcollComm {
   size_t chunk_bytes;
   int nslots;
   int64_t spin_us; /* engine spin before sleeping (comm.c: comm_spin_policy) */
-  int spin_yield;  /* yield while spinning (comm_spin_policy): 0 never, 1 at each clock check, 2 every pass */
+  int spin_yield;  /* rcoll_spin_yield_t: when a spin yields the core (comm_spin_policy) */
 
   rcoll_bootstrap_t *bootstrap;
   rcoll_topo_t topo;

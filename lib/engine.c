@@ -367,7 +367,7 @@ static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64
     return;
   }
   if (idle_us < spin_us) {
-    if (plans[0]->comm->spin_yield)
+    if (plans[0]->comm->spin_yield != RCOLL_YIELD_NEVER)
       sched_yield();
     return;
   }
@@ -489,7 +489,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       continue;
     }
     if (!spun && ++idle % ENGINE_CLOCK_EVERY != 0) {
-      if (plans[0]->comm->spin_yield == 2)
+      if (plans[0]->comm->spin_yield == RCOLL_YIELD_EVERY_PASS)
         sched_yield();
       continue;
     }
