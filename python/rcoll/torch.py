@@ -292,6 +292,14 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
+    def _get_backend(self, device=None):
+        """torch 2.15 asks a group for its backend of a device (batch_isend_irecv
+        reads its supports_coalescing, which this has not: each op is posted on
+        its own). A group made by a creator, like this one, registers no
+        backends, and c10d's answer is an error; this group serves cpu and cuda
+        itself."""
+        return self
+
     def __repr__(self):
         return "<ProcessGroupRcoll rank %d of %d>" % (self._rank, self._size)
 
@@ -576,6 +584,72 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
         raise _unsupported("all_gather_coalesced (call all_gather per tensor)")
+
+    # -- the names torch 2.15 calls (it renamed the single-tensor forms and
+    # added gather_single and the coalesced single-tensor forms); older
+    # torch calls the names above.
+    all_gather_single = _allgather_base
+    reduce_scatter_single = _reduce_scatter_base
+    all_to_all_single = alltoall_base
+
+    def gather_single(self, output, input, opts):
+        """gather_single: the root's output is one tensor of n x input.numel()
+        elements (the others pass an empty one)."""
+        root, me, n = opts.rootRank, self._rank, self._size
+        if me == root and (output.numel() != input.numel() * n or output.dtype != input.dtype):
+            raise ValueError("rcoll backend: gather_single needs an output of %d x %d %s elements "
+                             "at the root, got %d %s" % (n, input.numel(), input.dtype,
+                                                        output.numel(), output.dtype))
+        si = _Staged(input)
+        so = _Staged(output, copy_in=False) if me == root else None
+        stream = _stream_for([input, output])
+
+        def run(comm):
+            comm.gather(si.flat(), so.flat() if so else None, root=root, stream=stream)
+            if so:
+                so.back()
+        return self._submit(self._coll, [output], run, _nbytes(input) * n)
+
+    def _coalesced(self, what, outputs, inputs, call):
+        """A coalesced list of single-tensor collectives: one after another,
+        in one submission, so they complete as one Work."""
+        if len(outputs) != len(inputs):
+            raise ValueError("rcoll backend: %s has %d outputs and %d inputs"
+                             % (what, len(outputs), len(inputs)))
+        staged = [(_Staged(i), _Staged(o, copy_in=False)) for o, i in zip(outputs, inputs)]
+        stream = _stream_for(list(inputs) + list(outputs))
+
+        def run(comm):
+            for si, so in staged:
+                call(comm, si, so, stream)
+                so.back()
+        return self._submit(self._coll, list(outputs), run, _nbytes(*inputs, *outputs))
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        for o, i in zip(outputs, inputs):
+            if o.numel() != i.numel() * self._size or o.dtype != i.dtype:
+                raise ValueError("rcoll backend: all_gather_into_tensor (coalesced) needs outputs "
+                                 "of %d x their input's elements" % self._size)
+        return self._coalesced("all_gather_into_tensor (coalesced)", outputs, inputs,
+                               lambda comm, si, so, stream:
+                               comm.all_gather(si.flat(), so.flat(), stream=stream))
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        op_in = opts.reduceOp if opts is not None else _R.SUM
+        for o, i in zip(outputs, inputs):
+            if i.numel() != o.numel() * self._size or o.dtype != i.dtype:
+                raise ValueError("rcoll backend: reduce_scatter_tensor (coalesced) needs inputs "
+                                 "of %d x their output's elements" % self._size)
+
+        def call(comm, si, so, stream):
+            op = _redop(op_in, si.t.dtype)
+            with _op_on(comm, op, si.t.dtype) as o:
+                comm.reduce_scatter(si.flat(), so.flat(), op=o, stream=stream)
+        return self._coalesced("reduce_scatter_tensor (coalesced)", outputs, inputs, call)
+
+    # torch 2.x before the rename calls these for the same coalesced forms.
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
 
 def _tensors_in(result):

@@ -85,6 +85,32 @@ def sweep(rank, size, port):
         (dist.all_gather_into_tensor if hasattr(dist, "all_gather_into_tensor")
          else dist._all_gather_base)(agt, inputs(rank, dt))
         out.append(("all_gather_into_tensor %s" % dt, agt, everyone(dt).reshape(-1)))
+        if hasattr(dist, "gather_single"):  # torch 2.15: the root gets one flat tensor
+            gst = torch.zeros(12 * size, dtype=dt) if rank == 0 else None
+            dist.gather_single(inputs(rank, dt), gst, dst=0)
+            if rank == 0:
+                out.append(("gather_single %s" % dt, gst, everyone(dt).reshape(-1)))
+        if int(torch.__version__.split(".")[0]) >= 2:
+            # coalesced single-tensor forms (all_gather_single_coalesced and
+            # reduce_scatter_single_coalesced in 2.15, *_tensor_coalesced before)
+            ags = [torch.zeros(n * size, dtype=dt) for n in (12, 3)]
+            rss = [torch.zeros(n, dtype=dt) for n in (4, 1)]
+            with dist._coalescing_manager(async_ops=True) as cm:
+                for o, n in zip(ags, (12, 3)):
+                    dist.all_gather_into_tensor(o, inputs(rank, dt, n))
+            cm.wait()
+            with dist._coalescing_manager(async_ops=True) as cm:
+                for o, n in zip(rss, (4, 1)):
+                    dist.reduce_scatter_tensor(o, inputs(rank, dt, n * size))
+            cm.wait()
+            for o, n in zip(ags, (12, 3)):
+                out.append(("coalesced all_gather_into_tensor %d %s" % (n, dt), o,
+                            everyone(dt, n).reshape(-1)))
+            for o, n in zip(rss, (4, 1)):
+                sums = (everyone(dt, n * size).double() if dt.is_floating_point
+                        else everyone(dt, n * size)).sum(0).to(dt)
+                out.append(("coalesced reduce_scatter_tensor %d %s" % (n, dt), o,
+                            sums.chunk(size)[rank]))
 
         def bc(g, dt=dt):
             t = inputs(rank, dt)
