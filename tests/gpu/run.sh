@@ -19,7 +19,9 @@
 #      once with the wait kernel instead of cuStreamWaitValue32, and once on
 #      the legacy default stream (where a call returns when done);
 #   4. NCCL (PyTorch's) through lib/libnccl-net-rcoll.so: 2 ranks on the one
-#      GPU made two hosts with NCCL_HOSTID (tests/gpu/nccl_plugin.py);
+#      GPU made two hosts with NCCL_HOSTID (tests/gpu/nccl_plugin.py); then
+#      the "rcoll" torch backend on CUDA tensors against "nccl", results and
+#      all_reduce times side by side (tests/gpu/torch_backend.py);
 #   5. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked;
 #      again under MPS where the machine has it.
 # Exit status: 0 when every step passed, 1 otherwise, 77 without a GPU.
@@ -100,6 +102,29 @@ run_nccl_plugin() {
     sed 's/^/  /' | head -n 20 | tee -a "$SUMMARY"
 }
 run_nccl_plugin
+
+# The "rcoll" torch.distributed backend on CUDA tensors beside "nccl" (NCCL
+# over its own sockets, the two ranks made two hosts as above): every
+# collective's results compared, and all_reduce timed at 8 B and 16 MiB.
+run_torch_backend() {
+  if over_budget; then say "torch backend on CUDA: SKIPPED (time budget)"; FAILED=1; return; fi
+  section "rcoll torch.distributed backend on CUDA tensors, against nccl"
+  if ! python3 -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()'; then
+    say "torch backend on CUDA: SKIPPED (no python3 with PyTorch, CUDA and NCCL here)"
+    return
+  fi
+  if (export PER_RANK_HOSTID=1 NCCL_SOCKET_IFNAME=lo PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+    launch 2 180 torchb python3 tests/gpu/torch_backend.py --device cuda --ref nccl) &&
+    grep -q 'all checks passed' "$WORK/torchb.rank0.log" && grep -q 'all checks passed' "$WORK/torchb.rank1.log"; then
+    say "torch backend on CUDA: PASS ($(grep -h 'checks,' "$WORK/torchb.rank0.log" | tail -n 1))"
+  else
+    say "torch backend on CUDA: FAIL"
+    FAILED=1
+  fi
+  grep -hE 'all_reduce float32|WRONG|lacks' "$WORK/torchb.rank0.log" | sed 's/^/  /' | head -n 20 |
+    tee -a "$SUMMARY"
+}
+run_torch_backend
 
 # ---------------------------------------------------------------- 5. bench
 run_bench() { # tag label nranks env...
