@@ -292,6 +292,29 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
     def getBackendName(self):
         return BACKEND
 
+    # torch 2.15 keeps a group's name and description in its backends, which
+    # a creator-made group has none of ("ProcessGroup name not set" when
+    # DeviceMesh, and so FSDP2, reads group_name): the group keeps them.
+    def _set_group_name(self, name):
+        self._group_name = name
+        setter = getattr(super(), "_set_group_name", None)
+        if setter is not None:
+            setter(name)
+
+    def _set_group_desc(self, desc):
+        self._group_desc = desc
+        setter = getattr(super(), "_set_group_desc", None)
+        if setter is not None:
+            setter(desc)
+
+    @property
+    def group_name(self):
+        return getattr(self, "_group_name", "")
+
+    @property
+    def group_desc(self):
+        return getattr(self, "_group_desc", "")
+
     def _get_backend(self, device=None):
         """torch 2.15 asks a group for its backend of a device (batch_isend_irecv
         reads its supports_coalescing, which this has not: each op is posted on
