@@ -1,8 +1,9 @@
 """What trainers use beyond DDP, through "rcoll" and through "gloo" on the
 same inputs: the object collectives (all_gather_object, broadcast_object_list,
-gather_object, scatter_object_list), and on torch 2.x FSDP2 (fully_shard,
-which builds a DeviceMesh from the group and runs all_gather_into_tensor and
-reduce_scatter_tensor on flat shards). FSDP's losses must be bit-identical
+gather_object, scatter_object_list), and on torch 2.x the functional
+collectives and DTensor (a sharded tensor gathered by redistribute) and FSDP2
+(fully_shard, which builds a DeviceMesh from the group and runs
+all_gather_into_tensor and reduce_scatter_tensor on flat shards). FSDP's losses must be bit-identical
 between the two backends at 2 ranks, where a sum of two has one order."""
 import os
 import unittest
@@ -31,7 +32,17 @@ def train(rank, size, port, backend):
         from torch.distributed.fsdp import fully_shard
     except (ImportError, ValueError):  # torch 1.13 has no FSDP2 (and its
         fully_shard = None                # FSDP1 fails to import on Python 3.11)
+    funcs = None
     if fully_shard is not None:
+        import torch.distributed._functional_collectives as funcol
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+        summed = funcol.wait_tensor(funcol.all_reduce(torch.full((4,), rank + 1.0), "sum",
+                                                      dist.group.WORLD))
+        mesh = init_device_mesh("cpu", (size,))
+        whole = distribute_tensor(torch.arange(8.0), mesh, [Shard(0)]).redistribute(
+            mesh, [Replicate()]).to_local()
+        funcs = (summed.tolist(), whole.tolist())
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 4))
         for layer in model:
@@ -51,7 +62,7 @@ def train(rank, size, port, backend):
             losses.append(total.item())
     dist.barrier()
     dist.destroy_process_group()
-    return objs, bcast, gathered, scattered, losses
+    return objs, bcast, gathered, scattered, funcs, losses
 
 
 class Sharded(unittest.TestCase):
@@ -60,17 +71,20 @@ class Sharded(unittest.TestCase):
         mine = run(train, SIZE, (port, "rcoll"), timeout=300)
         ref = run(train, SIZE, (port + 1, "gloo"), timeout=300)
         for rank in range(SIZE):
-            objs, bcast, gathered, scattered, losses = mine[rank]
+            objs, bcast, gathered, scattered, funcs, losses = mine[rank]
             self.assertEqual(objs, [{"rank": q, "x": [q] * (q + 1)} for q in range(SIZE)])
             self.assertEqual(bcast, [("hello", SIZE - 1)])
             self.assertEqual(gathered, [("g", q) for q in range(SIZE)] if rank == 0 else None)
             self.assertEqual(scattered, [("s", rank)])
-            self.assertEqual(mine[rank][:4], ref[rank][:4])
-            self.assertEqual(losses, ref[rank][4], "FSDP losses of rank %d, rcoll vs gloo" % rank)
-        if mine[0][4] is None:
+            if funcs is not None:
+                self.assertEqual(funcs, ([3.0] * 4, [float(i) for i in range(8)]))
+            self.assertEqual(mine[rank][:5], ref[rank][:5])
+            self.assertEqual(losses, ref[rank][5], "FSDP losses of rank %d, rcoll vs gloo" % rank)
+        if mine[0][5] is None:
             print("\n  object collectives equal to gloo's; no FSDP2 in this torch")
         else:
-            print("\n  object collectives equal to gloo's; FSDP2 losses bit-identical: %s" % mine[0][4])
+            print("\n  object collectives, functional all_reduce and DTensor equal to gloo's; "
+                  "FSDP2 losses bit-identical: %s" % mine[0][5])
 
 
 if __name__ == "__main__":
