@@ -5,8 +5,12 @@ time of examples/python/ddp_train.py. One command:
 
     PYTHONPATH=python /usr/bin/python3 python/benchmarks/torch_allreduce_bench.py [--rounds 3]
 
-Each figure is the median over rounds of the mean time per call. Run it on a
-quiet machine: `uptime` is printed first and last.
+Each figure is the median over rounds of the mean time per call. The torch
+layer's cost is given twice: against allreduce_perf (other processes, launched
+by mpiexec), and measured inside the rcoll-shm workers, alternating blocks of
+dist.all_reduce with blocks of the bare C call on the same tensor, which is
+the figure to trust on a noisy machine. Run it on a quiet machine: `uptime` is
+printed first and last.
 """
 import argparse
 import os
@@ -50,10 +54,36 @@ def worker(rank, size, backend, port, out):
         for _ in range(n):
             dist.all_reduce(t)
         res[nbytes] = (time.perf_counter() - t0) / n
+        if backend == "rcoll":
+            res[("layer", nbytes)] = layer_in_process(t, n)
     if rank == 0:
         out.put(res)
     dist.barrier()
     dist.destroy_process_group()
+
+
+def layer_in_process(t, n, blocks=6):
+    """The torch layer's cost, measured in the same processes on the same
+    tensor: blocks of n dist.all_reduce calls alternate with blocks of n bare
+    rcollAllReduce calls on the group's communicator through ctypes; the
+    median block time of each, so that neither the launcher, the buffers'
+    placement nor a slow stretch of the machine weighs on one side only.
+    Returns (torch seconds per call, C seconds per call)."""
+    import torch.distributed as dist
+    from rcoll._lib import lib
+    comm = dist.distributed_c10d._get_default_group().comm
+    ptr, count = t.data_ptr(), t.numel()
+    kinds = {"torch": lambda: dist.all_reduce(t),
+             "c": lambda: lib.rcollAllReduce(ptr, ptr, count, 7, 0, comm.handle, None)}
+    got = {k: [] for k in kinds}
+    for b in range(blocks):
+        for k in (("torch", "c") if b % 2 == 0 else ("c", "torch")):
+            dist.barrier()
+            t0 = time.perf_counter()
+            for _ in range(n):
+                kinds[k]()
+            got[k].append((time.perf_counter() - t0) / n)
+    return statistics.median(got["torch"]), statistics.median(got["c"])
 
 
 def run_config(name, port):
@@ -146,11 +176,16 @@ def main():
     times = {c: {s: [] for s in SIZES} for c in CONFIGS}
     ddp = {"gloo": [], "rcoll": []}
     perf_runs = {sz: [] for sz in SIZES}
+    layer = {sz: [] for sz in SIZES}
     port = 29300
     for rnd in range(args.rounds):
         for c in CONFIGS:  # alternating: every round runs every configuration once
             port += 1
             for s, t in run_config(c, port).items():
+                if isinstance(s, tuple):  # ("layer", size): rcoll-shm's in-process pair
+                    if c == "rcoll-shm":
+                        layer[s[1]].append(t)
+                    continue
                 times[c][s].append(t)
         for sz, t in allreduce_perf({}).items():  # rcoll without Python, same round
             perf_runs[sz].append(t)
@@ -175,6 +210,13 @@ def main():
             extra = med["rcoll-shm"][s] - perf[s]
             print("torch layer cost at %s: %+.1f us per call (%+.1f %% of allreduce_perf's time)"
                   % (fmt_size(s), extra * 1e6, 100 * extra / perf[s]))
+    for s in (8, 16 << 20):
+        if layer[s]:
+            tor = statistics.median(v[0] for v in layer[s])
+            cee = statistics.median(v[1] for v in layer[s])
+            print("torch layer cost at %s, same processes and tensor, alternating with the C call: "
+                  "%+.1f us per call (%+.1f %%; dist.all_reduce %.1f us, rcollAllReduce %.1f us)"
+                  % (fmt_size(s), (tor - cee) * 1e6, 100 * (tor - cee) / cee, tor * 1e6, cee * 1e6))
     raw, npy, tor = layer_cost()
     print("1 rank, 8 B: C call via ctypes %.1f us, Communicator.all_reduce %.1f us, "
           "dist.all_reduce %.1f us: the torch layer costs %.1f us per call"
