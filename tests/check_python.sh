@@ -54,7 +54,7 @@ step "torch backend against gloo, and PREMUL_SUM" "$PY" -m unittest -v test_torc
 step "torch backend against gloo, collectives over 4 KiB on the group's thread" \
   env RCOLL_TORCH_INLINE_BYTES=4096 "$PY" -m unittest -v test_torch
 step "a rank killed or frozen mid-training" "$PY" -m unittest -v test_torch_death
-step "object collectives and FSDP2 against gloo" "$PY" -m unittest -v test_torch_sharded
+step "DDP comm hooks, object collectives and FSDP2 against gloo" "$PY" -m unittest -v test_torch_sharded
 
 losses() { # backend nproc [env...]: the loss lines of ddp_train.py
   local backend=$1 n=$2

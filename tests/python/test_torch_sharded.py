@@ -1,10 +1,11 @@
-"""What trainers use beyond DDP, through "rcoll" and through "gloo" on the
-same inputs: the object collectives (all_gather_object, broadcast_object_list,
+"""What trainers use beyond plain DDP, through "rcoll" and through "gloo" on
+the same inputs: DDP's communication hooks (allreduce, fp16 and, on torch
+2.x, bf16 compression: futures chained with then()), the object collectives (all_gather_object, broadcast_object_list,
 gather_object, scatter_object_list), and on torch 2.x the functional
 collectives and DTensor (a sharded tensor gathered by redistribute) and FSDP2
 (fully_shard, which builds a DeviceMesh from the group and runs
-all_gather_into_tensor and reduce_scatter_tensor on flat shards). FSDP's losses must be bit-identical
-between the two backends at 2 ranks, where a sum of two has one order."""
+all_gather_into_tensor and reduce_scatter_tensor on flat shards). Losses must be bit-identical between
+the two backends at 2 ranks, where a sum of two has one order."""
 import os
 import unittest
 
@@ -65,7 +66,43 @@ def train(rank, size, port, backend):
     return objs, bcast, gathered, scattered, funcs, losses
 
 
+def hooked(rank, size, port, backend):
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    import rcoll.torch  # noqa: F401
+    dist.init_process_group(backend, init_method="tcp://127.0.0.1:%d" % port, rank=rank,
+                            world_size=size)
+    hooks = ["allreduce_hook", "fp16_compress_hook"]
+    if int(torch.__version__.split(".")[0]) >= 2:  # 1.13 refuses bf16 without CUDA and NCCL
+        hooks.append("bf16_compress_hook")
+    losses = {}
+    for name in hooks:
+        torch.manual_seed(0)
+        net = torch.nn.parallel.DistributedDataParallel(
+            torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)))
+        net.register_comm_hook(None, getattr(default_hooks, name))
+        opt = torch.optim.SGD(net.parameters(), lr=0.1)
+        torch.manual_seed(1 + rank)
+        losses[name] = []
+        for _ in range(3):
+            loss = net(torch.randn(8, 16)).pow(2).mean()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            losses[name].append(loss.item())
+    dist.destroy_process_group()
+    return losses
+
+
 class Sharded(unittest.TestCase):
+    def test_ddp_comm_hooks_match_gloo(self):
+        port = 29050 + os.getpid() % 40
+        mine = run(hooked, SIZE, (port, "rcoll"), timeout=300)
+        ref = run(hooked, SIZE, (port + 1, "gloo"), timeout=300)
+        self.assertEqual(mine, ref)
+        print("\n  DDP losses with %s: bit-identical to gloo's" % ", ".join(sorted(mine[0])))
+
     def test_objects_and_fsdp_match_gloo(self):
         port = 29100 + os.getpid() % 400
         mine = run(train, SIZE, (port, "rcoll"), timeout=300)
