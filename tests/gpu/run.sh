@@ -80,13 +80,18 @@ run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM
 # all their traffic goes through lib/libnccl-net-rcoll.so; NCCL_NET=rcoll
 # makes NCCL fail instead of falling back to its own network. Run before the
 # benches so that the time budget does not skip it.
+# torch_cuda_nccl LABEL: whether python3 has PyTorch with CUDA and NCCL (says
+# LABEL is skipped when not).
+torch_cuda_nccl() {
+  python3 -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()' &&
+    return 0
+  say "$1: SKIPPED (no python3 with PyTorch, CUDA and NCCL here)"
+  return 1
+}
 run_nccl_plugin() {
   if over_budget; then say "NCCL through the plugin: SKIPPED (time budget)"; FAILED=1; return; fi
   section "NCCL (PyTorch) through lib/libnccl-net-rcoll.so"
-  if ! python3 -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()'; then
-    say "NCCL through the plugin: SKIPPED (no python3 with PyTorch, CUDA and NCCL here)"
-    return
-  fi
+  torch_cuda_nccl "NCCL through the plugin" || return
   if (export LD_LIBRARY_PATH="$WORK/src/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PER_RANK_HOSTID=1 \
       NCCL_NET_PLUGIN=rcoll NCCL_NET=rcoll NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
       NCCL_SOCKET_IFNAME=lo RCOLL_NET=socket PYTHONUNBUFFERED=1
@@ -109,10 +114,7 @@ run_nccl_plugin
 run_torch_backend() {
   if over_budget; then say "torch backend on CUDA: SKIPPED (time budget)"; FAILED=1; return; fi
   section "rcoll torch.distributed backend on CUDA tensors, against nccl"
-  if ! python3 -c 'import torch, torch.distributed as d; assert torch.cuda.is_available() and d.is_nccl_available()'; then
-    say "torch backend on CUDA: SKIPPED (no python3 with PyTorch, CUDA and NCCL here)"
-    return
-  fi
+  torch_cuda_nccl "torch backend on CUDA" || return
   if (export PER_RANK_HOSTID=1 NCCL_SOCKET_IFNAME=lo PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
     launch 2 180 torchb python3 tests/gpu/torch_backend.py --device cuda --ref nccl) &&
     grep -q 'all checks passed' "$WORK/torchb.rank0.log" && grep -q 'all checks passed' "$WORK/torchb.rank1.log"; then
