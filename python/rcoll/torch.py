@@ -628,8 +628,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         stream = _stream_for([input, output])
 
         def run(comm):
-            comm.gather(si.flat(), so.flat() if so else None, root=root, stream=stream)
-            if so:
+            comm.gather(si.flat(), None if so is None else so.flat(), root=root, stream=stream)
+            if so is not None:
                 so.back()
         return self._submit(self._coll, [output], run, _nbytes(input) * n)
 
