@@ -316,12 +316,17 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         return getattr(self, "_group_desc", "")
 
     def _get_backend(self, device=None):
-        """torch 2.15 asks a group for its backend of a device (batch_isend_irecv
-        reads its supports_coalescing, which this has not: each op is posted on
-        its own). A group made by a creator, like this one, registers no
-        backends, and c10d's answer is an error; this group serves cpu and cuda
-        itself."""
+        """torch 2.15 asks a group for its backend of a device where 2.5 caught
+        the error (batch_isend_irecv). A group made by a creator, like this one,
+        registers no backends, and c10d's answer is an error; this group serves
+        cpu and cuda itself, and answers what c10d reads of a backend."""
         return self
+
+    # What c10d reads of a backend: rcoll neither splits a communicator for a
+    # new group (each group makes its own) nor coalesces (each op is posted
+    # on its own, as batch_isend_irecv then does).
+    supports_splitting = False
+    supports_coalescing = False
 
     def __repr__(self):
         return "<ProcessGroupRcoll rank %d of %d>" % (self._rank, self._size)
