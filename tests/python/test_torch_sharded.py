@@ -32,7 +32,7 @@ def train(rank, size, port, backend):
     try:
         from torch.distributed.fsdp import fully_shard
     except (ImportError, ValueError):  # torch 1.13 has no FSDP2 (and its FSDP1
-        fully_shard = None  # fails to import on Python 3.11); 2.5's needs CUDA on CPU
+        fully_shard = None  # fails to import on Python 3.11; 2.5's, elsewhere, wants CUDA)
     funcs = None
     if fully_shard is not None:
         import torch.distributed._functional_collectives as funcol
