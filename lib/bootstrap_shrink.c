@@ -165,10 +165,14 @@ static rcollResult_t shrink_wait_ack(shrink_ctx_t *x, int right_old) {
     char c;
     ssize_t n = p[1].revents ? recv(x->b->left_fd, &c, 1, MSG_PEEK | MSG_DONTWAIT) : -1;
     watch_left = n <= 0;
+    /* Also name the right: when it is the one that never came, the left
+     * gives up at about the same moment we would, and whichever goes first
+     * decides which error this rank gets. */
     if (n == 0 || (n < 0 && p[1].revents && errno != EAGAIN && errno != EINTR))
       return rcoll_error(rcollRemoteError, "rcollCommShrink: rank %d: rank %d (%s) gave up the shrink "
-                         "(its own error says why)", x->parent->rank, x->left_old,
-                         x->parent->hosts[x->left_old]);
+                         "(its own error says why) while this rank still waited for rank %d (%s) to "
+                         "answer", x->parent->rank, x->left_old, x->parent->hosts[x->left_old],
+                         right_old, x->parent->hosts[right_old]);
   }
 }
 
