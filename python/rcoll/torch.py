@@ -441,11 +441,16 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
                 s.back()
         return self._submit(self._coll, tensors, run, _nbytes(t))
 
+    def _check_blocks(self, what, whole, whole_name, block):
+        """whole must be n blocks of block's type: the output of an all-gather,
+        the input of a reduce-scatter."""
+        if whole.numel() != block.numel() * self._size or whole.dtype != block.dtype:
+            raise ValueError("rcoll backend: %s needs its %s to be %d x %d %s elements, got %d %s"
+                             % (what, whole_name, self._size, block.numel(), block.dtype,
+                                whole.numel(), whole.dtype))
+
     def _allgather_base(self, output, input, opts=None):
-        if output.numel() != input.numel() * self._size or output.dtype != input.dtype:
-            raise ValueError("rcoll backend: all_gather_into_tensor needs an output of %d x %d "
-                             "%s elements, got %d %s" % (self._size, input.numel(), input.dtype,
-                                                         output.numel(), output.dtype))
+        self._check_blocks("all_gather_into_tensor", output, "output", input)
         si, so = _Staged(input), _Staged(output, copy_in=False)
         stream = _stream_for([input, output])
 
@@ -468,10 +473,7 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         return self._submit(self._coll, output_tensors, run, _nbytes(flat))
 
     def _reduce_scatter_base(self, output, input, opts=None):
-        if input.numel() != output.numel() * self._size or output.dtype != input.dtype:
-            raise ValueError("rcoll backend: reduce_scatter_tensor needs an input of %d x %d "
-                             "%s elements, got %d %s" % (self._size, output.numel(), output.dtype,
-                                                         input.numel(), input.dtype))
+        self._check_blocks("reduce_scatter_tensor", input, "input", output)
         op = _redop(opts.reduceOp if opts is not None else _R.SUM, input.dtype)
         si, so = _Staged(input), _Staged(output, copy_in=False)
         stream = _stream_for([input, output])
@@ -624,10 +626,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         """gather_single: the root's output is one tensor of n x input.numel()
         elements (the others pass an empty one)."""
         root, me, n = opts.rootRank, self._rank, self._size
-        if me == root and (output.numel() != input.numel() * n or output.dtype != input.dtype):
-            raise ValueError("rcoll backend: gather_single needs an output of %d x %d %s elements "
-                             "at the root, got %d %s" % (n, input.numel(), input.dtype,
-                                                        output.numel(), output.dtype))
+        if me == root:
+            self._check_blocks("gather_single", output, "output at the root", input)
         si = _Staged(input)
         so = _Staged(output, copy_in=False) if me == root else None
         stream = _stream_for([input, output])
@@ -654,26 +654,25 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         return self._submit(self._coll, list(outputs), run, _nbytes(*inputs, *outputs))
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        what = "all_gather_into_tensor (coalesced)"
         for o, i in zip(outputs, inputs):
-            if o.numel() != i.numel() * self._size or o.dtype != i.dtype:
-                raise ValueError("rcoll backend: all_gather_into_tensor (coalesced) needs outputs "
-                                 "of %d x their input's elements" % self._size)
-        return self._coalesced("all_gather_into_tensor (coalesced)", outputs, inputs,
+            self._check_blocks(what, o, "output", i)
+        return self._coalesced(what, outputs, inputs,
                                lambda comm, si, so, stream:
                                comm.all_gather(si.flat(), so.flat(), stream=stream))
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        what = "reduce_scatter_tensor (coalesced)"
         op_in = opts.reduceOp if opts is not None else _R.SUM
         for o, i in zip(outputs, inputs):
-            if i.numel() != o.numel() * self._size or o.dtype != i.dtype:
-                raise ValueError("rcoll backend: reduce_scatter_tensor (coalesced) needs inputs "
-                                 "of %d x their output's elements" % self._size)
+            self._check_blocks(what, i, "input", o)
+        # Resolved here, so that an op rcoll lacks raises in the caller.
+        ops = {i.dtype: _redop(op_in, i.dtype) for i in inputs}
 
         def call(comm, si, so, stream):
-            op = _redop(op_in, si.t.dtype)
-            with _op_on(comm, op, si.t.dtype) as o:
+            with _op_on(comm, ops[si.t.dtype], si.t.dtype) as o:
                 comm.reduce_scatter(si.flat(), so.flat(), op=o, stream=stream)
-        return self._coalesced("reduce_scatter_tensor (coalesced)", outputs, inputs, call)
+        return self._coalesced(what, outputs, inputs, call)
 
     # torch 2.x before the rename calls these for the same coalesced forms.
     allgather_into_tensor_coalesced = all_gather_single_coalesced
