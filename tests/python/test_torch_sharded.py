@@ -97,6 +97,11 @@ def hooked(rank, size, port, backend):
 
 class Sharded(unittest.TestCase):
     def test_ddp_comm_hooks_match_gloo(self):
+        import torch
+        if int(torch.__version__.split(".")[0]) < 2:
+            # Seen here: gloo's own run of hooked() hung in 2 of 5 tries on
+            # 1.13 (rcoll's in 0 of 5), which failed a CI run; 2.x's gloo does not.
+            self.skipTest("torch 1.13's gloo hangs in this test, so there is no reference")
         port = 29050 + os.getpid() % 40
         mine = run(hooked, SIZE, (port, "rcoll"), timeout=300)
         ref = run(hooked, SIZE, (port + 1, "gloo"), timeout=300)
