@@ -27,10 +27,13 @@ static size_t max_size(size_t a, size_t b) {
 
 /* ---- buffers ---- */
 
-static unsigned char *alloc_buffer(size_t data_bytes, unsigned char **data) {
+/* Host buffers come from rcollMemAlloc, as nccl-tests takes its buffers
+ * from ncclMemAlloc (a peer process can then map them: lib/memalloc.c), or
+ * with --host-malloc from posix_memalign, as most applications' do. */
+static unsigned char *alloc_buffer(size_t data_bytes, int pool, unsigned char **data) {
   size_t bytes = BENCH_GUARD_BYTES + data_bytes + BENCH_GUARD_BYTES;
   void *p = NULL;
-  if (posix_memalign(&p, 4096, bytes) != 0)
+  if (pool ? rcollMemAlloc(&p, bytes) != rcollSuccess : posix_memalign(&p, 4096, bytes) != 0)
     return NULL;
   memset(p, 0, bytes); /* touch every page before anything is timed */
   *data = (unsigned char *)p + BENCH_GUARD_BYTES;
@@ -53,8 +56,8 @@ static size_t alloc_bytes(const bench_thread_t *t) {
 static void alloc_device_buffers(bench_thread_t *t) {
   t->device = bench_cuda_select(t->thread, t->rank);
   t->stream = bench_cuda_stream_create(t->rank);
-  t->hsend_alloc = alloc_buffer(data_bytes(t), &t->hsend);
-  t->hrecv_alloc = alloc_buffer(data_bytes(t), &t->hrecv);
+  t->hsend_alloc = alloc_buffer(data_bytes(t), 0, &t->hsend);
+  t->hrecv_alloc = alloc_buffer(data_bytes(t), 0, &t->hrecv);
   if (!t->hsend_alloc || !t->hrecv_alloc)
     return;
   t->send_alloc = bench_cuda_alloc(alloc_bytes(t), t->rank);
@@ -82,8 +85,8 @@ static void alloc_buffers(bench_thread_t *t) {
   if (t->opts->device_buffers == 1) {
     alloc_device_buffers(t);
   } else {
-    t->send_alloc = alloc_buffer(data_bytes(t), &t->send);
-    t->recv_alloc = alloc_buffer(data_bytes(t), &t->recv);
+    t->send_alloc = alloc_buffer(data_bytes(t), !t->opts->host_malloc, &t->send);
+    t->recv_alloc = alloc_buffer(data_bytes(t), !t->opts->host_malloc, &t->recv);
     t->hsend_alloc = t->send_alloc, t->hsend = t->send;
     t->hrecv_alloc = t->recv_alloc, t->hrecv = t->recv;
   }
@@ -410,9 +413,12 @@ static void free_buffers(bench_thread_t *t) {
     bench_cuda_stream_destroy(t->stream);
     free(t->hsend_alloc);
     free(t->hrecv_alloc);
-  } else {
+  } else if (t->opts->host_malloc) {
     free(t->send_alloc);
     free(t->recv_alloc);
+  } else {
+    rcollMemFree(t->send_alloc);
+    rcollMemFree(t->recv_alloc);
   }
   free(t->iter_sec);
   free(t->iter_rows);

@@ -156,6 +156,8 @@ static void usage(const char *prog, const bench_coll_t *coll) {
          "\t[--device-buffers[=0/1], -G with no value: CUDA device buffers (the default when a "
          "GPU is present)]\n"
          "\t[--host-buffers: host buffers even when a GPU is present]\n"
+         "\t[--host-malloc: host buffers from posix_memalign instead of rcollMemAlloc (whose blocks "
+         "a peer process can map, as nccl-tests takes its buffers from ncclMemAlloc)]\n"
          "\t[-h,--help]\n"
          "GPU-only flags of nccl-tests: -g 1, -G 0, -y 0, -D 0 are accepted; other values, and\n"
          "-x and -V, are refused.\n"
@@ -204,6 +206,7 @@ static const struct option bench_longopts[] = {
   {"memory", required_argument, 0, 'M'},          {"unalign", required_argument, 0, 'u'},
   {"per_iter_timing", required_argument, 0, 'I'}, {"per_iter_skip", required_argument, 0, 'K'},
   {"device-buffers", optional_argument, 0, 'B'},  {"host-buffers", no_argument, 0, 'H'},
+  {"host-malloc", no_argument, 0, 'L'},
   {"help", no_argument, 0, 'h'},                  {0, 0, 0, 0},
 };
 
@@ -315,6 +318,7 @@ static int apply_flag(int c, const char *arg, bench_opts_t *o, int *step_bytes_g
     o->device_buffers = arg == NULL || v == 1 ? 1 : 0;
     return 0;
   case 'H': o->device_buffers = 0; return 0;
+  case 'L': o->host_malloc = 1; return 0;
   default: return -1;
   }
 }

@@ -30,6 +30,8 @@ static void print_settings(const bench_opts_t *o, const bench_world_t *w) {
     printf("# Parallel Init Enabled: threads call into rcollCommInitRank concurrently \n");
   if (o->reg)
     printf("# Registered buffers: rcollCommRegister on every rank's send and receive buffers\n");
+  if (o->host_malloc)
+    printf("# Host buffers: posix_memalign (--host-malloc), not rcollMemAlloc\n");
   if (o->timeout)
     printf("# Timeout: the run ends after %d s without progress\n", o->timeout);
 }

@@ -234,7 +234,9 @@ RCOLL_API rcollResult_t rcollCommDeregister(const rcollComm_t comm, void *handle
 
 /* Memory for buffers: with a CUDA device, device memory on the calling
  * thread's current device (as NCCL's ncclMemAlloc); without one, host memory
- * from rcoll's pool, page-aligned and on pages of its own (good to register).
+ * from rcoll's pool, page-aligned and on pages of its own (good to register);
+ * from 64 KiB it is shared memory that the node's other ranks map to read
+ * from it directly, and a forked child does not inherit it.
  * size 0 gives *ptr = NULL. rcollMemFree(NULL) does nothing; a pointer
  * rcollMemAlloc did not return is refused (rcollInvalidArgument). */
 RCOLL_API rcollResult_t rcollMemAlloc(void **ptr, size_t size);

@@ -4,7 +4,8 @@
 #
 #   1. ranks as threads: the sweep and the all-types-and-ops pass
 #   2. ranks as processes joining through a unique id passed in a pipe
-#   3. ranks as processes joining through RCOLL_COMM_ID + rcollCommInitFromEnv
+#   3. ranks as processes joining through RCOLL_COMM_ID + rcollCommInitFromEnv;
+#      and with buffers from rcollMemAlloc (-m), which peers map
 #   4. small chunks and two slots (RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2), so a
 #      ~100k-element call is cut into many chunks that reuse every slot
 #   5. rcollCommInitAll with one thread driving every rank in a group
@@ -63,6 +64,13 @@ run "threads, ranks 1,2,3,4,5,8,9" 240 "$PROG" -t 1,2,3,4,5,8,9 -s sweep,types
 run "processes, unique id through a pipe" 240 "$PROG" -p 1,2,3,4,5,8 -s sweep
 run "processes, RCOLL_COMM_ID + rcollCommInitFromEnv" 120 "$PROG" -p 1,2,3,5 -e -s sweep \
   -c 0,1,7,65537
+# Buffers from rcollMemAlloc: single-copy messages of 64 KiB and more are
+# read through the receiver's mapping of the sender's pool block: those of
+# all-to-all, then (with the CMA threshold on) every large send, reductions
+# included.
+run "processes, buffers from rcollMemAlloc (peers map them)" 120 "$PROG" -p 2,3,4,8 -s sweep -m
+run "processes, rcollMemAlloc buffers, every send from 64 KiB single-copy" 120 \
+  env RCOLL_SHM_CMA_THRESHOLD=65536 "$PROG" -p 3,4 -s sweep -m
 run "small chunks and slots (4096 B, 2 slots)" 120 \
   env RCOLL_CHUNK_SIZE=4096 RCOLL_NSLOTS=2 "$PROG" -t 2,3,4,5,8 -s sweep -c 100003,99999
 # These calls are small; a short timeout keeps a stuck group from costing minutes.

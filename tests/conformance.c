@@ -486,7 +486,8 @@ static int parse_passes(const char *text) {
 
 static int usage(const char *argv0) {
   fprintf(stderr, "usage: %s (-t RANKS | -p RANKS [-e] | -x) [-c COUNTS] [-s sweep,types,initall,storm]"
-                  " [-r REPEAT]\n"
+                  " [-r REPEAT] [-m]\n"
+                  "  -m: buffers from rcollMemAlloc (shared blocks that peers map) instead of malloc\n"
                   "  -x: this process is one rank of a launched job (rank and rendezvous from the\n"
                   "      environment, see rcollCommInitFromEnv)\n"
                   "  RANKS, COUNTS: comma lists, e.g. -t 1,2,3,4,5,8 -c 0,1,7,1048577\n",
@@ -497,7 +498,7 @@ static int usage(const char *argv0) {
 int main(int argc, char **argv) {
   size_t ranks[MAX_COUNTS];
   int nranks_list = 0, processes = 0, use_env = 0, external = 0, c;
-  while ((c = getopt(argc, argv, "t:p:ec:s:r:x")) != -1) {
+  while ((c = getopt(argc, argv, "t:p:ec:s:r:xm")) != -1) {
     switch (c) {
     case 't': case 'p':
       processes = c == 'p';
@@ -505,6 +506,7 @@ int main(int argc, char **argv) {
       break;
     case 'e': use_env = 1; break;
     case 'x': external = 1; break;
+    case 'm': ccase_pool_buffers = 1; break;
     case 'c': opt.ncounts = parse_list(optarg, opt.counts, MAX_COUNTS); break;
     case 's': opt.passes = parse_passes(optarg); break;
     case 'r': opt.repeat = atoi(optarg); break;

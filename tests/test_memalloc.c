@@ -3,11 +3,16 @@
  * after a free, good for a registered collective; and every misuse refused
  * with a message. The device side (lib/cuda/mem_alloc.c) with the CUDA fake. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "memalloc.h"
 #include "memtype.h"
 #include "rcoll.h"
 #include "support/cuda_fake.h"
@@ -44,6 +49,59 @@ Test(memalloc, host_buffers_are_page_aligned_writable_and_reused) {
   p[3] = again;
   for (int i = 0; i < 5; i++)
     cr_expect_eq(rcollMemFree(p[i]), rcollSuccess, "%s", rcollGetLastError(NULL));
+}
+
+/* Blocks of 64 KiB and more are memory files a peer can map
+ * (transports/shm/shm_pool.c); rcoll_pool_find names the block of a range
+ * that lies inside one live block, and nothing else. */
+Test(memalloc, large_host_blocks_are_shared_files_that_ranges_find) {
+  char *big = NULL, *small = NULL;
+  cr_assert_eq(rcollMemAlloc((void **)&big, 65536 + 1), rcollSuccess, "%s", rcollGetLastError(NULL));
+  cr_assert_eq(rcollMemAlloc((void **)&small, 4096), rcollSuccess);
+  rcoll_pool_ref_t ref, other;
+  cr_assert(rcoll_pool_find(big + 100, 1000, &ref), "a range inside a 68 KiB block");
+  cr_expect_eq(ref.offset, 100);
+  cr_expect_eq(ref.bytes, 65536 + 4096, "whole pages: %llu", (unsigned long long)ref.bytes);
+  struct stat st;
+  cr_assert_eq(fstat(ref.fd, &st), 0, "fd %d: %s", ref.fd, strerror(errno));
+  cr_expect(S_ISREG(st.st_mode) && (uint64_t)st.st_size == ref.bytes, "a memory file of the block's size");
+  cr_assert(rcoll_pool_find(big, ref.bytes, &other), "the whole block");
+  cr_expect(other.gen == ref.gen && other.offset == 0);
+  cr_expect(!rcoll_pool_find(big + 100, ref.bytes, &other), "a range that runs past the block's end");
+  cr_expect(!rcoll_pool_find(small, 16, &other), "a 4 KiB block is not shared");
+  char stack[16];
+  cr_expect(!rcoll_pool_find(stack, sizeof stack, &other), "memory rcollMemAlloc did not give");
+  cr_assert_eq(rcollMemFree(big), rcollSuccess);
+  cr_expect(!rcoll_pool_find(big + 100, 1000, &other), "a freed block (kept for reuse) is not live");
+  char *again = NULL;
+  cr_assert_eq(rcollMemAlloc((void **)&again, 65536 + 1), rcollSuccess);
+  cr_assert(rcoll_pool_find(again, 1, &other));
+  cr_expect(again != big || other.gen == ref.gen, "a reused block keeps its file, so it keeps its number");
+  cr_expect_eq(rcollMemFree(again), rcollSuccess);
+  cr_expect_eq(rcollMemFree(small), rcollSuccess);
+}
+
+/* A shared block is not inherited by fork (MADV_DONTFORK): a child that
+ * wrote into shared pages would change the parent's data, where private
+ * pages are copied on write. */
+Test(memalloc, shared_blocks_stay_out_of_forked_children) {
+  char *big = NULL, *small = NULL;
+  cr_assert_eq(rcollMemAlloc((void **)&big, 1 << 20), rcollSuccess);
+  cr_assert_eq(rcollMemAlloc((void **)&small, 4096), rcollSuccess);
+  memset(big, 1, 1 << 20);
+  pid_t pid = fork();
+  if (pid == 0) {
+    /* msync fails with ENOMEM on a range that is not mapped. */
+    int big_gone = msync(big, 1 << 20, MS_ASYNC) != 0 && errno == ENOMEM;
+    int small_kept = msync(small, 4096, MS_ASYNC) == 0;
+    _exit(big_gone && small_kept ? 0 : 1);
+  }
+  int status = 0;
+  cr_assert_eq(waitpid(pid, &status, 0), pid);
+  cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+            "the child must see the shared block unmapped and the small private one mapped (0x%x)", status);
+  cr_expect_eq(rcollMemFree(big), rcollSuccess);
+  cr_expect_eq(rcollMemFree(small), rcollSuccess);
 }
 
 Test(memalloc, misuse_is_refused) {

@@ -26,8 +26,12 @@
 #include "rcoll.h"
 #include "support/shm_pair.h"
 
-/* What the forked sender's stream sends with (a test may swap isend). */
+/* What the forked sender's stream sends with (a test may swap isend), what
+ * it does to its buffers before sending, and whether the parent's receiving
+ * end must have mapped the child's pool blocks (-1: not asked). */
 static const rcoll_transport_ops_t *child_ops = &shm_ops;
+static void (*child_prepare)(th_stream_t *s);
+static int want_pool_mapped = -1;
 
 TestSuite(shm, .init = shm_pair_dir_make, .fini = shm_pair_dir_remove, .timeout = 120);
 
@@ -161,6 +165,8 @@ static int proc_child(const proc_job_t *j) {
   if (comm == NULL)
     return 2;
   th_stream_t *s = th_stream_new(child_ops, comm, j->child_sends, j->n, j->sizes, j->child_sends ? 0 : j->extra, SHIFT);
+  if (child_prepare != NULL)
+    child_prepare(s);
   th_stream_run(s);
   char why[256] = "";
   int bad = s->result != rcollSuccess ? 3 : !j->child_sends && th_stream_verify(s, j->sizes, why, sizeof why);
@@ -192,6 +198,11 @@ static void proc_exchange(const shm_cfg_t *c, int child_sends, int n, const size
   char why[256];
   cr_assert_eq(th_stream_verify(s, sizes, why, sizeof why), 0, "%s", why);
   th_stream_free(s);
+  if (want_pool_mapped >= 0) {
+    const shm_conn_t *rc = p.recv;
+    cr_assert_eq(rc->pool != NULL && !rc->pool_off, want_pool_mapped,
+                 "pool blocks %s mapped (pool_off %d)", rc->pool != NULL ? "were" : "were not", rc->pool_off);
+  }
   th_pair_close(&p);
 }
 
@@ -224,4 +235,56 @@ Test(shm, processes_exchange_sends_use_cma_from_their_threshold) {
   sizes[NSIZES] = 16383, sizes[NSIZES + 1] = 16384, sizes[NSIZES + 2] = 16385;
   proc_exchange(&(shm_cfg_t){.slots = 8, .slot_size = SLOT, .cma = 0, .exchange = 16384}, 1, NSIZES + 3, sizes, 5,
                 SHM_COPY_CMA);
+}
+
+/* Sends of 64 KiB and more from rcollMemAlloc's host pool, each at its own
+ * offset into a block of its own, more blocks than a connection keeps
+ * mapped, so that mappings are evicted; the rest stay in the child's heap.
+ * The patterns are the stream's. */
+static void child_to_pool(th_stream_t *s) {
+  for (int i = 0; i < s->n; i++) {
+    if (s->sizes[i] < 65536)
+      continue;
+    size_t at = (size_t)(i % 3) * 4096 + (size_t)(i % 7) * 8;
+    void *block = NULL;
+    if (rcollMemAlloc(&block, at + s->sizes[i]) != rcollSuccess)
+      _exit(5);
+    memcpy((char *)block + at, s->bufs[i], s->sizes[i]);
+    s->bufs[i] = (char *)block + at; /* the child exits without freeing */
+  }
+}
+
+/* Sends through isend_single (halves of an exchange, single copy from the
+ * exchange threshold) or plain isend (single copy from the CMA threshold),
+ * from pool buffers where 64 KiB or larger. */
+static void pool_exchange(int single, int no_pool_map, int want_mapped) {
+  static rcoll_transport_ops_t single_ops;
+  single_ops = shm_ops;
+  single_ops.isend = shm_ops.isend_single;
+  child_ops = single ? &single_ops : &shm_ops;
+  child_prepare = child_to_pool;
+  want_pool_mapped = want_mapped;
+  enum { N = 2 * SHM_POOL_MAPS };
+  size_t sizes[N];
+  for (int i = 0; i < N; i++)
+    sizes[i] = i % 4 == 3 ? (size_t)(100 * i) : (size_t)65536 + (size_t)i * 8192 + (size_t)(i % 5);
+  proc_exchange(&(shm_cfg_t){.slots = 8, .slot_size = SLOT, .cma = single ? 0 : 65536, .exchange = single ? 65536 : 0,
+                             .no_pool_map = no_pool_map},
+                1, N, sizes, 3, SHM_COPY_CMA);
+}
+
+/* From a pool buffer the receiver copies through its mapping of the
+ * sender's block (shm_pool.c) rather than with process_vm_readv. */
+Test(shm, processes_exchange_sends_from_pool_buffers_are_mapped) {
+  pool_exchange(1, 0, 1);
+}
+
+Test(shm, processes_single_copy_sends_from_pool_buffers_are_mapped) {
+  pool_exchange(0, 0, 1);
+}
+
+/* RCOLL_SHM_POOL_MAP=0 on the sender: the same sends go by CMA. */
+Test(shm, processes_pool_map_off_reads_pool_buffers_by_cma) {
+  pool_exchange(1, 1, 0);
+  pool_exchange(0, 1, 0);
 }

@@ -17,6 +17,9 @@
 #                           nccl-tests) when none are given as arguments
 #   RANKS ["2 4"]           rank counts
 #   ROUNDS [5]              alternating rounds per rank count and size
+#   RCOLL_ARGS []           more flags for alltoall_perf: --host-malloc
+#                           measures buffers from posix_memalign, read by
+#                           CMA, instead of rcollMemAlloc's shared blocks
 #   ITERS, WARMUP [by size] timed and warm-up calls per run (default about
 #                           1 GiB sent per run, 20..10000 calls)
 #   CHECK [1]               results checked after the timed calls (untimed)
@@ -94,7 +97,7 @@ build_all() {
 # Each prints "time_us" for its one run, or nothing. $1 ranks, $2 size, $3 iters, $4 warmup, $5 log.
 run_rcoll() {
   RCOLL_NET=shm timeout -k 10 "$RUN_TIMEOUT" mpiexec.mpich -n "$1" "$RCOLL_BENCH" \
-    -b "$2" -e "$2" -f 2 -n "$3" -w "$4" -c "$CHECK" -d float >"$5" 2>&1
+    -b "$2" -e "$2" -f 2 -n "$3" -w "$4" -c "$CHECK" -d float ${RCOLL_ARGS:-} >"$5" 2>&1
   local rc=$?
   awk -v s="$2" '$1 == s && $3 == "float" { if ($9 != "N/A" && $9 + 0 > 0) print "WRONG", $9; else print $6; exit }' "$5"
   return "$rc"
@@ -170,7 +173,7 @@ main() {
   [ -x "$OMPI_BENCH" ] && command -v mpiexec.openmpi >/dev/null ||
     fail "openmpi: $OMPI_BENCH or mpiexec.openmpi missing (apt-get install -y openmpi-bin libopenmpi-dev)"
   [ $STATUS -ne 0 ] && { printf '  %s\n' "${FAILURES[@]}" >&2; exit 1; }
-  note "rcoll: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null), RCOLL_NET=shm mpiexec.mpich -n N $RCOLL_BENCH -b S -e S -n I -w W -c $CHECK -d float (out-of-place column)"
+  note "rcoll: $(cd "$ROOT" && git rev-parse --short HEAD 2>/dev/null), RCOLL_NET=shm mpiexec.mpich -n N $RCOLL_BENCH -b S -e S -n I -w W -c $CHECK -d float${RCOLL_ARGS:+ $RCOLL_ARGS} (out-of-place column)"
   note "openmpi: $(ompi_info --version 2>/dev/null | awk '/Open MPI/ {print $NF; exit}'), mpiexec.openmpi -n N --mca pml ob1 --mca btl vader,self $OMPI_BENCH -n I -w W -c $CHECK S"
   local round n s b first second
   for ((round = 1; round <= ROUNDS; round++)); do

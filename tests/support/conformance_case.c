@@ -28,10 +28,13 @@ static int recv_root_only(int coll) { return coll == REDUCE || coll == GATHER; }
 #define JUNK_BYTE 0xee
 
 /* GUARD_BYTES of GUARD_BYTE before and after `bytes` of JUNK_BYTE. */
+int ccase_pool_buffers;
+
 static void *region_alloc(region_t *g, size_t bytes) {
   g->bytes = bytes;
-  g->mem = malloc(bytes + 2 * GUARD_BYTES);
-  if (g->mem == NULL)
+  g->mem = NULL;
+  if (ccase_pool_buffers ? rcollMemAlloc((void **)&g->mem, bytes + 2 * GUARD_BYTES) != rcollSuccess
+                         : (g->mem = malloc(bytes + 2 * GUARD_BYTES)) == NULL)
     return NULL;
   memset(g->mem, GUARD_BYTE, GUARD_BYTES);
   memset(g->mem + GUARD_BYTES, JUNK_BYTE, bytes);
@@ -53,8 +56,13 @@ static long region_guard_damage(const region_t *g) {
 }
 
 void rank_bufs_free(rank_bufs_t *b) {
-  free(b->a.mem);
-  free(b->b.mem);
+  if (ccase_pool_buffers) {
+    rcollMemFree(b->a.mem);
+    rcollMemFree(b->b.mem);
+  } else {
+    free(b->a.mem);
+    free(b->b.mem);
+  }
   memset(b, 0, sizeof *b);
 }
 

@@ -51,6 +51,9 @@ typedef struct rank_bufs {
 /* Allocates and fills this rank's buffers; returns 0, or -1 when out of memory. */
 int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b);
 void rank_bufs_free(rank_bufs_t *b);
+/* 1: buffers come from rcollMemAlloc (conformance -m), whose blocks from
+ * 64 KiB peers map, instead of malloc. */
+extern int ccase_pool_buffers;
 
 /* Makes this rank's call (send/recv and all-to-all as one group). */
 rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm);

@@ -37,6 +37,7 @@ void shm_pair_settings(rcoll_settings_t *s, const shm_cfg_t *c) {
   shm_settings(s)->shm_cma_threshold = c->cma;
   shm_settings(s)->shm_memcpy_threshold = c->memcpy_min;
   shm_settings(s)->shm_exchange_threshold = c->exchange;
+  shm_settings(s)->shm_pool_map = !c->no_pool_map;
   s->timeout = c->timeout ? c->timeout : 30;
   snprintf(s->shm_dir, sizeof s->shm_dir, "%s", shm_test_dir);
 }

@@ -27,7 +27,8 @@ int shm_pair_dir_entries(void); /* files left in it */
 typedef struct shm_cfg {
   int slots, slot_size;
   long cma, memcpy_min, exchange;
-  int timeout; /* seconds; 0 means 30 */
+  int timeout;     /* seconds; 0 means 30 */
+  int no_pool_map; /* 1: RCOLL_SHM_POOL_MAP=0 */
 } shm_cfg_t;
 
 void shm_pair_settings(rcoll_settings_t *s, const shm_cfg_t *c);

@@ -63,6 +63,7 @@ static rcollResult_t shm_init(const rcoll_net_config_t *cfg, void **out) {
   ctx->cma_min = shm_threshold(own->shm_cma_threshold);
   ctx->memcpy_min = shm_threshold(own->shm_memcpy_threshold);
   ctx->exchange_min = shm_threshold(own->shm_exchange_threshold);
+  ctx->pool_map = (int)own->shm_pool_map;
   ctx->timeout_ms = s->timeout * 1000;
   pthread_mutex_init(&ctx->lock, NULL);
   RCOLL_INFO(RCOLL_SUB_NET, "shm: rank %d: rings of %u x %zu bytes in %s; single copy from %lld bytes "

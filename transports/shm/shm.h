@@ -4,7 +4,9 @@
  * large ones take a single-copy path when the two ends allow it: the sender
  * publishes its buffer's address in a slot and the receiver copies straight
  * from it (memcpy between threads of one process, process_vm_readv between
- * processes of the same user). The library sees it only through this table.
+ * processes of the same user, or memcpy from its own mapping of the
+ * sender's block when the buffer came from rcollMemAlloc's host pool:
+ * shm_pool.c). The library sees it only through this table.
  *
  * Behaviour the contract in net.h leaves open:
  * - caps is RCOLL_NET_CAP_LOCAL_ONLY: the core uses it only for peers with
@@ -62,7 +64,11 @@ extern const rcoll_transport_desc_t shm_desc; /* shm_desc.c */
   X(INT_IN(0, INT64_MAX), shm_exchange_threshold, "SHM_EXCHANGE_THRESHOLD", NULL, "65536",      \
     "Messages of an exchange (both ends send to each other at once: all-to-all) of this many "  \
     "bytes or more are read straight from the sender's buffer (CMA between processes, memcpy "  \
-    "between threads) whatever the thresholds above; 0 disables")
+    "between threads) whatever the thresholds above; 0 disables")                               \
+  X(INT_IN(0, 1), shm_pool_map, "SHM_POOL_MAP", NULL, "1",                                       \
+    "1: a single-copy message between processes (see the thresholds above) from a buffer of "     \
+    "rcollMemAlloc's host pool is read through the receiver's own mapping of the sender's block " \
+    "(pidfd_getfd) instead of process_vm_readv; the sender's setting decides; 0 disables")
 
 typedef struct shm_settings {
   SHM_SETTINGS(RCOLL_SETTING_FIELD)

@@ -165,6 +165,7 @@ static shm_conn_t *shm_pconn_finish(shm_ctx_t *ctx, shm_pconn_t *p) {
                                                : SIZE_MAX;
   c->single_min = c->copy == SHM_COPY_NONE ? SIZE_MAX : ctx->exchange_min;
   c->single_min = c->single_min < c->direct_min ? c->single_min : c->direct_min;
+  c->pool_map = ctx->pool_map;
   p->conn = NULL;
   p->fd = -1;
   p->seg_name[0] = '\0';

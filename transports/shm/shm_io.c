@@ -87,7 +87,9 @@ static int shm_send_push(shm_conn_t *c, shm_req_t *r) {
       return 0;
     shm_slot_t *s = shm_slot_at(c, c->pos);
     s->addr = (uint64_t)(uintptr_t)r->buf;
-    shm_slot_publish(c, s, r->size, 0, SHM_SLOT_DIRECT);
+    if (r->pooled)
+      memcpy(shm_payload(s, SHM_SLOT_DIRECT), &r->pool, sizeof r->pool);
+    shm_slot_publish(c, s, r->size, r->pooled ? sizeof r->pool : 0, SHM_SLOT_DIRECT);
     r->direct = 1;
     r->end = c->pos;
     return 1;
@@ -157,15 +159,30 @@ static int shm_recv_start(shm_conn_t *c, shm_req_t *r, const shm_slot_t *s) {
   return 1;
 }
 
-/* Copies straight from the sender's buffer. Between processes the kernel
- * does it (process_vm_readv), which may stop short: go on from there. */
-static int shm_recv_direct(shm_conn_t *c, shm_req_t *r, const shm_slot_t *s) {
+/* Copies straight from the sender's buffer: with memcpy between threads
+ * or from our mapping of the sender's pool block (shm_pool.c), else by the
+ * kernel (process_vm_readv), which may stop short: go on from there. A
+ * whole message is one copy, which streams from rcoll_copy_out's size (2
+ * MiB) rather than shm_copy_out's (256 KiB, for a message that arrives in
+ * slots): a 2-rank all-to-all of 1 MiB from pool buffers took 20.5 us
+ * against 28.5 when its 512 KiB blocks were streamed. */
+static int shm_recv_direct(shm_conn_t *c, shm_req_t *r, shm_slot_t *s) {
   const char *src = (const char *)(uintptr_t)s->addr;
-  if (r->reduce && shm_recv_direct_reduce(c, r, src) < 0)
+  int copy = c->copy;
+  if (copy == SHM_COPY_CMA && s->len == sizeof(rcoll_pool_ref_t)) {
+    rcoll_pool_ref_t ref;
+    memcpy(&ref, shm_payload(s, SHM_SLOT_DIRECT), sizeof ref);
+    const char *mapped = shm_pool_map(c, &ref, r->size);
+    if (c->err != rcollSuccess)
+      return -1;
+    if (mapped != NULL)
+      src = mapped, copy = SHM_COPY_MEMCPY;
+  }
+  if (r->reduce && shm_recv_direct_reduce(c, r, src, copy) < 0)
     return -1;
-  if (c->copy == SHM_COPY_MEMCPY && !r->reduce)
-    shm_copy_out(r, r->buf, src, r->size);
-  while (c->copy == SHM_COPY_CMA && r->off < r->size) {
+  if (copy == SHM_COPY_MEMCPY && !r->reduce)
+    rcoll_copy_out(r->buf, src, r->size);
+  while (copy == SHM_COPY_CMA && r->off < r->size) {
     struct iovec local = {r->buf + r->off, r->size - r->off};
     struct iovec remote = {(void *)(src + r->off), r->size - r->off};
     ssize_t k = process_vm_readv(c->peer_pid, &local, 1, &remote, 1, 0);
@@ -247,6 +264,7 @@ static rcollResult_t shm_send_post(void *comm, const void *data, size_t size, in
   if (r == NULL)
     return rcollSuccess;
   r->single = single;
+  r->pooled = shm_pool_describe(c, data, size, single, &r->pool);
   shm_send_progress(c);
   *request = r;
   return rcollSuccess;
@@ -357,6 +375,7 @@ rcollResult_t shm_close_comm(void *comm) {
   if (c->fd >= 0)
     close(c->fd);
   free(c->bounce);
+  shm_pool_close(c);
   free(c);
   return rcollSuccess;
 }

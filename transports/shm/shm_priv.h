@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "memalloc.h"
 #include "net.h"
 
 #define SHM_MAGIC 0x3230306d68736372ull /* "rcshm002": also versions the layout */
@@ -37,9 +38,12 @@
 #define SHM_MAX_SLOTS 4096
 #define SHM_MIN_SLOT (256)
 #define SHM_MAX_SLOT (64ll << 20)
+#define SHM_POOL_MAPS 32   /* mapped pool blocks kept per connection (shm_pool.c) */
 
 /* FIRST, then CONT: a message through the ring; DIRECT: the address of
- * the sender's buffer (single copy); SMALL: a whole message of up to
+ * the sender's buffer (single copy), and when len is sizeof
+ * (rcoll_pool_ref_t), a reference to the pool block it lies in as the
+ * slot's payload (shm_pool.c); SMALL: a whole message of up to
  * SHM_LINE - SHM_SMALL_AT bytes in the slot's first cache line, so that
  * the receiver's one miss brings the flag and the data together (an
  * 8-byte all-reduce's message with its fingerprint is 48 bytes). */
@@ -112,6 +116,7 @@ typedef struct shm_ctx {
   size_t slot_size;
   size_t cma_min, memcpy_min; /* single-copy thresholds; SIZE_MAX: never */
   size_t exchange_min;        /* the same for isend_single, either kind of copy */
+  int pool_map;               /* RCOLL_SHM_POOL_MAP */
   int64_t timeout_ms;
   pthread_mutex_t lock; /* guards the pending-connect list */
   struct shm_pconn *connects;
@@ -127,6 +132,8 @@ typedef struct shm_req {
   int single;  /* send: isend_single (direct from the connection's single_min) */
   int started; /* receive: the first slot has been read */
   int stream;  /* receive: write with non-temporal stores (shm_io.c) */
+  int pooled;  /* send: buf lies in a pool block the receiver may map (pool) */
+  rcoll_pool_ref_t pool;
   int reduce;  /* receive: buf = rsrc (rop) message, as it arrives (shm_reduce.c) */
   int rtype, rop;
   const char *rsrc;
@@ -165,6 +172,9 @@ typedef struct shm_conn {
   unsigned qhead, qtail;
 
   char *bounce; /* receiver: where single-copy pieces land to be reduced (shm_reduce.c) */
+  int pool_map;  /* sender: single-copy sends from pool blocks say so (shm_pool.c) */
+  int pool_off;  /* receiver: mapping the sender's pool failed once; CMA from then on */
+  struct shm_pool_maps *pool; /* receiver: the sender's pool blocks it has mapped */
 
   int err; /* rcollResult_t of the first failure; later calls repeat it */
   char errmsg[256];
@@ -264,11 +274,22 @@ void shm_recv_kick(shm_conn_t *c);
 rcollResult_t shm_irecv_reduce(void *comm, void *dst, const void *src, size_t bytes, int dtype, int op,
                                void **request);
 void shm_reduce_piece(const shm_req_t *r, size_t off, const char *from, size_t len);
-/* Reduces a whole single-copy message from the sender's buffer at src. */
-int shm_recv_direct_reduce(shm_conn_t *c, shm_req_t *r, const char *src);
+/* Reduces a whole single-copy message from the sender's buffer at src,
+ * read as `copy` says (enum shm_copy). */
+int shm_recv_direct_reduce(shm_conn_t *c, shm_req_t *r, const char *src, int copy);
 rcollResult_t shm_close_comm(void *comm);
 void shm_conn_fail(shm_conn_t *c, rcollResult_t r, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* shm_pool.c: single copy from rcollMemAlloc's shared host pool. The
+ * sender: 1 and *ref filled when a message of `size` at buf (sent through
+ * isend_single when `single`) goes single-copy between processes and lies
+ * in a shared pool block, which the receiver may then map. The receiver: where the message is in its mapping
+ * of that block, or NULL to read it with process_vm_readv (or on an error,
+ * recorded in the connection). */
+int shm_pool_describe(const shm_conn_t *c, const void *buf, size_t size, int single, rcoll_pool_ref_t *ref);
+const char *shm_pool_map(shm_conn_t *c, const rcoll_pool_ref_t *ref, size_t size);
+void shm_pool_close(shm_conn_t *c);
 
 /* shm_wait.c: sleeping and waking, and noticing a peer that is gone. */
 rcollResult_t shm_wait(void *const *comms, int n, int64_t timeout_us);

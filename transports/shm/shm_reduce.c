@@ -5,7 +5,7 @@
  * Ring slots are reduced straight from the slot. A single-copy message is
  * read from the sender's buffer in pieces small enough to stay in this
  * core's cache (process_vm_readv into a bounce buffer, or straight from the
- * buffer between threads of one process), each reduced before the next is
+ * buffer between threads of one process or from a mapped pool block), each reduced before the next is
  * read: the message crosses memory once, where the staging path wrote it
  * out and read it back. */
 #include <errno.h>
@@ -43,8 +43,8 @@ static int shm_cma_read(shm_conn_t *c, char *dst, const char *src, size_t len, s
   return 0;
 }
 
-int shm_recv_direct_reduce(shm_conn_t *c, shm_req_t *r, const char *src) {
-  if (c->copy == SHM_COPY_MEMCPY) {
+int shm_recv_direct_reduce(shm_conn_t *c, shm_req_t *r, const char *src, int copy) {
+  if (copy == SHM_COPY_MEMCPY) {
     shm_reduce_piece(r, 0, src, r->size);
     r->off = r->size;
     return 0;
