@@ -88,7 +88,10 @@ static void print_algorithms(void) {
     const rcoll_algorithm_t *a = rcoll_algorithms[i];
     printf("%-14s %-15s %s%s%s\n", a->name, rcoll_coll_name(a->coll), a->summary,
            a->flags & RCOLL_ALGO_ONLY ? " (always used: not named in RCOLL_ALGO)" : "",
-           a->flags & RCOLL_ALGO_DETERMINISTIC ? " (RCOLL_DETERMINISTIC=1 or by name only)" : "");
+           (a->flags & (RCOLL_ALGO_DETERMINISTIC | RCOLL_ALGO_AUTO)) == RCOLL_ALGO_DETERMINISTIC
+               ? " (RCOLL_DETERMINISTIC=1 or by name only)"
+           : a->flags & RCOLL_ALGO_DETERMINISTIC ? " (rank-order sums: RCOLL_DETERMINISTIC=1 uses it too)"
+                                                 : "");
   }
 }
 

@@ -117,7 +117,7 @@ static unsigned families_with(unsigned flags) {
 
 unsigned rcoll_algo_auto_mask(void) {
   unsigned all = (unsigned)((1ull << rcoll_algo_family_count()) - 1);
-  return all & ~families_with(RCOLL_ALGO_DETERMINISTIC);
+  return all & ~(families_with(RCOLL_ALGO_DETERMINISTIC) & ~families_with(RCOLL_ALGO_AUTO));
 }
 
 const char *rcoll_algo_list(char *buf, size_t len) {

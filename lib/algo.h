@@ -90,6 +90,9 @@ enum rcoll_algo_flags {
   /* Plans from the placement of ranks on nodes (p->topo): the plan tests
    * sweep every placement for it, not two. */
   RCOLL_ALGO_TOPOLOGY = 8,
+  /* With RCOLL_ALGO_DETERMINISTIC: fast enough where its cost says so, so
+   * the automatic choice considers it too. */
+  RCOLL_ALGO_AUTO = 16,
 };
 
 /* What an algorithm file declares about itself. Algorithms of different

@@ -6,7 +6,8 @@
 #      algorithm does not implement use their default, so each run also
 #      checks the per-collective fallback;
 #   2. the same with RCOLL_DETERMINISTIC=1; recursive doubling also at the
-#      rank counts the loop skips and with small chunks;
+#      rank counts the loop skips and with small chunks, the star with
+#      small chunks;
 #   3. tests/algo_check.c: processes placed on several "nodes" (RCOLL_HOSTID
 #      per rank: shared memory inside a node, sockets between nodes, so the
 #      hierarchical algorithm really runs hierarchically), every algorithm,
@@ -57,6 +58,11 @@ run "RCOLL_ALGO=recdbl, threads 6,7, processes 5" 300 sh -c \
   "RCOLL_ALGO=recdbl '$CONF' -t 6,7 -s sweep,types && RCOLL_ALGO=recdbl '$CONF' -p 5 -s sweep -c 0,1,4,4099"
 run "RCOLL_ALGO=recdbl, 4 KiB chunks, threads 3,5,8" 200 \
   env RCOLL_ALGO=recdbl RCOLL_CHUNK_SIZE=4096 "$CONF" -t 3,5,8 -s sweep -c 1,7,100003
+# The star all-reduce with many chunks in flight, its reductions waiting
+# on each other in rank order.
+run "RCOLL_ALGO=star, 4 KiB chunks, threads 3,5,8, processes 5" 200 sh -c \
+  "RCOLL_ALGO=star RCOLL_CHUNK_SIZE=4096 '$CONF' -t 3,5,8 -s sweep -c 1,7,100003 &&
+   RCOLL_ALGO=star RCOLL_CHUNK_SIZE=4096 '$CONF' -p 5 -s sweep -c 1,7,100003"
 run "RCOLL_DETERMINISTIC=1, threads 1,2,3,4,5,8" 300 env RCOLL_DETERMINISTIC=1 "$CONF" -t 1,2,3,4,5,8 \
   -s sweep,types
 run "RCOLL_DETERMINISTIC=1, small chunks, processes 3,5" 200 \
