@@ -7,8 +7,8 @@
  * the block's number, size and the buffer's offset); the receiver takes a
  * duplicate of that fd (pidfd_getfd, which asks the same ptrace permission
  * as process_vm_readv), maps the block read-only and copies with memcpy, as
- * between threads. Mappings are kept, a few per connection, since training
- * loops and benchmarks send from the same buffers over and over; a block
+ * between threads. Up to SHM_POOL_MAPS mappings are kept per connection,
+ * since training loops and benchmarks send from the same buffers; a block
  * the sender freed stays mapped (its memory held) until its entry is
  * reused or the connection closes. A receiver that cannot map falls back to
  * process_vm_readv for good, and says so once. */
