@@ -74,9 +74,12 @@ void shm_conn_log(const shm_conn_t *c, int rank) {
     snprintf(thr, sizeof thr, "from %zu bytes", c->direct_min);
   if (c->copy != SHM_COPY_NONE && c->single_min != SIZE_MAX)
     snprintf(thr + strlen(thr), sizeof thr - strlen(thr), ", in exchanges from %zu", c->single_min);
-  RCOLL_INFO(RCOLL_SUB_NET, "shm: rank %d %s %s: ring %u x %zu bytes (%zu KiB), single copy %s %s",
+  RCOLL_INFO(RCOLL_SUB_NET, "shm: rank %d %s %s: ring %u x %zu bytes (%zu KiB), single copy %s %s%s",
              rank, c->is_send ? "sends to" : "receives from", c->peer, c->nslots, c->slot_size,
-             c->seg_bytes >> 10, shm_copy_name(c->copy), c->is_send ? thr : "");
+             c->seg_bytes >> 10, shm_copy_name(c->copy), c->is_send ? thr : "",
+             c->is_send && c->copy == SHM_COPY_CMA && c->pool_map
+                 ? "; from rcollMemAlloc buffers through the receiver's mapping (RCOLL_SHM_POOL_MAP)"
+                 : "");
 }
 
 /* ---- listen ---- */
