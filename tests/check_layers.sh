@@ -33,7 +33,7 @@
 set -uo pipefail
 
 BASE="clock.c clock.h config.c config_env.c config.h error.c error.h hwtopo.c hwtopo.h log.c log.h
-      copy_out.c copy_out.h hello_pending.c hello_pending.h net.c net.h pidns.c pidns.h reduce.c reduce.h
+      copy_out.c copy_out.h hello_pending.c hello_pending.h net.c net.h pidns.c pidns.h pool.c pool.h reduce.c reduce.h
       reduce_math.h
       sockutil.c sockutil.h"
 PLAN="algo.c algo.h plan.h topo.c topo.h tree.c tree.h tune_cost.c tune_cost.h tuner.h"

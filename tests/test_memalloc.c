@@ -12,7 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "memalloc.h"
+#include "pool.h"
 #include "memtype.h"
 #include "rcoll.h"
 #include "support/cuda_fake.h"

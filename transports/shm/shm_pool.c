@@ -1,4 +1,4 @@
-/* Single-copy messages from rcollMemAlloc's shared host pool (memalloc.h).
+/* Single-copy messages from rcollMemAlloc's shared host pool (pool.h).
  *
  * Between processes a single-copy receive reads the sender's buffer with
  * process_vm_readv, which pins and copies page by page in the kernel. When

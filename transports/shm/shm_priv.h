@@ -22,7 +22,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "memalloc.h"
+#include "pool.h"
 #include "net.h"
 
 #define SHM_MAGIC 0x3230306d68736372ull /* "rcshm002": also versions the layout */

@@ -1,12 +1,21 @@
-/* The host side of rcollMemAlloc as other parts of the library see it:
- * which pool block a buffer lies in, so that a transport can let a peer
- * process map that block instead of reading the buffer through the kernel
+/* rcollMemAlloc's host memory pool (pool.c), and which pool block a buffer
+ * lies in, so that a transport can let a peer process map that block
+ * instead of reading the buffer through the kernel
  * (transports/shm/shm_pool.c). */
-#ifndef RCOLL_MEMALLOC_H
-#define RCOLL_MEMALLOC_H
+#ifndef RCOLL_POOL_H
+#define RCOLL_POOL_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "rcoll.h"
+
+/* Page-aligned host memory of at least size bytes (size > 0); an error
+ * naming the size when there is none. */
+rcollResult_t rcoll_pool_alloc(void **ptr, size_t size);
+/* 1 when ptr was a live pool block (now freed or kept for reuse), 0 when
+ * it is not one. */
+int rcoll_pool_free(void *ptr);
 
 /* A range inside a shared pool block: the block's memory file (an fd of
  * this process), a number that no other block of this process had, the
