@@ -476,6 +476,10 @@ static int resolve_buffers(bench_opts_t *o) {
     fprintf(stderr, "--device-buffers: no CUDA device here (no driver, runtime or GPU)\n");
     return -1;
   }
+  /* Where there is a GPU, rcollMemAlloc gives device memory (as
+   * ncclMemAlloc): host buffers there come from posix_memalign. */
+  if (o->device_buffers != 1 && gpus > 0)
+    o->host_malloc = 1;
   if (o->device_buffers == 1 && o->nthreads > 1) {
     fprintf(stderr, "--device-buffers: device buffers take one rank per process (launch with "
                     "mpiexec or RANK/WORLD_SIZE); -t %d ranks would share one default stream\n",

@@ -37,7 +37,7 @@ typedef struct bench_opts {
   rcollRedOp_t ops[BENCH_MAX_OPS];
   const char *json_path;
   int device_buffers; /* -1: device when a GPU is present; 0 host; 1 device (--device-buffers) */
-  int host_malloc;    /* --host-malloc: host buffers from posix_memalign, not rcollMemAlloc */
+  int host_malloc;    /* host buffers from posix_memalign, not rcollMemAlloc: --host-malloc, or a GPU here */
   int blocking;       /* -z 0..3, as nccl-tests */
   int per_iter;       /* -I: per-iteration times and their summary columns */
   int per_iter_skip;  /* -K: leading iterations left out of the summary */

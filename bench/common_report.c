@@ -31,7 +31,8 @@ static void print_settings(const bench_opts_t *o, const bench_world_t *w) {
   if (o->reg)
     printf("# Registered buffers: rcollCommRegister on every rank's send and receive buffers\n");
   if (o->host_malloc)
-    printf("# Host buffers: posix_memalign (--host-malloc), not rcollMemAlloc\n");
+    printf("# Host buffers: posix_memalign, not rcollMemAlloc (--host-malloc, or a GPU is present, where "
+           "rcollMemAlloc gives device memory)\n");
   if (o->timeout)
     printf("# Timeout: the run ends after %d s without progress\n", o->timeout);
 }

@@ -12,6 +12,7 @@
 #        barrier (a logged 1-element all-reduce) per timed iteration, 2 none; 4 refused
 #   -C   the time columns are "cputime"
 #   -R 1 both buffers of every rank registered (RCOLL_DEBUG ALLOC lines); -R 2 refused
+#   --host-malloc  the header line saying the buffers come from posix_memalign
 #   -S   a timestamp ends each row
 #   -T   a rank whose peer never comes is ended after T seconds, status 2
 #   -M   the host memory line of the footer
@@ -120,6 +121,14 @@ refused -z 4
 echo "-- -C"
 grep -qE '^# +size .* cputime .* cputime' <<<"$($AR -C 1)" || fail "-C 1: no cputime columns"
 grep -q 'cputime' <<<"$($AR)" && fail "cputime without -C"
+
+# Host buffers come from rcollMemAlloc (as nccl-tests' from ncclMemAlloc)
+# unless --host-malloc asks for posix_memalign, which the header then says.
+echo "-- --host-malloc"
+out=$($AR --host-malloc 2>&1)
+grep -q '^# Host buffers: posix_memalign' <<<"$out" && [[ $(rows "$out") -eq 1 ]] ||
+  fail "--host-malloc: no header line, or no row"
+grep -q '^# Host buffers' <<<"$($AR 2>&1)" && fail "without --host-malloc the header must not name posix_memalign"
 
 echo "-- -R"
 out=$(SUBSYS=ALLOC run $AR -R 1)

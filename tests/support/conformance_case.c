@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conformance_ref.h"
+#include "memtype.h"
 
 const char *const coll_names[NCOLLS] = {
     "allreduce", "allgather", "reduce_scatter", "broadcast", "reduce", "sendrecv",
@@ -30,11 +31,23 @@ static int recv_root_only(int coll) { return coll == REDUCE || coll == GATHER; }
 /* GUARD_BYTES of GUARD_BYTE before and after `bytes` of JUNK_BYTE. */
 int ccase_pool_buffers;
 
+/* Host memory from rcollMemAlloc, or NULL where it gives none. */
+static unsigned char *pool_alloc(size_t bytes) {
+  void *p = NULL;
+  rcoll_mem_info_t mi;
+  if (rcollMemAlloc(&p, bytes) != rcollSuccess || p == NULL)
+    return NULL;
+  if (rcoll_mem_query(p, bytes, &mi) == rcollSuccess && mi.type == RCOLL_MEM_HOST)
+    return p;
+  rcollMemFree(p);
+  return NULL;
+}
+
 static void *region_alloc(region_t *g, size_t bytes) {
   g->bytes = bytes;
-  g->mem = NULL;
-  if (ccase_pool_buffers ? rcollMemAlloc((void **)&g->mem, bytes + 2 * GUARD_BYTES) != rcollSuccess
-                         : (g->mem = malloc(bytes + 2 * GUARD_BYTES)) == NULL)
+  g->mem = ccase_pool_buffers ? pool_alloc(bytes + 2 * GUARD_BYTES) : NULL;
+  g->pooled = g->mem != NULL;
+  if (g->mem == NULL && (g->mem = malloc(bytes + 2 * GUARD_BYTES)) == NULL)
     return NULL;
   memset(g->mem, GUARD_BYTE, GUARD_BYTES);
   memset(g->mem + GUARD_BYTES, JUNK_BYTE, bytes);
@@ -55,14 +68,16 @@ static long region_guard_damage(const region_t *g) {
   return 0;
 }
 
+static void region_free(region_t *g) {
+  if (g->pooled)
+    rcollMemFree(g->mem);
+  else
+    free(g->mem);
+}
+
 void rank_bufs_free(rank_bufs_t *b) {
-  if (ccase_pool_buffers) {
-    rcollMemFree(b->a.mem);
-    rcollMemFree(b->b.mem);
-  } else {
-    free(b->a.mem);
-    free(b->b.mem);
-  }
+  region_free(&b->a);
+  region_free(&b->b);
   memset(b, 0, sizeof *b);
 }
 

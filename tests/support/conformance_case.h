@@ -41,6 +41,7 @@ typedef struct ccase {
 typedef struct region {
   unsigned char *mem;
   size_t bytes;
+  int pooled; /* mem came from rcollMemAlloc */
 } region_t;
 
 typedef struct rank_bufs {
@@ -52,7 +53,8 @@ typedef struct rank_bufs {
 int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b);
 void rank_bufs_free(rank_bufs_t *b);
 /* 1: buffers come from rcollMemAlloc (conformance -m), whose blocks from
- * 64 KiB peers map, instead of malloc. */
+ * 64 KiB peers map, instead of malloc; where it gives device memory (a
+ * machine with a GPU), from malloc after all. */
 extern int ccase_pool_buffers;
 
 /* Makes this rank's call (send/recv and all-to-all as one group). */
