@@ -57,10 +57,19 @@ step "a rank killed or frozen mid-training" "$PY" -m unittest -v test_torch_deat
 step "DDP comm hooks, object collectives and FSDP2 against gloo" "$PY" -m unittest -v test_torch_sharded
 
 losses() { # backend nproc [env...]: the loss lines of ddp_train.py
-  local backend=$1 n=$2
+  local backend=$1 n=$2 err out try
   shift 2
-  env "$@" "$PY" examples/python/ddp_train.py --backend "$backend" --nproc "$n" --steps 10 \
-    --port $((29800 + RANDOM % 150)) 2>/dev/null | grep '^step'
+  err=$(mktemp)
+  # A second try on another port: a run that could not start (CI run 4 of
+  # 2026-12-02 lost one, its error unseen) says why, then tries again.
+  for try in 1 2; do
+    out=$(env "$@" "$PY" examples/python/ddp_train.py --backend "$backend" --nproc "$n" --steps 10 \
+      --port $((29800 + RANDOM % 150)) 2>"$err" | grep '^step') && break
+    { echo "   $backend, $n ranks, try $try printed no loss; its last error lines:"
+      tail -n 5 "$err" | sed 's/^/     /'; } >&2
+  done
+  rm -f "$err"
+  [[ -n $out ]] && echo "$out"
 }
 same() { # label a b
   if [[ -n "$2" && "$2" == "$3" ]]; then return 0; fi
