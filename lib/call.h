@@ -76,6 +76,14 @@ typedef struct rcoll_call {
  * `user_op` is the op the user passed (before PreMulSum's rewrite). */
 rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
                              rcollRedOp_t user_op, int first_step, int device);
+/* Numbers and records an all-reduce that runs on the flat board (flat.h)
+ * rather than as a plan; its fingerprint is returned. */
+const rcoll_fp_t *rcoll_call_board(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
+                                   rcollRedOp_t user_op);
+/* The error for two calls that should match and do not (fingerprint.c):
+ * names the first field that differs, and both calls. */
+rcollResult_t rcoll_fp_mismatch(const struct rcollComm *c, const rcoll_fp_t *mine, const rcoll_fp_t *theirs,
+                                int peer);
 /* The calls of the plan are done, failed or discarded: forget them. */
 void rcoll_calls_reset(struct rcollComm *c);
 /* A group was refused before it ran: give back the numbers its calls took. */

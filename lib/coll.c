@@ -8,6 +8,7 @@
 #include "call.h"
 #include "comm.h"
 #include "device.h"
+#include "flat.h"
 #include "group.h"
 #include "log.h"
 #include "memtype.h"
@@ -107,12 +108,23 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
  * by all ranks over the bootstrap then, which a call could not do). The
  * chunk never exceeds the communicator's staging slot, which
  * receive-reduces land in. */
-static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm) {
+static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm,
+                               int device) {
   rcoll_plan_t *p = &comm->plan;
+  size_t bytes = a->count * rcoll_type_size(a->dtype);
+  if (d->coll == RCOLL_COLL_ALLREDUCE && device < 0 && rcoll_flat_takes(comm, a, bytes)) { /* in a group (flat.h) */
+    int st = rcoll_plan_copy(p, a->recvbuff, a->sendbuff, bytes, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    if (st != RCOLL_NO_DEP) {
+      p->steps[st].flags = RCOLL_STEP_BOARD;
+      p->steps[st].dtype = (uint8_t)a->dtype;
+      p->steps[st].op = (uint8_t)a->op;
+    }
+    p->algo = "flat";
+    return rcollSuccess;
+  }
   if (p->tuner == NULL)
     return rcoll_error(rcollInternalError, "%s: rank %d: the communicator has no tuner", d->name,
                        comm->rank);
-  size_t bytes = a->count * rcoll_type_size(a->dtype);
   if (rcoll_coll_per_rank(d->coll))
     bytes *= (size_t)a->nranks;
   rcoll_tune_choice_t ch = rcoll_tune_choose(p->tuner, d->coll, bytes);
@@ -138,9 +150,15 @@ static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, 
   rcollResult_t r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1),
                                         device);
   if (r == rcollSuccess)
-    r = coll_plan(d, a, comm);
+    r = coll_plan(d, a, comm, device);
   if (r == rcollSuccess)
     r = rcoll_call_add(comm, d->coll, a, user_op, first_step, device >= 0);
+  if (r == rcollSuccess && comm->flat != NULL && !rcoll_coll_is_p2p(d->coll)) {
+    const rcoll_fp_t *fp = comm->calls[comm->ncalls - 1].fp;
+    if (comm->plan.nsteps > first_step && (comm->plan.steps[first_step].flags & RCOLL_STEP_BOARD))
+      comm->plan.steps[first_step].seq = fp->seq;
+    rcoll_flat_note(comm, fp); /* peers waiting on the board see what this rank called */
+  }
   return r;
 }
 
@@ -166,13 +184,18 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   }
   if (a->count == 0)
     return rcollSuccess;
-  /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */
   int group = rcoll_group_active();
   rcollRedOp_t user_op = a->op;
+  if (!group && device < 0 && d->coll == RCOLL_COLL_ALLREDUCE && comm->flat != NULL &&
+      rcoll_flat_takes(comm, a, a->count * rcoll_type_size(a->dtype)))
+    return rcoll_flat_allreduce(comm, a, user_op);
+  /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */
   if (group || device >= 0 || !rcoll_plan_cache_hit(comm, d->coll, a)) {
     r = coll_plan_call(d, a, comm, device);
     if (r == rcollSuccess && !group && device < 0)
       rcoll_plan_cache_save(comm, d->coll, a, user_op);
+  } else if (comm->flat != NULL) {
+    rcoll_flat_note(comm, comm->calls[0].fp);
   }
   if (r != rcollSuccess) {
     if (group)

@@ -11,6 +11,7 @@
 
 #include "call.h"
 #include "device.h"
+#include "flat.h"
 #include "flight_recorder.h"
 #include "log.h"
 #include "memtype.h"
@@ -106,6 +107,7 @@ static void comm_free(struct rcollComm *c) {
   rcoll_device_ops.comm_destroy(c); /* its proxy may still use the connections */
   rcoll_trace_close(c);
   rcoll_reg_free_all(c);
+  rcoll_flat_close(c);
   rcoll_conn_close_all(c);
   rcoll_comm_close_nets(c);
   rcoll_bootstrap_close(c->bootstrap);
@@ -219,6 +221,8 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
    * ranks make. */
   if (r == rcollSuccess)
     r = rcoll_tuner_create(c, &c->plan.tuner);
+  if (r == rcollSuccess) /* collective too: every rank maps the board, or none uses it */
+    r = rcoll_flat_open(c);
   if (r != rcollSuccess) {
     comm_free(c);
     return r;

@@ -148,6 +148,7 @@ struct rcollComm {
   int fingerprint;        /* every rank sends fingerprints (RCOLL_FINGERPRINT) */
   uint64_t id_hash;       /* names the communicator in dumps: the same on all its ranks */
   struct rcoll_fr *fr;    /* flight recorder (flight_recorder.h); NULL when off */
+  struct rcoll_flat *flat; /* the flat board (flat.h); NULL when the ranks do not share one */
 
   _Atomic int async_error; /* rcollResult_t; sticky once set */
   _Atomic int aborted;

@@ -93,6 +93,9 @@
     "Tuner link bandwidth in GB/s, by transport or class (intra, inter): e.g. socket=1.2,intra=8") \
   X(STR, tune_reduce_bw, "TUNE_REDUCE_BW", NULL, "8",                                            \
     "Tuner: GB/s at which a rank reduces (adds) received data into its own")                     \
+  X(INT_IN(0, 4096), flat_max, "FLAT_MAX", NULL, "256",                                        \
+    "All-reduces up to this many bytes between ranks that all share a machine meet on one "     \
+    "shared board (one wait per call, rank-order sums); 0: every call runs an algorithm")        \
   X(INT_IN(0, 1000000), spin_us, "SPIN_US", NULL, "50",                                          \
     "Microseconds a wait spins before it yields the core, then sleeps")                          \
   X(INT_IN(0, 1), pin_threads, "PIN_THREADS", NULL, "1", "1: pin progress threads near their NIC or GPU (hwloc); 0: never") \

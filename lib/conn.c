@@ -11,6 +11,7 @@
 #include "call.h"
 #include "clock.h"
 #include "comm.h"
+#include "flat.h"
 #include "device.h"
 #include "log.h"
 
@@ -212,6 +213,11 @@ static rcollResult_t conn_round(struct rcollComm *c, const rcoll_plan_t *p, int 
   return *done ? conn_staging(c, p) : rcollSuccess;
 }
 
+/* When connecting lasts, how soon and how often it asks the flat board
+ * whether a peer made another call (flat.h). */
+#define CONN_FLAT_AFTER_MS 100
+#define CONN_FLAT_EVERY_MS 10
+
 /* Plans of several communicators may be driven by one thread (a group over
  * the communicators of rcollCommInitAll): their connections are made in one
  * loop, or a rank would wait to accept from a peer whose connect comes later
@@ -225,7 +231,7 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
       RCOLL_CHECK(conn_staging(plans[i]->comm, plans[i]));
     return rcollSuccess;
   }
-  int64_t deadline = rcoll_now_ms() + plans[0]->comm->timeout_ms;
+  int64_t start = rcoll_now_ms(), deadline = start + plans[0]->comm->timeout_ms, flat_checked = start;
   for (;;) {
     int all = 1;
     for (int i = 0; i < nplans; i++) {
@@ -241,10 +247,18 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
     }
     if (all)
       return rcollSuccess;
-    if (rcoll_now_ms() > deadline)
+    int64_t now = rcoll_now_ms();
+    if (now > deadline)
       for (int i = 0; i < nplans; i++)
         if (conn_missing(plans[i]->comm, plans[i]) > 0)
           return conn_timeout(plans[i]);
+    /* A peer that does not accept may sit on the flat board in another call. */
+    if (now - start > CONN_FLAT_AFTER_MS && now - flat_checked >= CONN_FLAT_EVERY_MS) {
+      flat_checked = now;
+      for (int i = 0; i < nplans; i++)
+        if (plans[i]->comm->flat != NULL && plans[i] == &plans[i]->comm->plan)
+          RCOLL_CHECK(rcoll_flat_check(plans[i]->comm));
+    }
     sched_yield();
   }
 }

@@ -21,6 +21,7 @@
 #include "comm.h"
 #include "copy_out.h"
 #include "device.h"
+#include "flat.h"
 #include "flight_recorder.h"
 #include "log.h"
 #include "reduce.h"
@@ -40,6 +41,8 @@
  * waits there made UCX's tcp transport hit an assertion of its own when a
  * peer was killed: 5 of 16 kill trials). */
 #define ENGINE_CLOCK_EVERY 8
+/* How often a long wait asks the flat board whether a peer made another call. */
+#define ENGINE_FLAT_CHECK_US 10000
 
 static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
   for (int k = 0; k < 2; k++)
@@ -130,6 +133,12 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
    * what the peer sent (the CUDA IPC hello). */
   if (dev && !(st->flags & RCOLL_STEP_FP))
     return gate_open(p, st) ? rcoll_device_ops.step_post(p, st, err) : 0;
+  if (st->flags & RCOLL_STEP_BOARD) { /* an all-reduce on the flat board, in a group */
+    if (!rcoll_flat_step_post(c, st))
+      return 0;
+    st->state = RCOLL_STEP_POSTED;
+    return 1;
+  }
   if (st->kind == RCOLL_STEP_COPY) {
     if (st->src != NULL && st->src != st->dst && st->bytes > 0 && (st->flags & RCOLL_STEP_COPY_OUT))
       rcoll_copy_out(st->dst, st->src, st->bytes);
@@ -215,6 +224,12 @@ static int step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int 
 /* Tests a posted step; on completion runs its reduction. Returns 1 if done. */
 static int step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err, int dev) {
   struct rcollComm *c = p->comm;
+  if (st->flags & RCOLL_STEP_BOARD) {
+    if (!rcoll_flat_step_test(c, st, err))
+      return 0;
+    st->state = RCOLL_STEP_DONE;
+    return 1;
+  }
   /* Data from a peer is used only once its call's fingerprint matched. */
   if (!gate_open(p, st))
     return 0;
@@ -299,6 +314,14 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
   struct rcollComm *c = p->comm;
   for (int i = p->head; i < p->nsteps; i++) {
     const rcoll_step_t *st = &p->steps[i];
+    if (st->state != RCOLL_STEP_DONE && (st->flags & RCOLL_STEP_BOARD)) {
+      char name[128], where[320];
+      rcoll_comm_peer_name(c, rcoll_flat_step_waits_for(c, st), name, sizeof name);
+      return rcoll_error(rcollTimeout, "rank %d: no progress for %lld ms waiting for %s on the flat "
+                         "board%s (RCOLL_TIMEOUT=%lld s); that rank has not started this call (it died, "
+                         "hangs elsewhere or made fewer calls)", c->rank, (long long)waited_ms, name,
+                         step_where(p, st, where, sizeof where), (long long)c->settings.timeout);
+    }
     if (st->state == RCOLL_STEP_DONE || st->kind == RCOLL_STEP_COPY)
       continue;
     char name[128], where[320];
@@ -330,7 +353,7 @@ static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int m
     int seen = 0;
     for (int k = p->head; k < p->nsteps && seen < ENGINE_WINDOW && n < max; k++) {
       rcoll_step_t *st = &p->steps[k];
-      if (st->state != RCOLL_STEP_POSTED)
+      if (st->state != RCOLL_STEP_POSTED || st->kind == RCOLL_STEP_COPY) /* a board step: no connection */
         continue;
       seen++;
       const rcoll_transport_ops_t *ops = rcoll_peer_net(p->comm, st->peer);
@@ -426,6 +449,24 @@ __attribute__((cold)) static void engine_fr_wait(rcoll_plan_t **plans, int nplan
   }
 }
 
+/* After a long wait, every FLAT_CHECK_MS: a peer that sits on the flat
+ * board in a call this rank's plan runs otherwise, and, for this rank's
+ * own board steps, a peer that left, died or made another call. */
+__attribute__((cold)) static rcollResult_t engine_flat_check(rcoll_plan_t **plans, int nplans) {
+  for (int i = 0; i < nplans; i++) {
+    rcoll_plan_t *p = plans[i];
+    if (p->comm->flat == NULL || p != &p->comm->plan)
+      continue;
+    rcollResult_t r = rcoll_flat_check(p->comm);
+    for (int k = p->head; k < p->nsteps && r == rcollSuccess; k++)
+      if ((p->steps[k].flags & RCOLL_STEP_BOARD) && p->steps[k].state == RCOLL_STEP_POSTED)
+        r = rcoll_flat_step_stalled(p->comm, &p->steps[k]);
+    if (r != rcollSuccess)
+      return r;
+  }
+  return rcollSuccess;
+}
+
 /* The engine's waits, for the first plan's trace: one "wait" slice from
  * the first idle pass to the next progress. */
 typedef struct engine_idle_trace {
@@ -453,6 +494,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
   int spun = 0;         /* the spin is over: wait in the transport */
   unsigned idle = 0;    /* passes without progress */
   int fr_waited = 0; /* this wait is in the flight recorder */
+  int64_t flat_checked = 0;
   int64_t timeout_us = plans[0]->comm->timeout_ms * 1000;
   int64_t spin_us = plans[0]->comm->spin_us;
   engine_idle_trace_t it = {.trace = plans[0]->comm->trace};
@@ -499,6 +541,12 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
     spun = now - last_progress >= spin_us;
     if (!fr_waited && now - last_progress > ENGINE_FR_WAIT_US)
       engine_fr_wait(plans, nplans, 0), fr_waited = 1;
+    if (now - last_progress > ENGINE_FR_WAIT_US && now - flat_checked > ENGINE_FLAT_CHECK_US) {
+      rcollResult_t r = engine_flat_check(plans, nplans);
+      if (r != rcollSuccess)
+        return r;
+      flat_checked = now;
+    }
     if (it.trace != NULL)
       idle_trace_pass(&it, now - last_progress, spin_us);
     if (now - last_progress > timeout_us)

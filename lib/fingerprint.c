@@ -217,7 +217,7 @@ rcollResult_t rcoll_fp_check(rcoll_plan_t *p, int step, size_t got) {
   struct rcollComm *c = p->comm;
   const rcoll_step_t *st = &p->steps[step];
   const rcoll_fp_t *mine = st->src, *theirs = st->dst;
-  char a[160], b[160];
+  char a[160];
   int garbled = got < sizeof *theirs || got > sizeof *theirs + RCOLL_FP_INLINE ||
                 (theirs->magic != RCOLL_FP_MAGIC && theirs->magic != RCOLL_FP_MAGIC_DEVICE);
   const char *field = garbled ? NULL : fp_differs(mine, theirs, c->rank, st->peer);
@@ -230,9 +230,17 @@ rcollResult_t rcoll_fp_check(rcoll_plan_t *p, int step, size_t got) {
                        "fingerprint of its next call was expected, while rank %d called %s: the "
                        "ranks' calls are out of step (an earlier call differed)", c->rank,
                        st->peer, got, c->rank, a);
-  rcoll_fp_describe(theirs, st->peer, b, sizeof b);
+  return rcoll_fp_mismatch(c, mine, theirs, st->peer);
+}
+
+rcollResult_t rcoll_fp_mismatch(const struct rcollComm *c, const rcoll_fp_t *mine, const rcoll_fp_t *theirs,
+                                int peer) {
+  char a[160], b[160];
+  const char *field = fp_differs(mine, theirs, c->rank, peer);
+  rcoll_fp_describe(mine, c->rank, a, sizeof a);
+  rcoll_fp_describe(theirs, peer, b, sizeof b);
   return rcoll_error(rcollInvalidUsage,
                      "rank %d: call mismatch (%s differs): rank %d called %s, rank %d called %s; "
                      "every rank must make the same calls in the same order, with the same count, "
-                     "type, op and root", c->rank, field, c->rank, a, st->peer, b);
+                     "type, op and root", c->rank, field != NULL ? field : "algorithm", c->rank, a, peer, b);
 }

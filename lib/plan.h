@@ -49,6 +49,7 @@ enum rcoll_step_flags {
   RCOLL_STEP_MAYBE_INLINE = 8,
   RCOLL_STEP_SINGLE_COPY = 16,
   RCOLL_STEP_COPY_OUT = 32,
+  RCOLL_STEP_BOARD = 64, /* a COPY that is a whole all-reduce on the flat board (flat.h); seq: its call */
 };
 
 enum rcoll_step_state { RCOLL_STEP_PENDING = 0, RCOLL_STEP_POSTED, RCOLL_STEP_DONE };

@@ -204,6 +204,43 @@ Test(mismatch, root) {
   both_fail(calls, want, "root");
 }
 
+/* Tiny all-reduces meet on the flat board over shared memory (lib/flat.h),
+ * where the slots carry the description: a difference fails there, and a
+ * rank on the board whose peer made another kind of call, or a larger one
+ * that runs through the engine, learns it from the peer's published call
+ * (and the engine's side from the board) within milliseconds. */
+Test(mismatch, board_count) {
+  const call_t calls[2] = {{ALLREDUCE, 2, rcollFloat32, rcollSum, 0, 0},
+                           {ALLREDUCE, 4, rcollFloat32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (2 x float32 sum,",
+                               "rank 1 called allreduce #4 (4 x float32 sum,"};
+  both_fail(calls, want, "count");
+}
+
+Test(mismatch, board_type) {
+  const call_t calls[2] = {{ALLREDUCE, 2, rcollFloat32, rcollSum, 0, 0},
+                           {ALLREDUCE, 2, rcollInt32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (2 x float32 sum,",
+                               "rank 1 called allreduce #4 (2 x int32 sum,"};
+  both_fail(calls, want, "type");
+}
+
+Test(mismatch, board_kind) {
+  const call_t calls[2] = {{ALLREDUCE, 2, rcollFloat32, rcollSum, 0, 0},
+                           {BROADCAST, 2, rcollFloat32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (2 x float32 sum,",
+                               "rank 1 called broadcast #4 (2 x float32 root 0,"};
+  both_fail(calls, want, "kind");
+}
+
+Test(mismatch, board_and_engine) {
+  const call_t calls[2] = {{ALLREDUCE, 2, rcollFloat32, rcollSum, 0, 0},
+                           {ALLREDUCE, 200, rcollFloat32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (2 x float32 sum,",
+                               "rank 1 called allreduce #4 (200 x float32 sum,"};
+  both_fail(calls, want, "count");
+}
+
 /* Send and receive: the receiver checks the sender's fingerprint before it
  * takes the data, and fails naming both calls. Only the receiver: the
  * sender's call may complete (a transport may buffer the message), and its

@@ -1,0 +1,517 @@
+/* The flat board (flat.h): one shared segment per communicator whose ranks
+ * all share a machine, where tiny all-reduces meet.
+ *
+ * Layout: a rank's area is its control line, then its two slots (call k
+ * uses slot k & 1). A slot's first line holds the call number, the
+ * owner's sleeping flag, the call's description, its count and the first
+ * 40 bytes of its vector; larger vectors continue in the lines after it.
+ *
+ * Why no rank waits for its readers: rank r writes call k into the slot
+ * that call m <= k - 2 used. A peer j that had not read it yet would still
+ * be in call m, but before r started call k it finished call k - 1, and so
+ * saw every peer's slot for k - 1 if k - 1 was a board call; a peer writes
+ * that only after it finished m. When calls the engine ran come between,
+ * r does not know: it waits (rarely, and briefly) for every peer's `done`,
+ * the last board call it finished reading. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "clock.h"
+#include "comm.h"
+#include "flat.h"
+#include "flight_recorder.h"
+#include "log.h"
+#include "pidns.h"
+#include "reduce.h"
+
+#define FLAT_LINE 64
+#define FLAT_CHECK_MS 10   /* how often a long wait looks for peers that left, died or differ */
+#define FLAT_SLEEP_US 10000 /* most one futex sleep lasts: abort and the timeout are seen within it */
+
+/* A rank's control line; only its owner writes it, except `word`. */
+typedef struct flat_ctl {
+  _Atomic uint64_t done;      /* board calls up to this number are read: their slots are free */
+  _Atomic uint64_t cur_seq;   /* the collective it last entered; 0 while cur_* change */
+  _Atomic uint64_t cur_count;
+  _Atomic uint32_t cur_desc;  /* flat_desc() of that call, FLAT_ON_BOARD if it runs here */
+  _Atomic uint32_t word;      /* futex word: a peer that finds the owner asleep bumps it */
+  _Atomic uint32_t closed;    /* the owner destroyed or aborted its communicator */
+  _Atomic int32_t cur_root;   /* that call's root, RCOLL_FP_NONE without one */
+  int32_t pid;
+  uint64_t ns_key;            /* pidns.h: the pid means something here only if this is ours */
+} flat_ctl_t;
+_Static_assert(sizeof(flat_ctl_t) <= FLAT_LINE, "a control line is one cache line");
+
+typedef struct flat_slot {
+  _Atomic uint64_t seq;       /* the call whose vector this holds; stored last */
+  _Atomic uint32_t sleeping;  /* the owner sleeps on its `word` waiting in this call */
+  uint32_t desc;
+  uint64_t count;
+  unsigned char data[];       /* 40 bytes in this line, the rest after it */
+} flat_slot_t;
+#define FLAT_SLOT_HDR 24
+_Static_assert(offsetof(flat_slot_t, data) == FLAT_SLOT_HDR, "the slot header is 24 bytes");
+
+#define FLAT_ON_BOARD (1u << 31)
+
+struct rcoll_flat {
+  unsigned char *base;
+  size_t map_bytes, max, slot_bytes, stride;
+  uint64_t ns_key;
+  uint64_t *known_done; /* per peer: a `done` it is known to have reached */
+};
+
+/* What two ranks' calls must agree on besides the count. */
+static uint32_t flat_desc(int kind, int dtype, int op, int device) {
+  return (uint32_t)kind | (uint32_t)dtype << 8 | (uint32_t)(uint8_t)op << 16 | (uint32_t)!!device << 24;
+}
+
+static flat_ctl_t *flat_ctl(const struct rcoll_flat *f, int rank) {
+  return (flat_ctl_t *)(f->base + (size_t)rank * f->stride);
+}
+
+static flat_slot_t *flat_slot(const struct rcoll_flat *f, int rank, uint64_t seq) {
+  return (flat_slot_t *)(f->base + (size_t)rank * f->stride + FLAT_LINE + (seq & 1) * f->slot_bytes);
+}
+
+static size_t flat_round(size_t n) { return (n + FLAT_LINE - 1) / FLAT_LINE * FLAT_LINE; }
+
+size_t rcoll_flat_max(const struct rcollComm *c) { return c->flat != NULL ? c->flat->max : 0; }
+
+/* ---- creation -------------------------------------------------------- */
+
+typedef struct flat_offer {
+  int32_t ok;       /* this rank can use a board */
+  int32_t max;      /* its RCOLL_FLAT_MAX */
+  char path[RCOLL_SETTING_STR_MAX + 48]; /* rank 0: the file it made */
+} flat_offer_t;
+
+/* Whether this rank may use a board: every peer over shared memory, and no
+ * setting that wants the plans. */
+static int flat_wanted(const struct rcollComm *c) {
+  if (c->settings.flat_max <= 0 || c->nranks < 2 || c->settings.algo[0] != '\0' ||
+      c->settings.trace[0] != '\0')
+    return 0;
+  for (int p = 0; p < c->nranks; p++) {
+    const rcoll_transport_ops_t *ops = rcoll_peer_net(c, p);
+    if (p != c->rank && (ops == NULL || strcmp(ops->name, "shm") != 0))
+      return 0;
+  }
+  return 1;
+}
+
+static size_t flat_bytes(int nranks, size_t max, size_t *slot_bytes, size_t *stride) {
+  *slot_bytes = flat_round(FLAT_SLOT_HDR + max);
+  *stride = FLAT_LINE + 2 * *slot_bytes;
+  return (size_t)nranks * *stride;
+}
+
+static void *flat_map(const char *path, size_t bytes, int create) {
+  int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0600);
+  if (fd < 0)
+    return NULL;
+  void *m = MAP_FAILED;
+  if (!create || ftruncate(fd, (off_t)bytes) == 0)
+    m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  return m == MAP_FAILED ? NULL : m;
+}
+
+rcollResult_t rcoll_flat_open(struct rcollComm *c) {
+  static _Atomic unsigned made;
+  if (c->nranks < 2)
+    return rcollSuccess;
+  flat_offer_t *all = calloc((size_t)c->nranks, sizeof *all);
+  if (all == NULL)
+    return rcoll_error(rcollSystemError, "rank %d: out of memory opening the flat board", c->rank);
+  flat_offer_t *me = &all[c->rank];
+  me->ok = flat_wanted(c);
+  me->max = (int32_t)c->settings.flat_max;
+  size_t slot_bytes, stride, bytes = flat_bytes(c->nranks, (size_t)me->max, &slot_bytes, &stride);
+  void *mine = NULL;
+  if (c->rank == 0 && me->ok) {
+    snprintf(me->path, sizeof me->path, "%s/rcoll-flat-%d-%u", c->settings.shm_dir, (int)getpid(),
+             atomic_fetch_add(&made, 1));
+    if ((mine = flat_map(me->path, bytes, 1)) == NULL) {
+      me->ok = 0;
+      RCOLL_INFO(RCOLL_SUB_INIT, "flat board: cannot make %s: %s", me->path, strerror(errno));
+    }
+  }
+  rcollResult_t r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
+  int ok = r == rcollSuccess;
+  size_t max = SIZE_MAX;
+  for (int i = 0; i < c->nranks && ok; i++) {
+    ok = all[i].ok;
+    max = (size_t)all[i].max < max ? (size_t)all[i].max : max;
+  }
+  all[0].path[sizeof all[0].path - 1] = '\0';
+  if (ok && c->rank != 0 && (mine = flat_map(all[0].path, bytes = flat_bytes(c->nranks, (size_t)all[0].max,
+                                                                          &slot_bytes, &stride), 0)) == NULL)
+    RCOLL_INFO(RCOLL_SUB_INIT, "flat board: cannot map %s: %s", all[0].path, strerror(errno));
+  /* The agreed size lays the board out inside the file rank 0 made. */
+  struct rcoll_flat *f = ok && mine != NULL ? calloc(1, sizeof *f) : NULL;
+  uint64_t *known = f != NULL ? calloc((size_t)c->nranks, sizeof *known) : NULL;
+  if (f != NULL && known != NULL) {
+    *f = (struct rcoll_flat){.base = mine, .map_bytes = bytes, .max = max, .known_done = known,
+                             .ns_key = rcoll_pid_ns_key()};
+    flat_bytes(c->nranks, max, &f->slot_bytes, &f->stride);
+    flat_ctl_t *ctl = flat_ctl(f, c->rank);
+    ctl->pid = (int32_t)getpid();
+    ctl->ns_key = f->ns_key;
+  }
+  memset(all, 0, (size_t)c->nranks * sizeof *all);
+  all[c->rank].ok = known != NULL;
+  if (r == rcollSuccess && ok) /* the second round: every rank mapped it */
+    r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
+  for (int i = 0; i < c->nranks && ok; i++)
+    ok = all[i].ok;
+  if (c->rank == 0 && mine != NULL) /* mapped everywhere, or given up: no file is left */
+    unlink(me->path[0] ? me->path : all[0].path);
+  if (ok && r == rcollSuccess) {
+    c->flat = f;
+    RCOLL_INFO(RCOLL_SUB_INIT, "flat board: all-reduces up to %zu B meet in shared memory", max);
+  } else {
+    free(known);
+    free(f);
+    if (mine != NULL)
+      munmap(mine, bytes);
+  }
+  free(all);
+  return r;
+}
+
+void rcoll_flat_close(struct rcollComm *c) {
+  struct rcoll_flat *f = c->flat;
+  if (f == NULL)
+    return;
+  atomic_store_explicit(&flat_ctl(f, c->rank)->closed, 1, memory_order_release);
+  munmap(f->base, f->map_bytes);
+  free(f->known_done);
+  free(f);
+  c->flat = NULL;
+}
+
+/* ---- the protocol ---------------------------------------------------- */
+
+void rcoll_flat_note(struct rcollComm *c, const rcoll_fp_t *fp) {
+  flat_ctl_t *ctl = flat_ctl(c->flat, c->rank);
+  /* A seqlock: readers (flat_peer_state) take the fields only between two
+   * equal non-zero readings of cur_seq. */
+  atomic_store_explicit(&ctl->cur_seq, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&ctl->cur_count, fp->count, memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_desc, flat_desc(fp->kind, fp->dtype, fp->op, fp->magic == RCOLL_FP_MAGIC_DEVICE),
+                        memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_root, fp->root, memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_seq, fp->seq, memory_order_release);
+}
+
+static void flat_note_board(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count) {
+  flat_ctl_t *ctl = flat_ctl(c->flat, c->rank);
+  atomic_store_explicit(&ctl->cur_seq, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release);
+  atomic_store_explicit(&ctl->cur_count, count, memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_desc, desc | FLAT_ON_BOARD, memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_root, RCOLL_FP_NONE, memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_seq, seq, memory_order_release);
+}
+
+/* A call given by number, description and count, as a fingerprint. */
+static rcoll_fp_t flat_fp(uint64_t seq, uint32_t desc, uint64_t count, int32_t root) {
+  rcoll_fp_t fp;
+  memset(&fp, 0, sizeof fp);
+  fp.seq = seq;
+  fp.count = count;
+  fp.kind = (uint8_t)(desc & 0xff);
+  fp.dtype = (uint8_t)(desc >> 8 & 0xff);
+  fp.op = (int8_t)(desc >> 16 & 0xff);
+  fp.root = root;
+  fp.magic = desc >> 24 & 1 ? RCOLL_FP_MAGIC_DEVICE : RCOLL_FP_MAGIC;
+  if (desc & FLAT_ON_BOARD)
+    memcpy(fp.algo, "flat", 4);
+  return fp;
+}
+
+/* A peer's published call, as a fingerprint; 0 when none or it is changing. */
+static int flat_peer_state(const struct rcoll_flat *f, int peer, rcoll_fp_t *fp, int *on_board) {
+  flat_ctl_t *ctl = flat_ctl(f, peer);
+  uint64_t s1 = atomic_load_explicit(&ctl->cur_seq, memory_order_acquire);
+  uint64_t count = atomic_load_explicit(&ctl->cur_count, memory_order_relaxed);
+  uint32_t desc = atomic_load_explicit(&ctl->cur_desc, memory_order_relaxed);
+  int32_t root = atomic_load_explicit(&ctl->cur_root, memory_order_relaxed);
+  atomic_thread_fence(memory_order_acquire);
+  if (s1 == 0 || s1 != atomic_load_explicit(&ctl->cur_seq, memory_order_relaxed))
+    return 0;
+  *fp = flat_fp(s1, desc, count, root);
+  *on_board = (desc & FLAT_ON_BOARD) != 0;
+  return 1;
+}
+
+/* Writes this rank's vector for call seq; 0 while a peer may still read the
+ * slot's previous call (see the top of the file). */
+static int flat_post(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count, const void *src,
+                     size_t bytes) {
+  struct rcoll_flat *f = c->flat;
+  flat_slot_t *s = flat_slot(f, c->rank, seq);
+  uint64_t prev = atomic_load_explicit(&s->seq, memory_order_relaxed);
+  for (int j = 0; j < c->nranks; j++) {
+    if (j == c->rank || f->known_done[j] >= prev)
+      continue;
+    f->known_done[j] = atomic_load_explicit(&flat_ctl(f, j)->done, memory_order_acquire);
+    if (f->known_done[j] < prev)
+      return 0;
+  }
+  s->desc = desc;
+  s->count = count;
+  memcpy(s->data, src, bytes);
+  atomic_store_explicit(&s->seq, seq, memory_order_release);
+  /* Pairs with a sleeper's store of its flag (flat_sleep): either it sees
+   * this slot, or this rank sees its flag when it reads its slot. */
+  atomic_thread_fence(memory_order_seq_cst);
+  return 1;
+}
+
+static void flat_wake(const struct rcoll_flat *f, int peer, flat_slot_t *s) {
+  if (!atomic_load_explicit(&s->sleeping, memory_order_relaxed) ||
+      !atomic_exchange_explicit(&s->sleeping, 0, memory_order_relaxed))
+    return;
+  _Atomic uint32_t *word = &flat_ctl(f, peer)->word;
+  atomic_fetch_add_explicit(word, 1, memory_order_release);
+  syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
+}
+
+
+/* Peers whose slot for call seq has arrived are checked against ours and
+ * woken if they sleep; returns how many have not arrived (-1: a peer made
+ * another call, *err says which). */
+static int flat_poll(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count, rcollResult_t *err) {
+  struct rcoll_flat *f = c->flat;
+  int missing = 0;
+  for (int j = 0; j < c->nranks; j++) {
+    if (j == c->rank)
+      continue;
+    flat_slot_t *s = flat_slot(f, j, seq);
+    if (atomic_load_explicit(&s->seq, memory_order_acquire) != seq) {
+      missing++;
+      continue;
+    }
+    if (s->desc != desc || s->count != count) {
+      rcoll_fp_t mine = flat_fp(seq, desc | FLAT_ON_BOARD, count, RCOLL_FP_NONE);
+      rcoll_fp_t theirs = flat_fp(seq, s->desc | FLAT_ON_BOARD, s->count, RCOLL_FP_NONE);
+      *err = rcoll_fp_mismatch(c, &mine, &theirs, j);
+      return -1;
+    }
+    flat_wake(f, j, s);
+    if (f->known_done[j] < seq - 1) /* it finished every call before this one */
+      f->known_done[j] = seq - 1;
+  }
+  return missing;
+}
+
+/* dst = every rank's vector, summed (or min, max ...) in rank order. */
+static void flat_reduce(struct rcollComm *c, uint64_t seq, void *dst, size_t count, rcollDataType_t t,
+                        rcollRedOp_t op) {
+  struct rcoll_flat *f = c->flat;
+  rcoll_reduce(dst, flat_slot(f, 0, seq)->data, flat_slot(f, 1, seq)->data, count, t, op);
+  for (int j = 2; j < c->nranks; j++)
+    rcoll_reduce(dst, dst, flat_slot(f, j, seq)->data, count, t, op);
+  rcoll_reduce_finish(dst, count, t, op, c->nranks);
+  atomic_store_explicit(&flat_ctl(f, c->rank)->done, seq, memory_order_release);
+}
+
+/* The first peer that has not written call seq. */
+static int flat_first_missing(const struct rcollComm *c, uint64_t seq) {
+  for (int j = 0; j < c->nranks; j++)
+    if (j != c->rank && atomic_load_explicit(&flat_slot(c->flat, j, seq)->seq, memory_order_acquire) != seq)
+      return j;
+  return c->rank;
+}
+
+/* Every FLAT_CHECK_MS of a long wait in call seq: a peer that closed its
+ * communicator, exited, or published another call of this number. (A
+ * higher number proves nothing: a peer in a group publishes its calls as
+ * it numbers them, before it runs the first.) */
+static rcollResult_t flat_peers_ok(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count) {
+  struct rcoll_flat *f = c->flat;
+  for (int j = 0; j < c->nranks; j++) {
+    if (j == c->rank || atomic_load_explicit(&flat_slot(f, j, seq)->seq, memory_order_acquire) == seq)
+      continue;
+    char name[128];
+    flat_ctl_t *ctl = flat_ctl(f, j);
+    if (atomic_load_explicit(&ctl->closed, memory_order_acquire))
+      return rcoll_error(rcollRemoteError, "rank %d: %s destroyed or aborted its communicator while this "
+                         "rank waits for it in collective #%llu (it made fewer calls, or failed)", c->rank,
+                         rcoll_comm_peer_name(c, j, name, sizeof name), (unsigned long long)seq);
+    if (ctl->ns_key == f->ns_key && f->ns_key != 0 && ctl->pid > 0 && ctl->pid != getpid() &&
+        kill(ctl->pid, 0) != 0 && errno == ESRCH)
+      return rcoll_error(rcollRemoteError, "rank %d: %s (pid %d) has exited while this rank waits for it "
+                         "in collective #%llu", c->rank, rcoll_comm_peer_name(c, j, name, sizeof name),
+                         (int)ctl->pid, (unsigned long long)seq);
+    rcoll_fp_t theirs, mine = flat_fp(seq, desc | FLAT_ON_BOARD, count, RCOLL_FP_NONE);
+    int board = 0;
+    if (flat_peer_state(f, j, &theirs, &board) && theirs.seq == seq && !board)
+      return rcoll_fp_mismatch(c, &mine, &theirs, j);
+  }
+  return rcollSuccess;
+}
+
+/* Sleeps until a peer that writes call seq may have woken us (or at most
+ * FLAT_SLEEP_US). The flag is in our own slot, which every peer reads when
+ * it finds our vector there. */
+static void flat_sleep(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count) {
+  struct rcoll_flat *f = c->flat;
+  flat_slot_t *s = flat_slot(f, c->rank, seq);
+  _Atomic uint32_t *word = &flat_ctl(f, c->rank)->word;
+  uint32_t w = atomic_load(word);
+  atomic_store(&s->sleeping, 1);
+  rcollResult_t ignored = rcollSuccess;
+  if (flat_poll(c, seq, desc, count, &ignored) > 0) {
+    struct timespec ts = {0, FLAT_SLEEP_US * 1000};
+    syscall(SYS_futex, word, FUTEX_WAIT, w, &ts, NULL, 0);
+  }
+  atomic_store_explicit(&s->sleeping, 0, memory_order_relaxed);
+}
+
+/* Waits for every peer's vector: spins (yielding as the engine does, see
+ * comm_spin_policy), then sleeps; gives up on abort, a peer that left or
+ * differs, and RCOLL_TIMEOUT without progress. */
+static rcollResult_t flat_wait(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count,
+                               const void *src, size_t bytes) {
+  int posted = 0, last_missing = c->nranks;
+  unsigned passes = 0;
+  int64_t since = 0, checked = 0;
+  for (;;) {
+    rcollResult_t err = rcollSuccess;
+    if (!posted)
+      posted = flat_post(c, seq, desc, count, src, bytes);
+    int missing = posted ? flat_poll(c, seq, desc, count, &err) : last_missing;
+    if (missing < 0)
+      return err;
+    if (posted && missing == 0)
+      return rcollSuccess;
+    if (c->aborted || c->revoked)
+      return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s during collective #%llu", c->rank,
+                         c->aborted ? "aborted" : "revoked (rcollCommRevoke or rcollCommShrink)",
+                         (unsigned long long)seq);
+    if (missing < last_missing)
+      last_missing = missing, since = 0;
+    if (++passes % 8 != 0 && since == 0) { /* the clock costs more than a pass */
+      if (c->spin_yield == RCOLL_YIELD_EVERY_PASS)
+        sched_yield();
+      continue;
+    }
+    int64_t now = rcoll_now_us();
+    if (since == 0)
+      since = checked = now;
+    if (now - checked >= FLAT_CHECK_MS * 1000) {
+      checked = now;
+      if ((err = flat_peers_ok(c, seq, desc, count)) != rcollSuccess)
+        return err;
+    }
+    if (now - since > c->timeout_ms * 1000) {
+      char name[128], where[320];
+      rcoll_calls_where(c, where, sizeof where);
+      int j = posted ? flat_first_missing(c, seq) : -1;
+      if (j < 0)
+        return rcoll_error(rcollTimeout, "rank %d: no progress for %lld ms%s: the peers have not read "
+                           "this rank's previous board call (RCOLL_TIMEOUT=%lld s)", c->rank,
+                           (long long)(now - since) / 1000, where, (long long)c->settings.timeout);
+      return rcoll_error(rcollTimeout, "rank %d: no progress for %lld ms waiting for %s%s "
+                         "(RCOLL_TIMEOUT=%lld s); that rank has not started this call (it died, hangs "
+                         "elsewhere or made fewer calls)", c->rank, (long long)(now - since) / 1000,
+                         rcoll_comm_peer_name(c, j, name, sizeof name), where,
+                         (long long)c->settings.timeout);
+    }
+    if (now - since < c->spin_us || !posted) {
+      if (c->spin_yield != RCOLL_YIELD_NEVER || now - since >= c->spin_us)
+        sched_yield();
+      continue;
+    }
+    flat_sleep(c, seq, desc, count);
+  }
+}
+
+rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t *a, rcollRedOp_t user_op) {
+  size_t bytes = a->count * rcoll_type_size(a->dtype);
+  const rcoll_fp_t *fp = rcoll_call_board(c, RCOLL_COLL_ALLREDUCE, a, user_op);
+  if (fp == NULL)
+    return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
+  c->active++;
+  uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, a->dtype, a->op, 0);
+  flat_note_board(c, fp->seq, desc, a->count);
+  if (c->fr != NULL)
+    rcoll_fr_run_begin(c, rcoll_now_coarse_us());
+  rcollResult_t r = flat_wait(c, fp->seq, desc, a->count, a->sendbuff, bytes);
+  if (r == rcollSuccess)
+    flat_reduce(c, fp->seq, a->recvbuff, a->count, a->dtype, a->op);
+  if (c->fr != NULL)
+    rcoll_fr_run_end(c, r);
+  if (r != rcollSuccess) {
+    snprintf(c->last_error, sizeof c->last_error, "%s", rcoll_error_text());
+    if (rcoll_comm_set_error(c, r) && c->fr != NULL)
+      rcoll_fr_dump(c, r == rcollTimeout ? "timeout" : "error");
+  }
+  rcoll_calls_reset(c);
+  c->plan.algo = NULL;
+  c->active--;
+  return r;
+}
+
+/* ---- the engine's side ----------------------------------------------- */
+
+int rcoll_flat_step_post(struct rcollComm *c, const rcoll_step_t *st) {
+  uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, st->dtype, st->op, 0);
+  size_t count = st->bytes / rcoll_type_size((rcollDataType_t)st->dtype);
+  flat_note_board(c, st->seq, desc, count);
+  return flat_post(c, st->seq, desc, count, st->src, st->bytes);
+}
+
+int rcoll_flat_step_test(struct rcollComm *c, const rcoll_step_t *st, rcollResult_t *err) {
+  rcollDataType_t t = (rcollDataType_t)st->dtype;
+  size_t count = st->bytes / rcoll_type_size(t);
+  uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, t, st->op, 0);
+  int missing = flat_poll(c, st->seq, desc, count, err);
+  if (missing != 0)
+    return 0;
+  flat_reduce(c, st->seq, st->dst, count, t, (rcollRedOp_t)st->op);
+  return 1;
+}
+
+rcollResult_t rcoll_flat_step_stalled(struct rcollComm *c, const rcoll_step_t *st) {
+  rcollDataType_t t = (rcollDataType_t)st->dtype;
+  return flat_peers_ok(c, st->seq, flat_desc(RCOLL_COLL_ALLREDUCE, t, st->op, 0),
+                       st->bytes / rcoll_type_size(t));
+}
+
+int rcoll_flat_step_waits_for(const struct rcollComm *c, const rcoll_step_t *st) {
+  return flat_first_missing(c, st->seq);
+}
+
+rcollResult_t rcoll_flat_check(struct rcollComm *c) {
+  struct rcoll_flat *f = c->flat;
+  for (int j = 0; j < c->nranks; j++) {
+    rcoll_fp_t theirs;
+    int board = 0;
+    if (j == c->rank || !flat_peer_state(f, j, &theirs, &board) || !board)
+      continue;
+    /* It waits on the board in a call that this rank's plan runs otherwise. */
+    for (int i = 0; i < c->ncalls; i++) {
+      const rcoll_fp_t *mine = c->calls[i].fp;
+      if (mine->seq == theirs.seq && !rcoll_coll_is_p2p(mine->kind) && memcmp(mine->algo, "flat", 5) != 0)
+        return rcoll_fp_mismatch(c, mine, &theirs, j);
+    }
+  }
+  return rcollSuccess;
+}
