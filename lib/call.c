@@ -92,16 +92,14 @@ rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const 
 }
 
 const rcoll_fp_t *rcoll_call_board(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
-                                   rcollRedOp_t user_op) {
+                                   rcollRedOp_t user_op, rcoll_fp_t *fp) {
   rcoll_call_t *call = call_new(c);
-  rcoll_fp_slot_t *slot = call != NULL ? fp_alloc(c) : NULL;
-  if (slot == NULL) {
-    c->ncalls -= call != NULL;
+  if (call == NULL)
     return NULL;
-  }
   c->plan.algo = "flat";
-  fp_fill(&slot->fp, c, kind, a, user_op, 0);
-  call->fp = &slot->fp;
+  memset(fp, 0, sizeof *fp);
+  fp_fill(fp, c, kind, a, user_op, 0);
+  call->fp = fp;
   call->nsteps = 1;
   call->fr_id = rcoll_fr_post(c, call);
   return call->fp;

@@ -77,9 +77,11 @@ typedef struct rcoll_call {
 rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
                              rcollRedOp_t user_op, int first_step, int device);
 /* Numbers and records an all-reduce that runs on the flat board (flat.h)
- * rather than as a plan; its fingerprint is returned. */
+ * rather than as a plan; its fingerprint is made in *fp (the board's own:
+ * the fingerprint blocks may hold the kept plan's, plan_cache.h) and
+ * returned. */
 const rcoll_fp_t *rcoll_call_board(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
-                                   rcollRedOp_t user_op);
+                                   rcollRedOp_t user_op, rcoll_fp_t *fp);
 /* The error for two calls that should match and do not (fingerprint.c):
  * names the first field that differs, and both calls. */
 rcollResult_t rcoll_fp_mismatch(const struct rcollComm *c, const rcoll_fp_t *mine, const rcoll_fp_t *theirs,

@@ -113,7 +113,12 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
   rcoll_plan_t *p = &comm->plan;
   size_t bytes = a->count * rcoll_type_size(a->dtype);
   if (d->coll == RCOLL_COLL_ALLREDUCE && device < 0 && rcoll_flat_takes(comm, a, bytes)) { /* in a group (flat.h) */
-    int st = rcoll_plan_copy(p, a->recvbuff, a->sendbuff, bytes, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    /* After the group's previous board call: a rank's board calls end in
+     * order, since its `done` says all up to a number are read. */
+    int prev = p->nsteps - 1;
+    while (prev >= 0 && !(p->steps[prev].flags & RCOLL_STEP_BOARD))
+      prev--;
+    int st = rcoll_plan_copy(p, a->recvbuff, a->sendbuff, bytes, prev >= 0 ? prev : RCOLL_NO_DEP, RCOLL_NO_DEP);
     if (st != RCOLL_NO_DEP) {
       p->steps[st].flags = RCOLL_STEP_BOARD;
       p->steps[st].dtype = (uint8_t)a->dtype;

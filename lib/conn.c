@@ -237,6 +237,8 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
     for (int i = 0; i < nplans; i++) {
       struct rcollComm *c = plans[i]->comm;
       int done = 0;
+      if (c->flat != NULL && plans[i] == &c->plan)
+        rcoll_flat_post_early(plans[i]);
       RCOLL_CHECK(conn_round(c, plans[i], &done));
       all &= done;
       if (c->aborted || c->revoked) {

@@ -71,6 +71,7 @@ struct rcoll_flat {
   size_t map_bytes, max, slot_bytes, stride;
   uint64_t ns_key;
   uint64_t *known_done; /* per peer: a `done` it is known to have reached */
+  rcoll_fp_t fp;        /* the running board call's fingerprint (call.h) */
 };
 
 /* What two ranks' calls must agree on besides the count. */
@@ -212,7 +213,9 @@ void rcoll_flat_note(struct rcollComm *c, const rcoll_fp_t *fp) {
   atomic_store_explicit(&ctl->cur_seq, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&ctl->cur_count, fp->count, memory_order_relaxed);
-  atomic_store_explicit(&ctl->cur_desc, flat_desc(fp->kind, fp->dtype, fp->op, fp->magic == RCOLL_FP_MAGIC_DEVICE),
+  uint32_t board = memcmp(fp->algo, "flat", 5) == 0 ? FLAT_ON_BOARD : 0; /* a board step of a group */
+  atomic_store_explicit(&ctl->cur_desc,
+                        flat_desc(fp->kind, fp->dtype, fp->op, fp->magic == RCOLL_FP_MAGIC_DEVICE) | board,
                         memory_order_relaxed);
   atomic_store_explicit(&ctl->cur_root, fp->root, memory_order_relaxed);
   atomic_store_explicit(&ctl->cur_seq, fp->seq, memory_order_release);
@@ -445,7 +448,7 @@ static rcollResult_t flat_wait(struct rcollComm *c, uint64_t seq, uint32_t desc,
 
 rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t *a, rcollRedOp_t user_op) {
   size_t bytes = a->count * rcoll_type_size(a->dtype);
-  const rcoll_fp_t *fp = rcoll_call_board(c, RCOLL_COLL_ALLREDUCE, a, user_op);
+  const rcoll_fp_t *fp = rcoll_call_board(c, RCOLL_COLL_ALLREDUCE, a, user_op, &c->flat->fp);
   if (fp == NULL)
     return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
   c->active++;
@@ -487,6 +490,16 @@ int rcoll_flat_step_test(struct rcollComm *c, const rcoll_step_t *st, rcollResul
     return 0;
   flat_reduce(c, st->seq, st->dst, count, t, (rcollRedOp_t)st->op);
   return 1;
+}
+
+void rcoll_flat_post_early(rcoll_plan_t *p) {
+  for (int i = p->head; i < p->nsteps; i++) {
+    rcoll_step_t *st = &p->steps[i];
+    int after = st->dep[0]; /* the group's previous board step (coll.c) */
+    if ((st->flags & RCOLL_STEP_BOARD) && st->state == RCOLL_STEP_PENDING &&
+        (after == RCOLL_NO_DEP || p->steps[after].state == RCOLL_STEP_DONE) && rcoll_flat_step_post(p->comm, st))
+      st->state = RCOLL_STEP_POSTED;
+  }
 }
 
 rcollResult_t rcoll_flat_step_stalled(struct rcollComm *c, const rcoll_step_t *st) {

@@ -58,6 +58,10 @@ static inline int rcoll_flat_takes(const struct rcollComm *c, const rcoll_coll_a
  * rank's is there. */
 int rcoll_flat_step_post(struct rcollComm *c, const rcoll_step_t *st);
 int rcoll_flat_step_test(struct rcollComm *c, const rcoll_step_t *st, rcollResult_t *err);
+/* While the engine waits for connections, a group's board steps are posted
+ * already: a peer that makes the same calls one by one may wait on the
+ * board for one of them before it accepts those connections. */
+void rcoll_flat_post_early(rcoll_plan_t *p);
 /* For the engine's long waits: the peer the step waits for, and an error
  * when a peer has left, died or made another call. */
 int rcoll_flat_step_waits_for(const struct rcollComm *c, const rcoll_step_t *st);

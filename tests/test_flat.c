@@ -1,0 +1,245 @@
+/* The flat board (lib/flat.h): small all-reduces between ranks of one
+ * machine over shared memory. Ranks are threads over the shm transport.
+ * Every case checks every element exactly against a rank-order reference,
+ * that every rank got the same bits, and that the calls really ran on the
+ * board (the flight recorder's algorithm); and the ways a board call can go
+ * wrong: a rank in a group meeting one outside it, board calls between
+ * engine calls that let a rank run ahead (its slot is reused only once
+ * read), a peer that leaves, and RCOLL_FLAT_MAX=0. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm.h"
+#include "flat.h"
+#include "flight_recorder.h"
+#include "rcoll.h"
+
+#define MAXR 8
+#define MAXC 64 /* float32 elements: 256 B, the default RCOLL_FLAT_MAX */
+
+typedef struct job {
+  rcollUniqueId id;
+  int rank, nranks, scenario;
+  int bad, not_flat;
+  rcollResult_t fail;
+  double fail_s;
+  char error[512];
+  double out[MAXC]; /* the last result, widened, to compare across ranks */
+  size_t board_max;
+} job_t;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void failed(job_t *j, rcollResult_t r) {
+  if (j->fail == rcollSuccess) {
+    j->fail = r;
+    snprintf(j->error, sizeof j->error, "%s", rcollGetLastError(NULL));
+  }
+}
+
+/* Whether the communicator's last recorded call ran on the board. */
+static int last_on_board(rcollComm_t comm) {
+  const rcoll_fr_t *fr = comm->fr;
+  uint64_t id = atomic_load(&fr->next_id) - 1;
+  const char *algo = atomic_load(&rcoll_fr_slot(fr, id)->algo);
+  return algo != NULL && strcmp(algo, "flat") == 0;
+}
+
+/* Rank r's element i (small integers and halves: exact in every type). */
+static double val(int r, int i, int call) { return (double)((r * 7 + i * 3 + call) % 13) - 4.0 + 0.5 * (i & 1); }
+
+/* The rank-order result, computed in the call's type as the board does. */
+static double ref(rcollRedOp_t op, int n, int i, int call, int dbl) {
+  double acc = val(0, i, call);
+  float facc = (float)acc;
+  for (int r = 1; r < n; r++) {
+    double v = val(r, i, call);
+    float fv = (float)v;
+    if (op == rcollSum || op == rcollAvg)
+      acc += v, facc += fv;
+    else if (op == rcollProd)
+      acc *= v, facc *= fv;
+    else if (op == rcollMax)
+      acc = v > acc ? v : acc, facc = fv > facc ? fv : facc;
+    else
+      acc = v < acc ? v : acc, facc = fv < facc ? fv : facc;
+  }
+  if (op == rcollAvg)
+    acc /= n, facc /= (float)n;
+  return dbl ? acc : (double)facc;
+}
+
+/* One all-reduce of count elements of float32 or float64, checked. */
+static void one(job_t *j, rcollComm_t comm, rcollDataType_t t, rcollRedOp_t op, int count, int call,
+                int want_board) {
+  float fs[MAXC], fr[MAXC];
+  double ds[MAXC], dr[MAXC];
+  for (int i = 0; i < count; i++)
+    fs[i] = (float)val(j->rank, i, call), ds[i] = val(j->rank, i, call);
+  int dbl = t == rcollFloat64;
+  rcollResult_t r = rcollAllReduce(dbl ? (void *)ds : (void *)fs, dbl ? (void *)dr : (void *)fr,
+                                   (size_t)count, t, op, comm, NULL);
+  if (r != rcollSuccess) {
+    failed(j, r);
+    return;
+  }
+  for (int i = 0; i < count; i++) {
+    double got = dbl ? dr[i] : fr[i];
+    j->bad += got != ref(op, j->nranks, i, call, dbl);
+    j->out[i] = got;
+  }
+  j->not_flat += want_board != last_on_board(comm);
+}
+
+static void *rank_main(void *arg) {
+  job_t *j = arg;
+  rcollConfig_t cfg = RCOLL_CONFIG_INITIALIZER;
+  cfg.netName = "shm";
+  cfg.timeoutMs = 60000;
+  rcollComm_t comm;
+  rcollResult_t r = rcollCommInitRankConfig(&comm, j->nranks, j->id, j->rank, &cfg);
+  if (r != rcollSuccess) {
+    failed(j, r);
+    return NULL;
+  }
+  j->board_max = rcoll_flat_max(comm);
+  int board = j->board_max > 0;
+  static const rcollRedOp_t ops[] = {rcollSum, rcollProd, rcollMax, rcollMin, rcollAvg};
+  if (j->scenario == 0) { /* every op, both types, 1..64 elements */
+    int call = 0;
+    for (int o = 0; o < 5; o++)
+      for (int count = 1; count <= MAXC; count = count * 3 + 1)
+        one(j, comm, o & 1 ? rcollFloat64 : rcollFloat32, ops[o], count, call++,
+            board && count * (o & 1 ? 8 : 4) <= (int)j->board_max);
+  } else if (j->scenario == 1) { /* rank 0 groups what the others call one by one */
+    static const int counts[3] = {4, 1024, 2};
+    float bufs[3][1024];
+    for (int round = 0; round < 50 && j->fail == rcollSuccess; round++) {
+      if (j->rank == 0 && (r = rcollGroupStart()) != rcollSuccess)
+        failed(j, r);
+      for (int k = 0; k < 3; k++) {
+        for (int i = 0; i < counts[k]; i++)
+          bufs[k][i] = (float)(j->rank + i + k + round);
+        if ((r = rcollAllReduce(bufs[k], bufs[k], (size_t)counts[k], rcollFloat32, rcollSum, comm, NULL)) !=
+            rcollSuccess)
+          failed(j, r);
+      }
+      if (j->rank == 0 && (r = rcollGroupEnd()) != rcollSuccess)
+        failed(j, r);
+      int sum = j->nranks * (j->nranks - 1) / 2;
+      for (int k = 0; k < 3; k++)
+        for (int i = 0; i < counts[k]; i++)
+          j->bad += bufs[k][i] != (float)(sum + j->nranks * (i + k + round));
+    }
+  } else if (j->scenario == 2) { /* board calls between broadcasts, whose roots return early */
+    float big[512];
+    for (int call = 0; call < 600 && j->fail == rcollSuccess; call++) {
+      int root = call % j->nranks;
+      for (int i = 0; i < 512; i++)
+        big[i] = j->rank == root ? (float)(call + i) : -1.0f;
+      if ((r = rcollBroadcast(big, big, 512, rcollFloat32, root, comm, NULL)) != rcollSuccess)
+        failed(j, r);
+      for (int i = 0; i < 512; i++)
+        j->bad += big[i] != (float)(call + i);
+      one(j, comm, rcollFloat32, rcollSum, 2, call, board);
+    }
+  } else if (j->scenario == 3) { /* rank 1 leaves while rank 0 waits on the board */
+    one(j, comm, rcollFloat32, rcollSum, 2, 0, board);
+    if (j->rank == 1) {
+      rcollCommDestroy(comm);
+      return NULL;
+    }
+    float x[2] = {1, 2};
+    double t0 = now_s();
+    r = rcollAllReduce(x, x, 2, rcollFloat32, rcollSum, comm, NULL);
+    j->fail_s = now_s() - t0;
+    j->fail = r;
+    snprintf(j->error, sizeof j->error, "%s", rcollGetLastError(comm));
+    rcollCommAbort(comm);
+    return NULL;
+  }
+  if ((r = rcollCommDestroy(comm)) != rcollSuccess)
+    failed(j, r);
+  return NULL;
+}
+
+static void run(job_t *jobs, int n, int scenario) {
+  rcollUniqueId id;
+  cr_assert_eq(rcollGetUniqueId(&id), rcollSuccess, "%s", rcollGetLastError(NULL));
+  pthread_t th[MAXR];
+  for (int r = 0; r < n; r++) {
+    jobs[r] = (job_t){.id = id, .rank = r, .nranks = n, .scenario = scenario};
+    cr_assert_eq(pthread_create(&th[r], NULL, rank_main, &jobs[r]), 0);
+  }
+  for (int r = 0; r < n; r++)
+    pthread_join(th[r], NULL);
+}
+
+static void expect_ok(const job_t *jobs, int n, const char *what) {
+  for (int r = 0; r < n; r++) {
+    cr_assert_eq(jobs[r].fail, rcollSuccess, "%s, %d ranks: rank %d: %s", what, n, r, jobs[r].error);
+    cr_assert_eq(jobs[r].bad, 0, "%s, %d ranks: rank %d: %d wrong elements", what, n, r, jobs[r].bad);
+    cr_assert_eq(jobs[r].not_flat, 0, "%s, %d ranks: rank %d: %d calls not where expected (board max %zu)",
+                 what, n, r, jobs[r].not_flat, jobs[r].board_max);
+    cr_assert(memcmp(jobs[r].out, jobs[0].out, sizeof jobs[0].out) == 0,
+              "%s, %d ranks: rank %d's last result differs from rank 0's", what, n, r);
+  }
+}
+
+TestSuite(flat, .timeout = 300);
+
+Test(flat, results_every_op_and_rank_count) {
+  job_t jobs[MAXR];
+  for (int n = 2; n <= MAXR; n += n < 4 ? 1 : 4) {
+    run(jobs, n, 0);
+    cr_assert_eq(jobs[0].board_max, 256, "%d ranks over shm have no board", n);
+    expect_ok(jobs, n, "every op");
+  }
+}
+
+Test(flat, group_meets_single_calls) {
+  job_t jobs[MAXR];
+  for (int n = 2; n <= 3; n++) {
+    run(jobs, n, 1);
+    expect_ok(jobs, n, "group");
+  }
+}
+
+Test(flat, between_broadcasts) {
+  job_t jobs[MAXR];
+  run(jobs, 4, 2);
+  expect_ok(jobs, 4, "between broadcasts");
+}
+
+Test(flat, peer_that_leaves_is_named) {
+  job_t jobs[MAXR];
+  run(jobs, 2, 3);
+  cr_assert_eq(jobs[1].fail, rcollSuccess, "rank 1: %s", jobs[1].error);
+  cr_assert_eq(jobs[0].fail, rcollRemoteError, "rank 0: result %d: %s", jobs[0].fail, jobs[0].error);
+  cr_assert(strstr(jobs[0].error, "destroyed or aborted its communicator") != NULL, "%s", jobs[0].error);
+  cr_assert_lt(jobs[0].fail_s, 10.0, "rank 0 took %.2f s to notice", jobs[0].fail_s);
+}
+
+Test(flat, off_with_flat_max_0) {
+  setenv("RCOLL_FLAT_MAX", "0", 1);
+  job_t jobs[MAXR];
+  run(jobs, 3, 0);
+  cr_assert_eq(jobs[0].board_max, 0);
+  expect_ok(jobs, 3, "RCOLL_FLAT_MAX=0");
+}
+
+Test(flat, off_under_rcoll_algo) {
+  setenv("RCOLL_ALGO", "ring,recdbl,tree,chain", 1);
+  job_t jobs[MAXR];
+  run(jobs, 2, 0);
+  cr_assert_eq(jobs[0].board_max, 0);
+  expect_ok(jobs, 2, "RCOLL_ALGO");
+}
