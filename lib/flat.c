@@ -351,17 +351,17 @@ static rcollResult_t flat_peers_ok(struct rcollComm *c, uint64_t seq, uint32_t d
   for (int j = 0; j < c->nranks; j++) {
     if (j == c->rank || atomic_load_explicit(&flat_slot(f, j, seq)->seq, memory_order_acquire) == seq)
       continue;
-    char name[128];
+    char name[128], where[320];
     flat_ctl_t *ctl = flat_ctl(f, j);
     if (atomic_load_explicit(&ctl->closed, memory_order_acquire))
       return rcoll_error(rcollRemoteError, "rank %d: %s destroyed or aborted its communicator while this "
-                         "rank waits for it in collective #%llu (it made fewer calls, or failed)", c->rank,
-                         rcoll_comm_peer_name(c, j, name, sizeof name), (unsigned long long)seq);
+                         "rank waits for it on the flat board%s (it made fewer calls, or failed)", c->rank,
+                         rcoll_comm_peer_name(c, j, name, sizeof name), rcoll_calls_where(c, where, sizeof where));
     if (ctl->ns_key == f->ns_key && f->ns_key != 0 && ctl->pid > 0 && ctl->pid != getpid() &&
         kill(ctl->pid, 0) != 0 && errno == ESRCH)
       return rcoll_error(rcollRemoteError, "rank %d: %s (pid %d) has exited while this rank waits for it "
-                         "in collective #%llu", c->rank, rcoll_comm_peer_name(c, j, name, sizeof name),
-                         (int)ctl->pid, (unsigned long long)seq);
+                         "on the flat board%s", c->rank, rcoll_comm_peer_name(c, j, name, sizeof name),
+                         (int)ctl->pid, rcoll_calls_where(c, where, sizeof where));
     rcoll_fp_t theirs, mine = flat_fp(seq, desc | FLAT_ON_BOARD, count, RCOLL_FP_NONE);
     int board = 0;
     if (flat_peer_state(f, j, &theirs, &board) && theirs.seq == seq && !board)

@@ -20,7 +20,8 @@ fi
 export RCOLL_TIMEOUT=10
 failed=0
 for args in "-n 4 -d 2 -m exit" "-n 3 -d 1 -m kill" "-n 4 -d 1 -m stop" \
-            "-n 4 -d 3 -m nojoin" "-n 3 -d 0 -m nojoin"; do
+            "-n 4 -d 3 -m nojoin" "-n 3 -d 0 -m nojoin" "-n 3 -d 1 -m kill -s" \
+            "-n 4 -d 2 -m exit -s"; do
   echo "-- rank_death $args"
   # The library's own warnings go to stderr; the verdict lines to stdout.
   timeout -k 5 60 "$PROG" $args 2>/dev/null

@@ -17,6 +17,7 @@
  *   -c                              cycle through all-reduce, broadcast (root
  *                                   = call number mod n), all-gather and
  *                                   reduce-scatter instead of all-reducing
+ *   -s                              all-reduce 8 bytes (the flat board) instead
  *   -w MS                           -m kill and stop: signal the victim MS ms
  *                                   after it is in its stream of calls (20)
  *
@@ -42,8 +43,12 @@
 
 #define MAX_RANKS 16
 #define COUNT (4u << 20) /* 16 MB of float32: each call takes long enough to die in */
+/* All-reduce elements: COUNT, or with -s 2, which meet on the flat board
+ * (lib/flat.h): the victim dies between or inside calls of microseconds. */
+static size_t count = COUNT;
 #define MAX_CALLS 400
 #define CALLS_BEFORE_DEATH 3
+static int max_calls = MAX_CALLS; /* -s: calls of microseconds, enough for tens of seconds */
 
 enum mode { MODE_EXIT, MODE_KILL, MODE_STOP, MODE_NOJOIN, MODE_HANG };
 
@@ -94,7 +99,7 @@ static rcollResult_t call(int i, const float *ones, float *buf, rcollComm_t comm
   case 1: return rcollBroadcast(ones, buf, COUNT, rcollFloat32, i % nranks, comm, NULL);
   case 2: return rcollAllGather(ones, buf, block, rcollFloat32, comm, NULL);
   case 3: return rcollReduceScatter(ones, buf, block, rcollFloat32, rcollSum, comm, NULL);
-  default: return rcollAllReduce(ones, buf, COUNT, rcollFloat32, rcollSum, comm, NULL);
+  default: return rcollAllReduce(ones, buf, count, rcollFloat32, rcollSum, comm, NULL);
   }
 }
 
@@ -126,8 +131,8 @@ static void victim(rcollComm_t comm, const float *ones, float *buf, int ready) {
 
 static void survivor(rcollComm_t comm, const float *ones, float *buf, outcome_t *o) {
   /* Every rank contributes ones, so each element is nranks after any call. */
-  for (int i = 0; i < MAX_CALLS; i++) {
-    buf[0] = buf[COUNT - 1] = 0.0f;
+  for (int i = 0; i < max_calls; i++) {
+    buf[0] = buf[count - 1] = 0.0f;
     double t0 = now_s();
     rcollResult_t r = call(i, ones, buf, comm);
     o->fail_s = now_s() - t0;
@@ -138,7 +143,7 @@ static void survivor(rcollComm_t comm, const float *ones, float *buf, outcome_t 
     }
     o->calls_ok++;
     if (!cycle || i % 4 == 0)
-      o->wrong_data |= buf[0] != (float)nranks || buf[COUNT - 1] != (float)nranks;
+      o->wrong_data |= buf[0] != (float)nranks || buf[count - 1] != (float)nranks;
   }
   float x = 1.0f;
   o->later_result = rcollAllReduce(&x, &x, 1, rcollFloat32, rcollSum, comm, NULL);
@@ -229,7 +234,7 @@ static int parse_args(int argc, char **argv) {
   int c;
   nranks = 4;
   dead = 2;
-  while ((c = getopt(argc, argv, "n:d:m:cw:")) != -1) {
+  while ((c = getopt(argc, argv, "n:d:m:csw:")) != -1) {
     if (c == 'n')
       nranks = atoi(optarg);
     else if (c == 'd')
@@ -246,6 +251,8 @@ static int parse_args(int argc, char **argv) {
       mode = MODE_HANG;
     else if (c == 'c')
       cycle = 1;
+    else if (c == 's')
+      count = 2, max_calls = 1 << 30;
     else if (c == 'w')
       delay_ms = atoi(optarg);
     else
