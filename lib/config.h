@@ -93,7 +93,7 @@
     "Tuner link bandwidth in GB/s, by transport or class (intra, inter): e.g. socket=1.2,intra=8") \
   X(STR, tune_reduce_bw, "TUNE_REDUCE_BW", NULL, "8",                                            \
     "Tuner: GB/s at which a rank reduces (adds) received data into its own")                     \
-  X(INT_IN(0, 4096), flat_max, "FLAT_MAX", NULL, "256",                                        \
+  X(INT_IN(0, 4096), flat_max, "FLAT_MAX", NULL, "2048",                                        \
     "All-reduces up to this many bytes between ranks that all share a machine meet on one "     \
     "shared board (one wait per call, rank-order sums); 0: every call runs an algorithm")        \
   X(INT_IN(0, 1000000), spin_us, "SPIN_US", NULL, "50",                                          \

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -142,9 +143,18 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
   me->max = (int32_t)c->settings.flat_max;
   size_t slot_bytes, stride, bytes = flat_bytes(c->nranks, (size_t)me->max, &slot_bytes, &stride);
   void *mine = NULL;
+  char made_path[sizeof me->path] = "";
   if (c->rank == 0 && me->ok) {
-    snprintf(me->path, sizeof me->path, "%s/rcoll-flat-%d-%u", c->settings.shm_dir, (int)getpid(),
-             atomic_fetch_add(&made, 1));
+    /* Named as the shm transport names its segments (pid, pid namespace,
+     * number, random), so that its sweep removes the file of a rank 0 that
+     * died before it could unlink it. */
+    struct stat ns;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(me->path, sizeof me->path, "%s/rcoll-shm-%d-%u-%u-%016llx", c->settings.shm_dir, (int)getpid(),
+             stat("/proc/self/ns/pid", &ns) == 0 ? (unsigned)ns.st_ino : 0u, atomic_fetch_add(&made, 1),
+             (unsigned long long)(ts.tv_nsec ^ ts.tv_sec << 30 ^ (uintptr_t)c));
+    snprintf(made_path, sizeof made_path, "%s", me->path);
     if ((mine = flat_map(me->path, bytes, 1)) == NULL) {
       me->ok = 0;
       RCOLL_INFO(RCOLL_SUB_INIT, "flat board: cannot make %s: %s", me->path, strerror(errno));
@@ -178,8 +188,8 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
     r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
   for (int i = 0; i < c->nranks && ok; i++)
     ok = all[i].ok;
-  if (c->rank == 0 && mine != NULL) /* mapped everywhere, or given up: no file is left */
-    unlink(me->path[0] ? me->path : all[0].path);
+  if (made_path[0] != '\0') /* rank 0: mapped everywhere, or given up: no file is left */
+    unlink(made_path);
   if (ok && r == rcollSuccess) {
     c->flat = f;
     RCOLL_INFO(RCOLL_SUB_INIT, "flat board: all-reduces up to %zu B meet in shared memory", max);
@@ -379,6 +389,7 @@ static void flat_sleep(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_
   _Atomic uint32_t *word = &flat_ctl(f, c->rank)->word;
   uint32_t w = atomic_load(word);
   atomic_store(&s->sleeping, 1);
+  atomic_thread_fence(memory_order_seq_cst); /* pairs with flat_post's: see there */
   rcollResult_t ignored = rcollSuccess;
   if (flat_poll(c, seq, desc, count, &ignored) > 0) {
     struct timespec ts = {0, FLAT_SLEEP_US * 1000};

@@ -7,11 +7,13 @@
  * engine calls that let a rank run ahead (its slot is reused only once
  * read), a peer that leaves, and RCOLL_FLAT_MAX=0. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "comm.h"
 #include "flat.h"
@@ -19,7 +21,7 @@
 #include "rcoll.h"
 
 #define MAXR 8
-#define MAXC 64 /* float32 elements: 256 B, the default RCOLL_FLAT_MAX */
+#define MAXC 64 /* elements: up to 512 B of float64, within the default RCOLL_FLAT_MAX */
 
 typedef struct job {
   rcollUniqueId id;
@@ -194,14 +196,29 @@ static void expect_ok(const job_t *jobs, int n, const char *what) {
   }
 }
 
+/* Files this process left in the shm directory (the board's is unlinked
+ * once every rank mapped it; these ranks make no connections). */
+static int files_left(void) {
+  char prefix[64];
+  snprintf(prefix, sizeof prefix, "rcoll-shm-%d-", (int)getpid());
+  DIR *d = opendir("/dev/shm");
+  int n = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;)
+    n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+  if (d != NULL)
+    closedir(d);
+  return n;
+}
+
 TestSuite(flat, .timeout = 300);
 
 Test(flat, results_every_op_and_rank_count) {
   job_t jobs[MAXR];
   for (int n = 2; n <= MAXR; n += n < 4 ? 1 : 4) {
     run(jobs, n, 0);
-    cr_assert_eq(jobs[0].board_max, 256, "%d ranks over shm have no board", n);
+    cr_assert_eq(jobs[0].board_max, 2048, "%d ranks over shm have no board", n);
     expect_ok(jobs, n, "every op");
+    cr_assert_eq(files_left(), 0, "%d ranks: the board's file is still in /dev/shm", n);
   }
 }
 

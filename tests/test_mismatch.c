@@ -17,7 +17,7 @@
 
 #include "rcoll.h"
 
-#define COUNT_MAX 256
+#define COUNT_MAX 1024
 #define WARMUP 3
 #define BOUND_S 10.0
 
@@ -163,44 +163,46 @@ static void both_fail(const call_t calls[2], const char *const want[2], const ch
 
 TestSuite(mismatch, .timeout = 300);
 
-/* The warm-up makes collectives #1..#3, so the mismatched one is #4. */
+/* The warm-up makes collectives #1..#3, so the mismatched one is #4. Counts
+ * of 600 and more are above the flat board's 2048 bytes: these cases are the
+ * fingerprints' on every transport. */
 Test(mismatch, kind) {
-  const call_t calls[2] = {{ALLREDUCE, 100, rcollFloat32, rcollSum, 0, 0},
-                           {BROADCAST, 100, rcollFloat32, rcollSum, 0, 0}};
-  const char *const want[2] = {"rank 0 called allreduce #4 (100 x float32 sum,",
-                               "rank 1 called broadcast #4 (100 x float32 root 0,"};
+  const call_t calls[2] = {{ALLREDUCE, 600, rcollFloat32, rcollSum, 0, 0},
+                           {BROADCAST, 600, rcollFloat32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (600 x float32 sum,",
+                               "rank 1 called broadcast #4 (600 x float32 root 0,"};
   both_fail(calls, want, "kind");
 }
 
 Test(mismatch, count) {
-  const call_t calls[2] = {{ALLREDUCE, 100, rcollFloat32, rcollSum, 0, 0},
-                           {ALLREDUCE, 200, rcollFloat32, rcollSum, 0, 0}};
-  const char *const want[2] = {"rank 0 called allreduce #4 (100 x float32 sum,",
-                               "rank 1 called allreduce #4 (200 x float32 sum,"};
+  const call_t calls[2] = {{ALLREDUCE, 600, rcollFloat32, rcollSum, 0, 0},
+                           {ALLREDUCE, 700, rcollFloat32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (600 x float32 sum,",
+                               "rank 1 called allreduce #4 (700 x float32 sum,"};
   both_fail(calls, want, "count");
 }
 
 Test(mismatch, type) {
-  const call_t calls[2] = {{ALLREDUCE, 100, rcollFloat32, rcollSum, 0, 0},
-                           {ALLREDUCE, 100, rcollInt32, rcollSum, 0, 0}};
-  const char *const want[2] = {"rank 0 called allreduce #4 (100 x float32 sum,",
-                               "rank 1 called allreduce #4 (100 x int32 sum,"};
+  const call_t calls[2] = {{ALLREDUCE, 600, rcollFloat32, rcollSum, 0, 0},
+                           {ALLREDUCE, 600, rcollInt32, rcollSum, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (600 x float32 sum,",
+                               "rank 1 called allreduce #4 (600 x int32 sum,"};
   both_fail(calls, want, "type");
 }
 
 Test(mismatch, op) {
-  const call_t calls[2] = {{ALLREDUCE, 100, rcollFloat32, rcollSum, 0, 0},
-                           {ALLREDUCE, 100, rcollFloat32, rcollMax, 0, 0}};
-  const char *const want[2] = {"rank 0 called allreduce #4 (100 x float32 sum,",
-                               "rank 1 called allreduce #4 (100 x float32 max,"};
+  const call_t calls[2] = {{ALLREDUCE, 600, rcollFloat32, rcollSum, 0, 0},
+                           {ALLREDUCE, 600, rcollFloat32, rcollMax, 0, 0}};
+  const char *const want[2] = {"rank 0 called allreduce #4 (600 x float32 sum,",
+                               "rank 1 called allreduce #4 (600 x float32 max,"};
   both_fail(calls, want, "op");
 }
 
 Test(mismatch, root) {
-  const call_t calls[2] = {{BROADCAST, 100, rcollFloat32, rcollSum, 0, 0},
-                           {BROADCAST, 100, rcollFloat32, rcollSum, 1, 0}};
-  const char *const want[2] = {"rank 0 called broadcast #4 (100 x float32 root 0,",
-                               "rank 1 called broadcast #4 (100 x float32 root 1,"};
+  const call_t calls[2] = {{BROADCAST, 600, rcollFloat32, rcollSum, 0, 0},
+                           {BROADCAST, 600, rcollFloat32, rcollSum, 1, 0}};
+  const char *const want[2] = {"rank 0 called broadcast #4 (600 x float32 root 0,",
+                               "rank 1 called broadcast #4 (600 x float32 root 1,"};
   both_fail(calls, want, "root");
 }
 
@@ -235,9 +237,9 @@ Test(mismatch, board_kind) {
 
 Test(mismatch, board_and_engine) {
   const call_t calls[2] = {{ALLREDUCE, 2, rcollFloat32, rcollSum, 0, 0},
-                           {ALLREDUCE, 200, rcollFloat32, rcollSum, 0, 0}};
+                           {ALLREDUCE, 700, rcollFloat32, rcollSum, 0, 0}};
   const char *const want[2] = {"rank 0 called allreduce #4 (2 x float32 sum,",
-                               "rank 1 called allreduce #4 (200 x float32 sum,"};
+                               "rank 1 called allreduce #4 (700 x float32 sum,"};
   both_fail(calls, want, "count");
 }
 
