@@ -11,8 +11,8 @@
 #include "call.h"
 #include "clock.h"
 #include "comm.h"
-#include "flat.h"
 #include "device.h"
+#include "flat.h"
 #include "log.h"
 
 #define HELLO_MAGIC 0x6f6c6c65686c6c63ull
@@ -213,11 +213,6 @@ static rcollResult_t conn_round(struct rcollComm *c, const rcoll_plan_t *p, int 
   return *done ? conn_staging(c, p) : rcollSuccess;
 }
 
-/* When connecting lasts, how soon and how often it asks the flat board
- * whether a peer made another call (flat.h). */
-#define CONN_FLAT_AFTER_MS 100
-#define CONN_FLAT_EVERY_MS 10
-
 /* Plans of several communicators may be driven by one thread (a group over
  * the communicators of rcollCommInitAll): their connections are made in one
  * loop, or a rank would wait to accept from a peer whose connect comes later
@@ -255,7 +250,7 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
         if (conn_missing(plans[i]->comm, plans[i]) > 0)
           return conn_timeout(plans[i]);
     /* A peer that does not accept may sit on the flat board in another call. */
-    if (now - start > CONN_FLAT_AFTER_MS && now - flat_checked >= CONN_FLAT_EVERY_MS) {
+    if (now - start > RCOLL_FLAT_CHECK_AFTER_MS && now - flat_checked >= RCOLL_FLAT_CHECK_MS) {
       flat_checked = now;
       for (int i = 0; i < nplans; i++)
         if (plans[i]->comm->flat != NULL && plans[i] == &plans[i]->comm->plan)

@@ -41,8 +41,6 @@
  * waits there made UCX's tcp transport hit an assertion of its own when a
  * peer was killed: 5 of 16 kill trials). */
 #define ENGINE_CLOCK_EVERY 8
-/* How often a long wait asks the flat board whether a peer made another call. */
-#define ENGINE_FLAT_CHECK_US 10000
 
 static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
   for (int k = 0; k < 2; k++)
@@ -449,7 +447,7 @@ __attribute__((cold)) static void engine_fr_wait(rcoll_plan_t **plans, int nplan
   }
 }
 
-/* After a long wait, every FLAT_CHECK_MS: a peer that sits on the flat
+/* After a long wait, every RCOLL_FLAT_CHECK_MS: a peer that sits on the flat
  * board in a call this rank's plan runs otherwise, and, for this rank's
  * own board steps, a peer that left, died or made another call. */
 __attribute__((cold)) static rcollResult_t engine_flat_check(rcoll_plan_t **plans, int nplans) {
@@ -541,7 +539,8 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
     spun = now - last_progress >= spin_us;
     if (!fr_waited && now - last_progress > ENGINE_FR_WAIT_US)
       engine_fr_wait(plans, nplans, 0), fr_waited = 1;
-    if (now - last_progress > ENGINE_FR_WAIT_US && now - flat_checked > ENGINE_FLAT_CHECK_US) {
+    if (now - last_progress > RCOLL_FLAT_CHECK_AFTER_MS * 1000 &&
+        now - flat_checked > RCOLL_FLAT_CHECK_MS * 1000) {
       rcollResult_t r = engine_flat_check(plans, nplans);
       if (r != rcollSuccess)
         return r;

@@ -38,8 +38,8 @@
 #include "reduce.h"
 
 #define FLAT_LINE 64
-#define FLAT_CHECK_MS 10   /* how often a long wait looks for peers that left, died or differ */
 #define FLAT_SLEEP_US 10000 /* most one futex sleep lasts: abort and the timeout are seen within it */
+#define FLAT_CLOCK_EVERY 8  /* passes between readings of the clock, as the engine's spin */
 
 /* A rank's control line; only its owner writes it, except `word`. */
 typedef struct flat_ctl {
@@ -216,29 +216,23 @@ void rcoll_flat_close(struct rcollComm *c) {
 
 /* ---- the protocol ---------------------------------------------------- */
 
-void rcoll_flat_note(struct rcollComm *c, const rcoll_fp_t *fp) {
-  flat_ctl_t *ctl = flat_ctl(c->flat, c->rank);
-  /* A seqlock: readers (flat_peer_state) take the fields only between two
-   * equal non-zero readings of cur_seq. */
-  atomic_store_explicit(&ctl->cur_seq, 0, memory_order_relaxed);
-  atomic_thread_fence(memory_order_release);
-  atomic_store_explicit(&ctl->cur_count, fp->count, memory_order_relaxed);
-  uint32_t board = memcmp(fp->algo, "flat", 5) == 0 ? FLAT_ON_BOARD : 0; /* a board step of a group */
-  atomic_store_explicit(&ctl->cur_desc,
-                        flat_desc(fp->kind, fp->dtype, fp->op, fp->magic == RCOLL_FP_MAGIC_DEVICE) | board,
-                        memory_order_relaxed);
-  atomic_store_explicit(&ctl->cur_root, fp->root, memory_order_relaxed);
-  atomic_store_explicit(&ctl->cur_seq, fp->seq, memory_order_release);
-}
-
-static void flat_note_board(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count) {
+/* Publishes the collective this rank is in. A seqlock: readers
+ * (flat_peer_state) take the fields only between two equal non-zero
+ * readings of cur_seq. */
+static void flat_publish(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count, int32_t root) {
   flat_ctl_t *ctl = flat_ctl(c->flat, c->rank);
   atomic_store_explicit(&ctl->cur_seq, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&ctl->cur_count, count, memory_order_relaxed);
-  atomic_store_explicit(&ctl->cur_desc, desc | FLAT_ON_BOARD, memory_order_relaxed);
-  atomic_store_explicit(&ctl->cur_root, RCOLL_FP_NONE, memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_desc, desc, memory_order_relaxed);
+  atomic_store_explicit(&ctl->cur_root, root, memory_order_relaxed);
   atomic_store_explicit(&ctl->cur_seq, seq, memory_order_release);
+}
+
+void rcoll_flat_note(struct rcollComm *c, const rcoll_fp_t *fp) {
+  uint32_t board = memcmp(fp->algo, "flat", 5) == 0 ? FLAT_ON_BOARD : 0; /* a board step of a group */
+  flat_publish(c, fp->seq, flat_desc(fp->kind, fp->dtype, fp->op, fp->magic == RCOLL_FP_MAGIC_DEVICE) | board,
+               fp->count, fp->root);
 }
 
 /* A call given by number, description and count, as a fingerprint. */
@@ -305,7 +299,6 @@ static void flat_wake(const struct rcoll_flat *f, int peer, flat_slot_t *s) {
   syscall(SYS_futex, word, FUTEX_WAKE, 1, NULL, NULL, 0);
 }
 
-
 /* Peers whose slot for call seq has arrived are checked against ours and
  * woken if they sleep; returns how many have not arrived (-1: a peer made
  * another call, *err says which). */
@@ -352,7 +345,7 @@ static int flat_first_missing(const struct rcollComm *c, uint64_t seq) {
   return c->rank;
 }
 
-/* Every FLAT_CHECK_MS of a long wait in call seq: a peer that closed its
+/* Every RCOLL_FLAT_CHECK_MS of a long wait in call seq: a peer that closed its
  * communicator, exited, or published another call of this number. (A
  * higher number proves nothing: a peer in a group publishes its calls as
  * it numbers them, before it runs the first.) */
@@ -421,7 +414,7 @@ static rcollResult_t flat_wait(struct rcollComm *c, uint64_t seq, uint32_t desc,
                          (unsigned long long)seq);
     if (missing < last_missing)
       last_missing = missing, since = 0;
-    if (++passes % 8 != 0 && since == 0) { /* the clock costs more than a pass */
+    if (++passes % FLAT_CLOCK_EVERY != 0) { /* the clock costs more than a pass */
       if (c->spin_yield == RCOLL_YIELD_EVERY_PASS)
         sched_yield();
       continue;
@@ -429,7 +422,7 @@ static rcollResult_t flat_wait(struct rcollComm *c, uint64_t seq, uint32_t desc,
     int64_t now = rcoll_now_us();
     if (since == 0)
       since = checked = now;
-    if (now - checked >= FLAT_CHECK_MS * 1000) {
+    if (now - checked >= RCOLL_FLAT_CHECK_MS * 1000) {
       checked = now;
       if ((err = flat_peers_ok(c, seq, desc, count)) != rcollSuccess)
         return err;
@@ -464,7 +457,7 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
     return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
   c->active++;
   uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, a->dtype, a->op, 0);
-  flat_note_board(c, fp->seq, desc, a->count);
+  flat_publish(c, fp->seq, desc | FLAT_ON_BOARD, a->count, RCOLL_FP_NONE);
   if (c->fr != NULL)
     rcoll_fr_run_begin(c, rcoll_now_coarse_us());
   rcollResult_t r = flat_wait(c, fp->seq, desc, a->count, a->sendbuff, bytes);
@@ -488,7 +481,7 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
 int rcoll_flat_step_post(struct rcollComm *c, const rcoll_step_t *st) {
   uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, st->dtype, st->op, 0);
   size_t count = st->bytes / rcoll_type_size((rcollDataType_t)st->dtype);
-  flat_note_board(c, st->seq, desc, count);
+  flat_publish(c, st->seq, desc | FLAT_ON_BOARD, count, RCOLL_FP_NONE);
   return flat_post(c, st->seq, desc, count, st->src, st->bytes);
 }
 

@@ -67,6 +67,13 @@ void rcoll_flat_post_early(rcoll_plan_t *p);
 int rcoll_flat_step_waits_for(const struct rcollComm *c, const rcoll_step_t *st);
 rcollResult_t rcoll_flat_step_stalled(struct rcollComm *c, const rcoll_step_t *st);
 
+/* A wait that lasts RCOLL_FLAT_CHECK_AFTER_MS (the engine's, or connection
+ * setup's) asks the board every RCOLL_FLAT_CHECK_MS whether a peer made
+ * another call; a board wait looks for peers that left every
+ * RCOLL_FLAT_CHECK_MS. */
+#define RCOLL_FLAT_CHECK_AFTER_MS 100
+#define RCOLL_FLAT_CHECK_MS 10
+
 /* A collective that the engine runs was numbered: publishes it, so that a
  * peer waiting on the board for the same number learns at once that this
  * rank made another call. */
