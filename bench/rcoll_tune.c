@@ -129,7 +129,8 @@ static void print_table(const rcoll_tuner_t *t, int coll, const tool_opts_t *o) 
 #define MAX_RANGES 64
 typedef struct ran_range {
   size_t lo, hi, chunk;
-  int algo;
+  int algo;      /* -1: not one of the tuner's (the flat board, lib/flat.h: no model) */
+  char name[64];
 } ran_range_t;
 
 static int algo_by_name(const char *name) {
@@ -146,7 +147,10 @@ static int read_ranges(FILE *f, ran_range_t *r) {
     unsigned long long lo, hi, chunk;
     char name[64];
     if (sscanf(line, "# Algorithm %llu - %llu B : %63[^,], chunk %llu B", &lo, &hi, name, &chunk) == 4)
-      r[n++] = (ran_range_t){(size_t)lo, (size_t)hi, (size_t)chunk, algo_by_name(name)};
+    {
+      r[n] = (ran_range_t){(size_t)lo, (size_t)hi, (size_t)chunk, algo_by_name(name), ""};
+      snprintf(r[n++].name, sizeof r->name, "%s", name);
+    }
   }
   return n;
 }
@@ -183,11 +187,11 @@ static int print_measured(const rcoll_tuner_t *t, int coll, const char *path) {
     const ran_range_t *r = range_of(ranges, nr, (size_t)bytes);
     double pred = r != NULL && r->algo >= 0 ? rcoll_tune_predict(t, coll, r->algo, (size_t)bytes, r->chunk) : -1;
     rcoll_tune_choice_t ch = rcoll_tune_choose((rcoll_tuner_t *)t, coll, (size_t)bytes);
-    char ratio[16] = "-";
+    char ratio[16] = "-", predicted[24] = "-";
     if (pred > 0)
-      snprintf(ratio, sizeof ratio, "%.2f", us / pred);
-    printf("  %12llu %14s %9zu %11.1f %11.1f %9s %14s %11.1f\n", bytes,
-           r != NULL && r->algo >= 0 ? rcoll_algo_name(r->algo) : "?", r != NULL ? r->chunk : 0, pred, us,
+      snprintf(ratio, sizeof ratio, "%.2f", us / pred), snprintf(predicted, sizeof predicted, "%.1f", pred);
+    printf("  %12llu %14s %9zu %11s %11.1f %9s %14s %11.1f\n", bytes,
+           r != NULL ? r->name : "?", r != NULL ? r->chunk : 0, predicted, us,
            ratio, rcoll_algo_name(ch.algo), ch.time_us);
     rows++;
   }

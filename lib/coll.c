@@ -167,6 +167,14 @@ static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, 
   return r;
 }
 
+/* The INFO line of every call: tools (check_bench_json.sh) read it. */
+static void coll_log(const coll_desc_t *d, const rcoll_coll_args_t *a, const struct rcollComm *comm,
+                     const char *algo, size_t chunk) {
+  RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,
+             rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
+             a->root, algo, comm->net_summary, chunk);
+}
+
 static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollComm_t comm,
                               rcollStream_t stream) {
   int device = -1;
@@ -192,8 +200,10 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   int group = rcoll_group_active();
   rcollRedOp_t user_op = a->op;
   if (!group && device < 0 && d->coll == RCOLL_COLL_ALLREDUCE && comm->flat != NULL &&
-      rcoll_flat_takes(comm, a, a->count * rcoll_type_size(a->dtype)))
+      rcoll_flat_takes(comm, a, a->count * rcoll_type_size(a->dtype))) {
+    coll_log(d, a, comm, "flat", rcoll_flat_max(comm));
     return rcoll_flat_allreduce(comm, a, user_op);
+  }
   /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */
   if (group || device >= 0 || !rcoll_plan_cache_hit(comm, d->coll, a)) {
     r = coll_plan_call(d, a, comm, device);
@@ -209,9 +219,7 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
       rcoll_calls_discard(comm), rcoll_plan_discard(&comm->plan);
     return r;
   }
-  RCOLL_INFO(RCOLL_SUB_COLL, "%s: %zu x %s%s%s root %d via %s/%s, chunk %zu", d->name, a->count,
-             rcoll_type_name(a->dtype), d->has_op ? " " : "", d->has_op ? rcoll_op_name(a->op) : "",
-             a->root, comm->plan.algo, comm->net_summary, comm->plan.chunk_bytes);
+  coll_log(d, a, comm, comm->plan.algo, comm->plan.chunk_bytes);
   if (device >= 0) /* queued on the stream for the comm's CUDA proxy */
     return rcoll_device_ops.submit(comm, stream, device, d->name);
   /* Host calls only: the proxy runs device plans later, on its own thread,
