@@ -114,9 +114,13 @@ static void print_table(const rcoll_tuner_t *t, int coll, const tool_opts_t *o) 
   for (double b = (double)o->min_bytes; b <= (double)o->max_bytes; b *= o->factor) {
     size_t bytes = (size_t)b;
     printf("  %12zu", bytes);
-    for (int a = 0; a < rcoll_algo_family_count(); a++)
-      if (rcoll_tune_applies(t, coll, a))
-        printf(" %13.1f", rcoll_tune_best(t, coll, a, bytes).time_us);
+    for (int a = 0; a < rcoll_algo_family_count(); a++) {
+      double us = rcoll_tune_applies(t, coll, a) ? rcoll_tune_best(t, coll, a, bytes).time_us : 0;
+      if (us < 0) /* not at this size (flat: above its slot) */
+        printf(" %13s", "-");
+      else if (rcoll_tune_applies(t, coll, a))
+        printf(" %13.1f", us);
+    }
     rcoll_tune_choice_t ch = rcoll_tune_choose((rcoll_tuner_t *)t, coll, bytes);
     printf(" %14s %9zu\n", rcoll_algo_name(ch.algo), ch.chunk);
   }
@@ -216,6 +220,9 @@ int main(int argc, char **argv) {
     return 1;
   prm.window = o.window > 0 ? o.window : (int)s.nslots;
   prm.cores_shared = o.cores_shared;
+  /* Ranks of one machine over shared memory get the flat board (lib/flat.h). */
+  if (o.nnodes == 1 && strcmp(o.intra, "shm") == 0 && s.trace[0] == '\0')
+    prm.flat_max = (size_t)s.flat_max;
   rcoll_tuner_t *t = malloc(sizeof *t);
   if (t == NULL || rcoll_tuner_setup(t, &topo, &prm) != rcollSuccess)
     return 1;

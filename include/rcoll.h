@@ -249,9 +249,7 @@ RCOLL_API rcollResult_t rcollMemFree(void *ptr);
  * call of `coll` ("allreduce", "broadcast", "reduce", "allgather",
  * "reduce_scatter", "alltoall", "gather", "scatter") would use for `bytes`
  * (count x type size, times the ranks for the calls whose count is per
- * rank: allgather, reduce_scatter, alltoall, gather, scatter). "flat"
- * (chunk: RCOLL_FLAT_MAX) is the shared board of ranks on one machine, which
- * all-reduces with a built-in op up to RCOLL_FLAT_MAX bytes meet on. */
+ * rank: allgather, reduce_scatter, alltoall, gather, scatter). */
 RCOLL_API rcollResult_t rcollCommPeerTransport(rcollComm_t comm, int peer, int *sameNode, char *buf,
                                                size_t len);
 RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, size_t bytes,

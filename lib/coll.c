@@ -108,25 +108,9 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
  * by all ranks over the bootstrap then, which a call could not do). The
  * chunk never exceeds the communicator's staging slot, which
  * receive-reduces land in. */
-static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm,
-                               int device) {
+static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm) {
   rcoll_plan_t *p = &comm->plan;
   size_t bytes = a->count * rcoll_type_size(a->dtype);
-  if (d->coll == RCOLL_COLL_ALLREDUCE && device < 0 && rcoll_flat_takes(comm, a, bytes)) { /* in a group (flat.h) */
-    /* After the group's previous board call: a rank's board calls end in
-     * order, since its `done` says all up to a number are read. */
-    int prev = p->nsteps - 1;
-    while (prev >= 0 && !(p->steps[prev].flags & RCOLL_STEP_BOARD))
-      prev--;
-    int st = rcoll_plan_copy(p, a->recvbuff, a->sendbuff, bytes, prev >= 0 ? prev : RCOLL_NO_DEP, RCOLL_NO_DEP);
-    if (st != RCOLL_NO_DEP) {
-      p->steps[st].flags = RCOLL_STEP_BOARD;
-      p->steps[st].dtype = (uint8_t)a->dtype;
-      p->steps[st].op = (uint8_t)a->op;
-    }
-    p->algo = "flat";
-    return rcollSuccess;
-  }
   if (p->tuner == NULL)
     return rcoll_error(rcollInternalError, "%s: rank %d: the communicator has no tuner", d->name,
                        comm->rank);
@@ -155,7 +139,7 @@ static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, 
   rcollResult_t r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1),
                                         device);
   if (r == rcollSuccess)
-    r = coll_plan(d, a, comm, device);
+    r = coll_plan(d, a, comm);
   if (r == rcollSuccess)
     r = rcoll_call_add(comm, d->coll, a, user_op, first_step, device >= 0);
   if (r == rcollSuccess && comm->flat != NULL && !rcoll_coll_is_p2p(d->coll)) {
@@ -199,9 +183,12 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
     return rcollSuccess;
   int group = rcoll_group_active();
   rcollRedOp_t user_op = a->op;
+  /* An all-reduce the tuner puts on the flat board runs there without a
+   * plan (flat.h); in a group, or with a PreMulSum op, it is a plan step. */
+  rcoll_tune_choice_t ch;
   if (!group && device < 0 && d->coll == RCOLL_COLL_ALLREDUCE && comm->flat != NULL &&
-      rcoll_flat_takes(comm, a, a->count * rcoll_type_size(a->dtype))) {
-    coll_log(d, a, comm, "flat", rcoll_flat_max(comm));
+      rcoll_flat_takes(comm, a, a->count * rcoll_type_size(a->dtype), &ch)) {
+    coll_log(d, a, comm, "flat", ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes);
     return rcoll_flat_allreduce(comm, a, user_op);
   }
   /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */

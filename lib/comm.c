@@ -219,10 +219,10 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
   /* Now, not at the first call: the tuner agrees its figures with every
    * rank over the bootstrap, and a first call may be a send that only two
    * ranks make. */
+  if (r == rcollSuccess) /* collective too: every rank maps the board, or none (the tuner prices it) */
+    r = rcoll_flat_open(c);
   if (r == rcollSuccess)
     r = rcoll_tuner_create(c, &c->plan.tuner);
-  if (r == rcollSuccess) /* collective too: every rank maps the board, or none uses it */
-    r = rcoll_flat_open(c);
   if (r != rcollSuccess) {
     comm_free(c);
     return r;

@@ -9,7 +9,6 @@
 #include "algo.h"
 #include "comm.h"
 #include "error.h"
-#include "flat.h"
 #include "net.h"
 #include "tuner.h"
 
@@ -59,11 +58,6 @@ RCOLL_API rcollResult_t rcollCommAlgorithm(rcollComm_t comm, const char *coll, s
                                  rcoll_coll_name(k));
     return rcoll_error(rcollInvalidArgument, "rcollCommAlgorithm: '%s' is not a collective (%s)", coll,
                        known);
-  }
-  if (kind == RCOLL_COLL_ALLREDUCE && bytes > 0 && bytes <= rcoll_flat_max(comm)) { /* as coll.c */
-    snprintf(algo, len, "flat");
-    *chunk = rcoll_flat_max(comm); /* a slot's room */
-    return rcollSuccess;
   }
   if (comm->plan.tuner == NULL)
     return rcoll_error(rcollInternalError, "rcollCommAlgorithm: the communicator has no tuner");

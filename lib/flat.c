@@ -72,6 +72,7 @@ struct rcoll_flat {
   size_t map_bytes, max, slot_bytes, stride;
   uint64_t ns_key;
   uint64_t *known_done; /* per peer: a `done` it is known to have reached */
+  const rcoll_algorithm_t *algo; /* algorithms/allreduce_flat.c, as the tuner returns it */
   rcoll_fp_t fp;        /* the running board call's fingerprint (call.h) */
 };
 
@@ -92,6 +93,14 @@ static size_t flat_round(size_t n) { return (n + FLAT_LINE - 1) / FLAT_LINE * FL
 
 size_t rcoll_flat_max(const struct rcollComm *c) { return c->flat != NULL ? c->flat->max : 0; }
 
+int rcoll_flat_takes(struct rcollComm *c, const rcoll_coll_args_t *a, size_t bytes, rcoll_tune_choice_t *ch) {
+  if (bytes > c->flat->max || (int)a->op >= (int)rcollNumOps ||
+      (a->op == rcollAvg && (a->dtype == rcollFloat8e4m3 || a->dtype == rcollFloat8e5m2)))
+    return 0;
+  *ch = rcoll_tune_choose(c->plan.tuner, RCOLL_COLL_ALLREDUCE, bytes); /* remembered by size */
+  return ch->desc == c->flat->algo;
+}
+
 /* ---- creation -------------------------------------------------------- */
 
 typedef struct flat_offer {
@@ -103,8 +112,7 @@ typedef struct flat_offer {
 /* Whether this rank may use a board: every peer over shared memory, and no
  * setting that wants the plans. */
 static int flat_wanted(const struct rcollComm *c) {
-  if (c->settings.flat_max <= 0 || c->nranks < 2 || c->settings.algo[0] != '\0' ||
-      c->settings.trace[0] != '\0')
+  if (c->settings.flat_max <= 0 || c->nranks < 2 || c->settings.trace[0] != '\0')
     return 0;
   for (int p = 0; p < c->nranks; p++) {
     const rcoll_transport_ops_t *ops = rcoll_peer_net(c, p);
@@ -177,6 +185,9 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
   if (f != NULL && known != NULL) {
     *f = (struct rcoll_flat){.base = mine, .map_bytes = bytes, .max = max, .known_done = known,
                              .ns_key = rcoll_pid_ns_key()};
+    for (int i = 0; rcoll_algorithms[i] != NULL; i++)
+      if (rcoll_algorithms[i]->coll == RCOLL_COLL_ALLREDUCE && strcmp(rcoll_algorithms[i]->name, "flat") == 0)
+        f->algo = rcoll_algorithms[i];
     flat_bytes(c->nranks, max, &f->slot_bytes, &f->stride);
     flat_ctl_t *ctl = flat_ctl(f, c->rank);
     ctl->pid = (int32_t)getpid();

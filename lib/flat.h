@@ -14,10 +14,13 @@
  * wrote call k has read every slot of calls before k. docs/execution.md
  * ("The flat board") has the measurements and the proofs of both claims.
  *
- * The board is off under RCOLL_ALGO (the user chose the algorithms),
- * RCOLL_TRACE (traces show plans) and RCOLL_FLAT_MAX=0, and for groups,
- * device buffers, PreMulSum ops and fp8 averages. Ranks agree at creation
- * whether it is on, and its size. */
+ * Whether a call meets there is the tuner's choice: the board is the
+ * all-reduce algorithm "flat" (algorithms/allreduce_flat.c), which
+ * RCOLL_ALGO can force or exclude. Calls it takes outside a group run here
+ * directly; in a group (or with a PreMulSum op) the same call is one plan
+ * step (RCOLL_STEP_BOARD) on the same slots. There is no board under
+ * RCOLL_TRACE (traces show plans) or RCOLL_FLAT_MAX=0, nor for device
+ * buffers. Ranks agree at creation whether there is one, and its size. */
 #ifndef RCOLL_FLAT_H
 #define RCOLL_FLAT_H
 
@@ -26,6 +29,7 @@
 #include "algo.h"
 #include "call.h"
 #include "plan.h"
+#include "tuner.h"
 #include "rcoll.h"
 
 struct rcollComm;
@@ -44,13 +48,12 @@ size_t rcoll_flat_max(const struct rcollComm *c);
  * rcoll_flat_max); numbers it and records it like any call. */
 rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t *a, rcollRedOp_t user_op);
 
-/* Whether an all-reduce with these arguments (checked, host buffers) runs
- * on the board: the same answer on every rank that makes the same call,
- * in a group or not. */
-static inline int rcoll_flat_takes(const struct rcollComm *c, const rcoll_coll_args_t *a, size_t bytes) {
-  return bytes <= rcoll_flat_max(c) && (int)a->op < (int)rcollNumOps &&
-         !(a->op == rcollAvg && (a->dtype == rcollFloat8e4m3 || a->dtype == rcollFloat8e5m2));
-}
+/* Whether an all-reduce with these arguments (checked, host buffers, not
+ * in a group) runs on the board without a plan: the tuner chose the
+ * board for its size (algorithms/allreduce_flat.c; *ch is its choice),
+ * and its op needs no scaled copy (PreMulSum, fp8 avg: those are planned,
+ * and still meet on the board). */
+int rcoll_flat_takes(struct rcollComm *c, const rcoll_coll_args_t *a, size_t bytes, rcoll_tune_choice_t *ch);
 
 /* In a group the same call is one plan step (RCOLL_STEP_BOARD) that the
  * engine runs beside the group's other steps: post writes this rank's

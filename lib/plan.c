@@ -122,6 +122,20 @@ int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, i
   return p->nsteps - 1;
 }
 
+int rcoll_plan_board(rcoll_plan_t *p, void *dst, const void *src, size_t count, rcollDataType_t t,
+                     rcollRedOp_t op) {
+  int prev = p->nsteps - 1;
+  while (prev >= 0 && !(p->steps[prev].flags & RCOLL_STEP_BOARD))
+    prev--;
+  int i = rcoll_plan_copy(p, dst, src, count * rcoll_type_size(t), prev, RCOLL_NO_DEP);
+  if (i != RCOLL_NO_DEP) {
+    p->steps[i].flags = RCOLL_STEP_BOARD;
+    p->steps[i].dtype = (uint8_t)t;
+    p->steps[i].op = (uint8_t)op;
+  }
+  return i;
+}
+
 int rcoll_plan_copy_out(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1) {
   int i = rcoll_plan_copy(p, dst, src, bytes, dep0, dep1);
   if (i != RCOLL_NO_DEP)

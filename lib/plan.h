@@ -112,6 +112,11 @@ int rcoll_plan_send_single(rcoll_plan_t *p, int peer, const void *src, size_t by
 int rcoll_plan_recv_reduce(rcoll_plan_t *p, int peer, void *dst, const void *src, size_t count,
                            rcollDataType_t t, rcollRedOp_t op, int flags, int dep0, int dep1);
 int rcoll_plan_copy(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1);
+/* A whole all-reduce on the communicator's flat board (lib/flat.h): a COPY
+ * step marked RCOLL_STEP_BOARD, after this plan's previous board step (a
+ * rank's board calls end in order). The engine numbers it with its call. */
+int rcoll_plan_board(rcoll_plan_t *p, void *dst, const void *src, size_t count, rcollDataType_t t,
+                     rcollRedOp_t op);
 /* A copy marked RCOLL_STEP_COPY_OUT: nothing in the call reads dst again. */
 int rcoll_plan_copy_out(rcoll_plan_t *p, void *dst, const void *src, size_t bytes, int dep0, int dep1);
 /* A local reduction finish (avg divide) on dst, after dep. Implemented as a

@@ -84,6 +84,9 @@ static void renumber(struct rcollComm *c, rcoll_plan_cache_t *k) {
     ++*(st->kind == RCOLL_STEP_SEND ? &pe->send_planned : &pe->recv_planned);
   }
   k->fp->seq = ++c->coll_seq;
+  for (int i = 0; i < k->nsteps; i++)
+    if (k->steps[i].flags & RCOLL_STEP_BOARD) /* numbered by its call (flat.h) */
+      k->steps[i].seq = k->fp->seq;
   for (int i = 0; i < k->nsteps; i++) {
     rcoll_step_t *st = &k->steps[i];
     if ((st->flags & RCOLL_STEP_FP) && st->kind == RCOLL_STEP_SEND && st->src != k->fp)

@@ -42,9 +42,54 @@ static void sim_push(rcoll_sim_t *s, int from, int to, sim_msg_t *m) {
   s->tail[from][to] = m;
 }
 
+/* A board step writes its vector (a copy: in place, its rank's result may
+ * overwrite it before the others have read it). */
+static int sim_board_post(rcoll_sim_t *s, int r, rcoll_step_t *st) {
+  int k = s->board_posted[r];
+  void *vec = k < RCOLL_SIM_BOARD ? malloc(st->bytes + 1) : NULL;
+  if (vec == NULL) {
+    snprintf(s->error, sizeof s->error, "rank %d: board step %d: no room", r, k);
+    return 0;
+  }
+  memcpy(vec, st->src, st->bytes);
+  s->board[r][k].step = st;
+  s->board[r][k].vec = vec;
+  s->board_posted[r]++;
+  st->state = RCOLL_STEP_POSTED;
+  return 1;
+}
+
+/* It completes once every rank wrote its vector for the same board call,
+ * reducing them all in rank order. */
+static int sim_board_complete(rcoll_sim_t *s, int r, rcoll_step_t *st) {
+  int k = s->board_done[r];
+  if (k >= s->board_posted[r] || s->board[r][k].step != st)
+    return 0;
+  for (int q = 0; q < s->n; q++)
+    if (s->board_posted[q] <= k)
+      return 0;
+  for (int q = 0; q < s->n; q++)
+    if (s->board[q][k].step->bytes != st->bytes) {
+      snprintf(s->error, sizeof s->error, "board call %d: rank %d wrote %zu bytes, rank %d %zu", k, q,
+               s->board[q][k].step->bytes, r, st->bytes);
+      return 0;
+    }
+  rcollDataType_t t = (rcollDataType_t)st->dtype;
+  size_t count = st->bytes / rcoll_type_size(t);
+  memcpy(st->dst, s->board[0][k].vec, st->bytes);
+  for (int q = 1; q < s->n; q++)
+    rcoll_reduce(st->dst, st->dst, s->board[q][k].vec, count, t, (rcollRedOp_t)st->op);
+  rcoll_reduce_finish(st->dst, count, t, (rcollRedOp_t)st->op, s->n);
+  s->board_done[r]++;
+  st->state = RCOLL_STEP_DONE;
+  return 1;
+}
+
 static int sim_post(rcoll_sim_t *s, int r, rcoll_step_t *st) {
   if (!sim_deps_done(s->plans[r], st))
     return 0;
+  if (st->flags & RCOLL_STEP_BOARD)
+    return sim_board_post(s, r, st);
   if (st->kind == RCOLL_STEP_COPY) {
     if (st->src != NULL && st->src != st->dst && st->bytes > 0)
       memmove(st->dst, st->src, st->bytes);
@@ -91,6 +136,8 @@ static int sim_post(rcoll_sim_t *s, int r, rcoll_step_t *st) {
 
 /* Completes a posted receive if the next message from its peer is there. */
 static int sim_complete(rcoll_sim_t *s, int r, rcoll_step_t *st) {
+  if (st->flags & RCOLL_STEP_BOARD)
+    return sim_board_complete(s, r, st);
   int q = st->peer;
   sim_msg_t *m = s->head[q][r];
   if (st->seq != s->recv_done[r][q] || m == NULL)
@@ -152,6 +199,9 @@ static int sim_pass(rcoll_sim_t *s, int r, unsigned skip_pct) {
 }
 
 static void sim_free_msgs(rcoll_sim_t *s) {
+  for (int r = 0; r < s->n; r++)
+    for (int k = 0; k < s->board_posted[r]; k++)
+      free(s->board[r][k].vec);
   for (int a = 0; a < s->n; a++)
     for (int b = 0; b < s->n; b++)
       while (s->head[a][b] != NULL) {

@@ -20,6 +20,7 @@
 
 #define RCOLL_SIM_WINDOW 512 /* as ENGINE_WINDOW in lib/engine.c */
 #define RCOLL_SIM_MAX_RANKS 16
+#define RCOLL_SIM_BOARD 64 /* board steps per rank a run may post */
 
 struct rcoll_sim_msg;
 
@@ -36,6 +37,14 @@ typedef struct rcoll_sim {
   uint64_t recv_posted[RCOLL_SIM_MAX_RANKS][RCOLL_SIM_MAX_RANKS];
   uint64_t recv_done[RCOLL_SIM_MAX_RANKS][RCOLL_SIM_MAX_RANKS];
   int slots_used[RCOLL_SIM_MAX_RANKS][RCOLL_SIM_MAX_RANKS];
+  /* The flat board (RCOLL_STEP_BOARD): each rank's board steps in the
+   * order posted, with a copy of the vector it wrote; the k-th of every
+   * rank meet, as calls of one number do on the real board. */
+  struct {
+    rcoll_step_t *step;
+    void *vec;
+  } board[RCOLL_SIM_MAX_RANKS][RCOLL_SIM_BOARD];
+  int board_posted[RCOLL_SIM_MAX_RANKS], board_done[RCOLL_SIM_MAX_RANKS];
   char error[256];
 } rcoll_sim_t;
 

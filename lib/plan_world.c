@@ -168,6 +168,10 @@ void rcoll_world_totals(const rcoll_world_t *w, int r, rcoll_traffic_t *out) {
     else if (st->kind == RCOLL_STEP_RECV_REDUCE) {
       out->received += (double)st->bytes;
       out->reduced += (double)(st->bytes / rcoll_type_size((rcollDataType_t)st->dtype));
+    } else if (st->flags & RCOLL_STEP_BOARD) { /* writes its vector, reads the others' (lib/flat.h) */
+      out->sent += (double)st->bytes;
+      out->received += (double)(w->n - 1) * (double)st->bytes;
+      out->reduced += (double)(w->n - 1) * (double)(st->bytes / rcoll_type_size((rcollDataType_t)st->dtype));
     }
   }
 }

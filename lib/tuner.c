@@ -237,6 +237,8 @@ static rcoll_tune_choice_t choose(const rcoll_tuner_t *t, int coll, size_t bytes
     if (!candidate(t, coll, a))
       continue;
     rcoll_tune_choice_t c = rcoll_tune_best(t, coll, a, bytes);
+    if (c.time_us < 0) /* not at this size (the flat board: up to its slot) */
+      continue;
     /* Near ties (0.1%) keep the earlier, simpler algorithm. */
     if (best.algo < 0 || c.time_us < best.time_us * 0.999)
       best = c;

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "flat.h"
 #include "log.h"
 #include "tuner.h"
 
@@ -128,6 +129,7 @@ void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_t
     if (p->window > 0 && (a.window <= 0 || p->window < a.window))
       a.window = p->window;
     a.cores_shared |= p->cores_shared;
+    a.flat_max = p->flat_max < a.flat_max ? p->flat_max : a.flat_max;
   }
   *out = a;
 }
@@ -155,6 +157,8 @@ static const char *params_bad(const rcoll_tune_params_t *p) {
     why = "staging slot outside 4096..64M bytes";
   if (why == NULL && (p->window < 0 || p->window > 1 << 20))
     why = "window negative or absurd";
+  if (why == NULL && p->flat_max > 4096)
+    why = "flat board larger than RCOLL_FLAT_MAX allows";
   return why;
 }
 
@@ -306,6 +310,7 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   RCOLL_CHECK(rcoll_tune_params_from_settings(&c->settings, names, links, c->chunk_bytes, &prm));
   prm.window = c->nslots;
   prm.cores_shared = cores_shared_here(c);
+  prm.flat_max = rcoll_flat_max(c); /* agreed by every rank already (rcoll_flat_open) */
   RCOLL_CHECK(rcoll_tune_params_exchange(c->bootstrap, c->rank, c->nranks, &prm));
   rcoll_tuner_t *t = malloc(sizeof *t);
   if (t == NULL)

@@ -113,7 +113,9 @@ static void *rank_main(void *arg) {
     return NULL;
   }
   j->board_max = rcoll_flat_max(comm);
-  int board = j->board_max > 0;
+  /* The tuner puts these sizes on the board, unless RCOLL_ALGO leaves it out. */
+  const char *algo = getenv("RCOLL_ALGO");
+  int board = j->board_max > 0 && (algo == NULL || strstr(algo, "flat") != NULL);
   static const rcollRedOp_t ops[] = {rcollSum, rcollProd, rcollMax, rcollMin, rcollAvg};
   if (j->scenario == 0) { /* every op, both types, 1..64 elements */
     int call = 0;
@@ -253,10 +255,19 @@ Test(flat, off_with_flat_max_0) {
   expect_ok(jobs, 3, "RCOLL_FLAT_MAX=0");
 }
 
-Test(flat, off_under_rcoll_algo) {
+/* The board is the all-reduce algorithm "flat": RCOLL_ALGO leaves it out
+ * or forces it, as any other. */
+Test(flat, rcoll_algo_leaves_it_out) {
   setenv("RCOLL_ALGO", "ring,recdbl,tree,chain", 1);
   job_t jobs[MAXR];
   run(jobs, 2, 0);
-  cr_assert_eq(jobs[0].board_max, 0);
-  expect_ok(jobs, 2, "RCOLL_ALGO");
+  cr_assert_eq(jobs[0].board_max, 2048);
+  expect_ok(jobs, 2, "RCOLL_ALGO without flat");
+}
+
+Test(flat, rcoll_algo_forces_it) {
+  setenv("RCOLL_ALGO", "flat", 1);
+  job_t jobs[MAXR];
+  run(jobs, 5, 0);
+  expect_ok(jobs, 5, "RCOLL_ALGO=flat");
 }
