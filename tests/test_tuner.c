@@ -392,6 +392,36 @@ Test(tuner, star_for_small_vectors_where_cores_are_shared) {
   }
 }
 
+/* The flat board (algorithms/allreduce_flat.c) exists only where the
+ * communicator mapped one (prm.flat_max, agreed at creation): there it
+ * takes every all-reduce up to its slot, cores shared or not (one wait and
+ * no engine: 8 ranks on 2 cores, 8 B, 5.3-8.4 us against 23-32 for the
+ * plans; 2 ranks 0.33-0.37 against 0.48-0.68); above the slot, or across
+ * nodes, or without a board, never. */
+Test(tuner, flat_board_up_to_its_slot) {
+  for (int n = 2; n <= 16; n++)
+    for (int shared = 0; shared <= 1; shared++) {
+      rcoll_tuner_t *t = model(n, 1, NULL, "", 0);
+      t->prm.cores_shared = shared;
+      t->prm.flat_max = 2048;
+      for (size_t b = 4; b <= 2048; b *= 2)
+        cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo, ALGO(flat), "n=%d %zu B", n, b);
+      cr_assert_neq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 2052).algo, ALGO(flat), "n=%d", n);
+      free(t);
+      t = model(n, 1, NULL, "", 0); /* no board */
+      cr_assert_neq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8).algo, ALGO(flat), "n=%d", n);
+      free(t);
+    }
+  rcoll_tuner_t *t = model(4, 2, NULL, "", 0);
+  t->prm.flat_max = 2048;
+  cr_assert(!rcoll_tune_applies(t, RCOLL_COLL_ALLREDUCE, ALGO(flat)), "two nodes share no board");
+  free(t);
+  t = model(4, 1, NULL, "", 1); /* deterministic: it sums in rank order */
+  t->prm.flat_max = 2048;
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8).algo, ALGO(flat));
+  free(t);
+}
+
 /* Where ranks outnumber cores every message costs a scheduling of its peer
  * (RCOLL_COST_SHARED_US): hier of 64 MiB on 2 namespaces x 2 ranks on 2
  * cores took 116-123 ms in 128 KiB chunks and 90-95 ms in 4 MiB ones
