@@ -199,6 +199,8 @@ static rcoll_tuner_t *make_tuner(const opts_t *o, rcoll_settings_t *st, const rc
     exit(2);
   }
   prm.window = (int)st->nslots;
+  if (topo->nnodes == 1 && strcmp(o->intra, "shm") == 0) /* as a communicator over shm maps the board */
+    prm.flat_max = (size_t)st->flat_max;
   rcoll_tuner_t *t = malloc(sizeof *t);
   if (t == NULL || rcoll_tuner_setup(t, topo, &prm) != rcollSuccess) {
     fprintf(stderr, "rcoll_sched: cannot build the tuner's model\n");
@@ -281,6 +283,8 @@ const char *sched_kind(const rcoll_step_t *st) {
   static const char *const kinds[] = {"send", "recv", "recv-reduce", "copy"};
   if (rcoll_step_is_join(st))
     return "join";
+  if (st->flags & RCOLL_STEP_BOARD)
+    return "board";
   if (st->kind == RCOLL_STEP_COPY && st->src == NULL)
     return "finish";
   return st->kind < RCOLL_STEP_NKINDS ? kinds[st->kind] : "?";

@@ -124,8 +124,11 @@ static void draw_messages(canvas_t *cv) {
 static void draw_box(FILE *f, double x, double y, const rcoll_step_t *st, int band, int bands) {
   char colour[8], label[16];
   band_colour(band, bands, colour);
-  int send = st->kind == RCOLL_STEP_SEND, copy = st->kind == RCOLL_STEP_COPY;
-  if (band < 0)
+  int board = (st->flags & RCOLL_STEP_BOARD) != 0;
+  int send = st->kind == RCOLL_STEP_SEND, copy = st->kind == RCOLL_STEP_COPY && !board;
+  if (board) /* the flat board: every rank's vector, summed in rank order */
+    snprintf(label, sizeof label, "+all");
+  else if (band < 0)
     snprintf(label, sizeof label, "%s", copy && st->src == NULL ? "avg" : "");
   else
     snprintf(label, sizeof label, "%s%d", st->kind == RCOLL_STEP_RECV_REDUCE ? "+" : "", band);
@@ -154,6 +157,15 @@ static void draw_steps(canvas_t *cv) {
  * are estimated (6 px a character at 11 px), to place what follows; the
  * picture is made wide enough for all of it (legend_width). */
 static const char *const kind_names[4] = {"send", "receive", "receive and reduce", "local copy"};
+#define BOARD_NAME "on the shared board: every rank's vector, summed (no messages)"
+
+static int has_board(const sched_t *s) {
+  for (int r = 0; r < s->n; r++)
+    for (int k = 0; k < s->world.plans[r]->nsteps; k++)
+      if (s->world.plans[r]->steps[k].flags & RCOLL_STEP_BOARD)
+        return 1;
+  return 0;
+}
 
 static void band_text(const sched_t *s, char *text, size_t len) {
   if (s->npieces > 0)
@@ -168,6 +180,8 @@ static double legend_width(const sched_t *s) {
   double x = 22;
   for (int k = 0; k < 4; k++)
     x += 40 + 6.0 * (double)strlen(kind_names[k]);
+  if (has_board(s))
+    x += 40 + 6.0 * (double)strlen(BOARD_NAME);
   band_text(s, text, sizeof text);
   return x + 6.0 * (double)strlen(text) + 12 + 27 * sched_bands(s) + RIGHT;
 }
@@ -183,6 +197,12 @@ static void draw_legend(canvas_t *cv) {
     draw_box(f, x, y, &kinds[k], 0, sched_bands(s));
     fprintf(f, "<text x='%.1f' y='%.1f' class='small'>%s</text>\n", x + 17, y + 4, kind_names[k]);
     x += 40 + 6.0 * (double)strlen(kind_names[k]);
+  }
+  if (has_board(s)) {
+    static const rcoll_step_t board = {.kind = RCOLL_STEP_COPY, .flags = RCOLL_STEP_BOARD, .src = data};
+    draw_box(f, x, y, &board, 0, sched_bands(s));
+    fprintf(f, "<text x='%.1f' y='%.1f' class='small'>%s</text>\n", x + 17, y + 4, BOARD_NAME);
+    x += 40 + 6.0 * (double)strlen(BOARD_NAME);
   }
   char text[96];
   band_text(s, text, sizeof text);
