@@ -108,7 +108,8 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
  * by all ranks over the bootstrap then, which a call could not do). The
  * chunk never exceeds the communicator's staging slot, which
  * receive-reduces land in. */
-static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm) {
+static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *comm,
+                               int device) {
   rcoll_plan_t *p = &comm->plan;
   size_t bytes = a->count * rcoll_type_size(a->dtype);
   if (p->tuner == NULL)
@@ -117,6 +118,8 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
   if (rcoll_coll_per_rank(d->coll))
     bytes *= (size_t)a->nranks;
   rcoll_tune_choice_t ch = rcoll_tune_choose(p->tuner, d->coll, bytes);
+  if (device >= 0 && comm->flat != NULL && ch.desc == rcoll_flat_algorithm(comm)) /* the board is host memory */
+    ch = rcoll_tune_choose_without(p->tuner, d->coll, bytes, ch.algo);
   const rcoll_algorithm_t *algo = ch.desc;
   if (algo == NULL)
     return rcoll_error(rcollInternalError, "%s: no algorithm implements %s", d->name,
@@ -139,7 +142,7 @@ static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, 
   rcollResult_t r = rcoll_redop_prepare(comm, d->name, a, a->count * (d->send_mult ? (size_t)a->nranks : 1),
                                         device);
   if (r == rcollSuccess)
-    r = coll_plan(d, a, comm);
+    r = coll_plan(d, a, comm, device);
   if (r == rcollSuccess)
     r = rcoll_call_add(comm, d->coll, a, user_op, first_step, device >= 0);
   if (r == rcollSuccess && comm->flat != NULL && !rcoll_coll_is_p2p(d->coll)) {

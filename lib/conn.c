@@ -253,8 +253,8 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
     if (now - start > RCOLL_FLAT_CHECK_AFTER_MS && now - flat_checked >= RCOLL_FLAT_CHECK_MS) {
       flat_checked = now;
       for (int i = 0; i < nplans; i++)
-        if (plans[i]->comm->flat != NULL && plans[i] == &plans[i]->comm->plan)
-          RCOLL_CHECK(rcoll_flat_check(plans[i]->comm));
+        if (plans[i]->comm->flat != NULL)
+          RCOLL_CHECK(rcoll_flat_check(plans[i]->comm, plans[i]));
     }
     sched_yield();
   }

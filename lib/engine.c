@@ -69,6 +69,10 @@ static rcollResult_t peer_error(rcoll_plan_t *p, const rcoll_step_t *st, rcollRe
                                 const char *what) {
   char name[128], where[320];
   struct rcollComm *c = p->comm;
+  /* A peer that gave up on the flat board over a mismatch, and left: say so. */
+  rcollResult_t why = c->flat != NULL ? rcoll_flat_check(c, p) : rcollSuccess;
+  if (why != rcollSuccess)
+    return why;
   rcoll_comm_peer_name(c, st->peer, name, sizeof name);
   step_where(p, st, where, sizeof where);
   return rcoll_error(r, "rank %d: %s %s failed%s: %s", c->rank, what, name, where,
@@ -452,13 +456,7 @@ __attribute__((cold)) static void engine_fr_wait(rcoll_plan_t **plans, int nplan
  * own board steps, a peer that left, died or made another call. */
 __attribute__((cold)) static rcollResult_t engine_flat_check(rcoll_plan_t **plans, int nplans) {
   for (int i = 0; i < nplans; i++) {
-    rcoll_plan_t *p = plans[i];
-    if (p->comm->flat == NULL || p != &p->comm->plan)
-      continue;
-    rcollResult_t r = rcoll_flat_check(p->comm);
-    for (int k = p->head; k < p->nsteps && r == rcollSuccess; k++)
-      if ((p->steps[k].flags & RCOLL_STEP_BOARD) && p->steps[k].state == RCOLL_STEP_POSTED)
-        r = rcoll_flat_step_stalled(p->comm, &p->steps[k]);
+    rcollResult_t r = plans[i]->comm->flat != NULL ? rcoll_flat_check(plans[i]->comm, plans[i]) : rcollSuccess;
     if (r != rcollSuccess)
       return r;
   }

@@ -52,8 +52,10 @@ typedef struct flat_ctl {
   _Atomic int32_t cur_root;   /* that call's root, RCOLL_FP_NONE without one */
   int32_t pid;
   uint64_t ns_key;            /* pidns.h: the pid means something here only if this is ours */
+  _Atomic uint64_t cur_algo[RCOLL_FP_ALGO / 8 + 1]; /* that call's algorithm's name (rcoll_fp_t.algo) */
 } flat_ctl_t;
-_Static_assert(sizeof(flat_ctl_t) <= FLAT_LINE, "a control line is one cache line");
+#define FLAT_CTL 128 /* two lines */
+_Static_assert(sizeof(flat_ctl_t) <= FLAT_CTL, "a control area is two cache lines");
 
 typedef struct flat_slot {
   _Atomic uint64_t seq;       /* the call whose vector this holds; stored last */
@@ -66,6 +68,7 @@ typedef struct flat_slot {
 _Static_assert(offsetof(flat_slot_t, data) == FLAT_SLOT_HDR, "the slot header is 24 bytes");
 
 #define FLAT_ON_BOARD (1u << 31)
+static const char FLAT_NAME[RCOLL_FP_ALGO] = "flat"; /* as fingerprints name the algorithm */
 
 struct rcoll_flat {
   unsigned char *base;
@@ -86,7 +89,7 @@ static flat_ctl_t *flat_ctl(const struct rcoll_flat *f, int rank) {
 }
 
 static flat_slot_t *flat_slot(const struct rcoll_flat *f, int rank, uint64_t seq) {
-  return (flat_slot_t *)(f->base + (size_t)rank * f->stride + FLAT_LINE + (seq & 1) * f->slot_bytes);
+  return (flat_slot_t *)(f->base + (size_t)rank * f->stride + FLAT_CTL + (seq & 1) * f->slot_bytes);
 }
 
 static size_t flat_round(size_t n) { return (n + FLAT_LINE - 1) / FLAT_LINE * FLAT_LINE; }
@@ -124,7 +127,7 @@ static int flat_wanted(const struct rcollComm *c) {
 
 static size_t flat_bytes(int nranks, size_t max, size_t *slot_bytes, size_t *stride) {
   *slot_bytes = flat_round(FLAT_SLOT_HDR + max);
-  *stride = FLAT_LINE + 2 * *slot_bytes;
+  *stride = FLAT_CTL + 2 * *slot_bytes;
   return (size_t)nranks * *stride;
 }
 
@@ -186,7 +189,7 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
     *f = (struct rcoll_flat){.base = mine, .map_bytes = bytes, .max = max, .known_done = known,
                              .ns_key = rcoll_pid_ns_key()};
     for (int i = 0; rcoll_algorithms[i] != NULL; i++)
-      if (rcoll_algorithms[i]->coll == RCOLL_COLL_ALLREDUCE && strcmp(rcoll_algorithms[i]->name, "flat") == 0)
+      if (rcoll_algorithms[i]->coll == RCOLL_COLL_ALLREDUCE && strcmp(rcoll_algorithms[i]->name, FLAT_NAME) == 0)
         f->algo = rcoll_algorithms[i];
     flat_bytes(c->nranks, max, &f->slot_bytes, &f->stride);
     flat_ctl_t *ctl = flat_ctl(f, c->rank);
@@ -230,20 +233,25 @@ void rcoll_flat_close(struct rcollComm *c) {
 /* Publishes the collective this rank is in. A seqlock: readers
  * (flat_peer_state) take the fields only between two equal non-zero
  * readings of cur_seq. */
-static void flat_publish(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count, int32_t root) {
+static void flat_publish(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_t count, int32_t root,
+                         const char algo[RCOLL_FP_ALGO]) {
   flat_ctl_t *ctl = flat_ctl(c->flat, c->rank);
+  uint64_t name[RCOLL_FP_ALGO / 8 + 1] = {0};
+  memcpy(name, algo, RCOLL_FP_ALGO);
   atomic_store_explicit(&ctl->cur_seq, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_release);
   atomic_store_explicit(&ctl->cur_count, count, memory_order_relaxed);
   atomic_store_explicit(&ctl->cur_desc, desc, memory_order_relaxed);
   atomic_store_explicit(&ctl->cur_root, root, memory_order_relaxed);
+  for (size_t i = 0; i < sizeof name / sizeof name[0]; i++)
+    atomic_store_explicit(&ctl->cur_algo[i], name[i], memory_order_relaxed);
   atomic_store_explicit(&ctl->cur_seq, seq, memory_order_release);
 }
 
 void rcoll_flat_note(struct rcollComm *c, const rcoll_fp_t *fp) {
-  uint32_t board = memcmp(fp->algo, "flat", 5) == 0 ? FLAT_ON_BOARD : 0; /* a board step of a group */
+  uint32_t board = memcmp(fp->algo, FLAT_NAME, sizeof FLAT_NAME) == 0 ? FLAT_ON_BOARD : 0; /* a group's */
   flat_publish(c, fp->seq, flat_desc(fp->kind, fp->dtype, fp->op, fp->magic == RCOLL_FP_MAGIC_DEVICE) | board,
-               fp->count, fp->root);
+               fp->count, fp->root, fp->algo);
 }
 
 /* A call given by number, description and count, as a fingerprint. */
@@ -258,7 +266,7 @@ static rcoll_fp_t flat_fp(uint64_t seq, uint32_t desc, uint64_t count, int32_t r
   fp.root = root;
   fp.magic = desc >> 24 & 1 ? RCOLL_FP_MAGIC_DEVICE : RCOLL_FP_MAGIC;
   if (desc & FLAT_ON_BOARD)
-    memcpy(fp.algo, "flat", 4);
+    memcpy(fp.algo, FLAT_NAME, sizeof FLAT_NAME);
   return fp;
 }
 
@@ -269,10 +277,14 @@ static int flat_peer_state(const struct rcoll_flat *f, int peer, rcoll_fp_t *fp,
   uint64_t count = atomic_load_explicit(&ctl->cur_count, memory_order_relaxed);
   uint32_t desc = atomic_load_explicit(&ctl->cur_desc, memory_order_relaxed);
   int32_t root = atomic_load_explicit(&ctl->cur_root, memory_order_relaxed);
+  uint64_t name[RCOLL_FP_ALGO / 8 + 1];
+  for (size_t i = 0; i < sizeof name / sizeof name[0]; i++)
+    name[i] = atomic_load_explicit(&ctl->cur_algo[i], memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   if (s1 == 0 || s1 != atomic_load_explicit(&ctl->cur_seq, memory_order_relaxed))
     return 0;
   *fp = flat_fp(s1, desc, count, root);
+  memcpy(fp->algo, name, RCOLL_FP_ALGO);
   *on_board = (desc & FLAT_ON_BOARD) != 0;
   return 1;
 }
@@ -468,7 +480,7 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
     return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
   c->active++;
   uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, a->dtype, a->op, 0);
-  flat_publish(c, fp->seq, desc | FLAT_ON_BOARD, a->count, RCOLL_FP_NONE);
+  flat_publish(c, fp->seq, desc | FLAT_ON_BOARD, a->count, RCOLL_FP_NONE, FLAT_NAME);
   if (c->fr != NULL)
     rcoll_fr_run_begin(c, rcoll_now_coarse_us());
   rcollResult_t r = flat_wait(c, fp->seq, desc, a->count, a->sendbuff, bytes);
@@ -492,7 +504,7 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
 int rcoll_flat_step_post(struct rcollComm *c, const rcoll_step_t *st) {
   uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, st->dtype, st->op, 0);
   size_t count = st->bytes / rcoll_type_size((rcollDataType_t)st->dtype);
-  flat_publish(c, st->seq, desc | FLAT_ON_BOARD, count, RCOLL_FP_NONE);
+  flat_publish(c, st->seq, desc | FLAT_ON_BOARD, count, RCOLL_FP_NONE, FLAT_NAME);
   return flat_post(c, st->seq, desc, count, st->src, st->bytes);
 }
 
@@ -517,29 +529,40 @@ void rcoll_flat_post_early(rcoll_plan_t *p) {
   }
 }
 
-rcollResult_t rcoll_flat_step_stalled(struct rcollComm *c, const rcoll_step_t *st) {
-  rcollDataType_t t = (rcollDataType_t)st->dtype;
-  return flat_peers_ok(c, st->seq, flat_desc(RCOLL_COLL_ALLREDUCE, t, st->op, 0),
-                       st->bytes / rcoll_type_size(t));
+/* A peer that sits on the board in call mine->seq, which this rank runs
+ * otherwise. */
+static rcollResult_t flat_check_call(struct rcollComm *c, const rcoll_fp_t *mine) {
+  if (rcoll_coll_is_p2p(mine->kind) || memcmp(mine->algo, FLAT_NAME, sizeof FLAT_NAME) == 0)
+    return rcollSuccess;
+  for (int j = 0; j < c->nranks; j++) {
+    rcoll_fp_t theirs;
+    int board = 0;
+    if (j != c->rank && flat_peer_state(c->flat, j, &theirs, &board) && board && theirs.seq == mine->seq)
+      return rcoll_fp_mismatch(c, mine, &theirs, j);
+  }
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_flat_check(struct rcollComm *c, const rcoll_plan_t *p) {
+  const void *last = NULL;
+  for (int i = 0; i < p->nsteps; i++) { /* from the first: a fingerprint sent is a step done */
+    const rcoll_step_t *st = &p->steps[i];
+    rcollResult_t r = rcollSuccess;
+    /* A call's fingerprint sends (fingerprint.c) carry its fingerprint
+     * first; device plans, which keep no call records, have them too. */
+    if ((st->flags & RCOLL_STEP_FP) && st->kind == RCOLL_STEP_SEND && st->src != last)
+      r = flat_check_call(c, (const rcoll_fp_t *)(last = st->src));
+    else if ((st->flags & RCOLL_STEP_BOARD) && st->state == RCOLL_STEP_POSTED)
+      r = flat_peers_ok(c, st->seq, flat_desc(RCOLL_COLL_ALLREDUCE, st->dtype, st->op, 0),
+                        st->bytes / rcoll_type_size((rcollDataType_t)st->dtype));
+    if (r != rcollSuccess)
+      return r;
+  }
+  return rcollSuccess;
 }
 
 int rcoll_flat_step_waits_for(const struct rcollComm *c, const rcoll_step_t *st) {
   return flat_first_missing(c, st->seq);
 }
 
-rcollResult_t rcoll_flat_check(struct rcollComm *c) {
-  struct rcoll_flat *f = c->flat;
-  for (int j = 0; j < c->nranks; j++) {
-    rcoll_fp_t theirs;
-    int board = 0;
-    if (j == c->rank || !flat_peer_state(f, j, &theirs, &board) || !board)
-      continue;
-    /* It waits on the board in a call that this rank's plan runs otherwise. */
-    for (int i = 0; i < c->ncalls; i++) {
-      const rcoll_fp_t *mine = c->calls[i].fp;
-      if (mine->seq == theirs.seq && !rcoll_coll_is_p2p(mine->kind) && memcmp(mine->algo, "flat", 5) != 0)
-        return rcoll_fp_mismatch(c, mine, &theirs, j);
-    }
-  }
-  return rcollSuccess;
-}
+const rcoll_algorithm_t *rcoll_flat_algorithm(const struct rcollComm *c) { return c->flat->algo; }

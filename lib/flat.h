@@ -48,6 +48,8 @@ size_t rcoll_flat_max(const struct rcollComm *c);
  * rcoll_flat_max); numbers it and records it like any call. */
 rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t *a, rcollRedOp_t user_op);
 
+/* The algorithm "flat" as the tuner returns it (tuner.h: desc). */
+const rcoll_algorithm_t *rcoll_flat_algorithm(const struct rcollComm *c);
 /* Whether an all-reduce with these arguments (checked, host buffers, not
  * in a group) runs on the board without a plan: the tuner chose the
  * board for its size (algorithms/allreduce_flat.c; *ch is its choice),
@@ -65,10 +67,8 @@ int rcoll_flat_step_test(struct rcollComm *c, const rcoll_step_t *st, rcollResul
  * already: a peer that makes the same calls one by one may wait on the
  * board for one of them before it accepts those connections. */
 void rcoll_flat_post_early(rcoll_plan_t *p);
-/* For the engine's long waits: the peer the step waits for, and an error
- * when a peer has left, died or made another call. */
+/* For the engine's long waits: the peer a board step waits for. */
 int rcoll_flat_step_waits_for(const struct rcollComm *c, const rcoll_step_t *st);
-rcollResult_t rcoll_flat_step_stalled(struct rcollComm *c, const rcoll_step_t *st);
 
 /* A wait that lasts RCOLL_FLAT_CHECK_AFTER_MS (the engine's, or connection
  * setup's) asks the board every RCOLL_FLAT_CHECK_MS whether a peer made
@@ -81,8 +81,10 @@ rcollResult_t rcoll_flat_step_stalled(struct rcollComm *c, const rcoll_step_t *s
  * peer waiting on the board for the same number learns at once that this
  * rank made another call. */
 void rcoll_flat_note(struct rcollComm *c, const rcoll_fp_t *fp);
-/* The engine has waited long: fails when a peer sits on the board in a call
- * this rank's plan numbers otherwise (the peers made different calls). */
-rcollResult_t rcoll_flat_check(struct rcollComm *c);
+/* The engine (or connection setup) has waited long on plan p: fails when
+ * a peer sits on the board in a call p numbers otherwise (the peers made
+ * different calls), or, for p's own board steps, when a peer left, died or
+ * made another call. */
+rcollResult_t rcoll_flat_check(struct rcollComm *c, const rcoll_plan_t *p);
 
 #endif

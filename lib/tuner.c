@@ -228,13 +228,13 @@ static int try_order(int coll, const rcoll_algorithm_t *out[MAX_PER_COLL]) {
   return n;
 }
 
-static rcoll_tune_choice_t choose(const rcoll_tuner_t *t, int coll, size_t bytes) {
+static rcoll_tune_choice_t choose(const rcoll_tuner_t *t, int coll, size_t bytes, int skip) {
   const rcoll_algorithm_t *order[MAX_PER_COLL];
   int n = try_order(coll, order);
   rcoll_tune_choice_t best = {-1, 0, -1, NULL};
   for (int i = 0; i < n; i++) {
     int a = rcoll_algorithm_family(order[i]);
-    if (!candidate(t, coll, a))
+    if (a == skip || !candidate(t, coll, a))
       continue;
     rcoll_tune_choice_t c = rcoll_tune_best(t, coll, a, bytes);
     if (c.time_us < 0) /* not at this size (the flat board: up to its slot) */
@@ -250,9 +250,13 @@ static rcoll_tune_choice_t choose(const rcoll_tuner_t *t, int coll, size_t bytes
   unsigned want = t->prm.deterministic && rcoll_coll_reduces(coll) ? RCOLL_ALGO_DETERMINISTIC
                                                                      : RCOLL_ALGO_FALLBACK;
   for (int i = 0; i < n; i++)
-    if (order[i]->flags & want)
+    if ((order[i]->flags & want) && rcoll_algorithm_family(order[i]) != skip)
       return rcoll_tune_best(t, coll, rcoll_algorithm_family(order[i]), bytes);
   return best;
+}
+
+rcoll_tune_choice_t rcoll_tune_choose_without(rcoll_tuner_t *t, int coll, size_t bytes, int skip) {
+  return choose(t, coll, bytes, skip);
 }
 
 rcoll_tune_choice_t rcoll_tune_choose(rcoll_tuner_t *t, int coll, size_t bytes) {
@@ -261,7 +265,7 @@ rcoll_tune_choice_t rcoll_tune_choose(rcoll_tuner_t *t, int coll, size_t bytes) 
   int logging = rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_TUNE);
   if (!logging && t->cache[slot].coll == coll && t->cache[slot].bytes == bytes)
     return t->cache[slot].choice;
-  rcoll_tune_choice_t ch = choose(t, coll, bytes);
+  rcoll_tune_choice_t ch = choose(t, coll, bytes, -1);
   t->cache[slot].coll = coll;
   t->cache[slot].bytes = bytes;
   t->cache[slot].choice = ch;

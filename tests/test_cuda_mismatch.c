@@ -96,13 +96,15 @@ static const plan_t OPS = {
 Test(cuda_mismatch, ops_over_ipc) { run("0", &OPS); }
 Test(cuda_mismatch, ops_over_staging) { run("1", &OPS); }
 
-/* Rank 1 passes host buffers where rank 0 passes device buffers. */
+/* Rank 1 passes host buffers where rank 0 passes device buffers: its call
+ * meets on the flat board (lib/flat.h), where it learns rank 0's call from
+ * what rank 0 published, and rank 0's engine learns it from the board. */
 static const plan_t MEMORY = {
     .count = {64, 64},
     .op = {rcollSum, rcollSum},
     .host = {0, 1},
     .differs = "memory type",
-    .theirs = {"rank 1 called allreduce #2 (64 x float32 sum, recdbl)",
+    .theirs = {"rank 1 called allreduce #2 (64 x float32 sum, flat)",
                "rank 0 called allreduce #2 (64 x float32 sum, recdbl, device buffers)"}};
 
 Test(cuda_mismatch, host_buffers_against_device_buffers_over_ipc) { run("0", &MEMORY); }
