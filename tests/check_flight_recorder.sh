@@ -100,7 +100,7 @@ if [[ -x $BIN_DIR/test_mismatch ]]; then
   "$BIN_DIR/test_mismatch" --filter 'mismatch/count' >"$TMP/mm.log" 2>&1 || fail "test_mismatch count failed"
   verdict=$("$ANALYZE" "$TMP/mm.log")
   echo "$verdict" | sed 's/^/   /'
-  grep -q "mismatch at collective #4: rank 0 called allreduce #4 (100 x float32 sum.*rank 1 called allreduce #4 (200 x float32 sum" \
+  grep -q "mismatch at collective #4: rank 0 called allreduce #4 (600 x float32 sum.*rank 1 called allreduce #4 (700 x float32 sum" \
     <<<"$verdict" || fail "the analyzer does not name both calls"
 else
   echo "   ($BIN_DIR/test_mismatch not built: run make tests)"
