@@ -1,8 +1,8 @@
 /* The flat board (flat.h): one shared segment per communicator whose ranks
  * all share a machine, where tiny all-reduces meet.
  *
- * Layout: a rank's area is its control line, then its two slots (call k
- * uses slot k & 1). A slot's first line holds the call number, the
+ * Layout: a rank's area is its control area (FLAT_CTL), then its two slots
+ * (call k uses slot k & 1). A slot's first line holds the call number, the
  * owner's sleeping flag, the call's description, its count and the first
  * 40 bytes of its vector; larger vectors continue in the lines after it.
  *
@@ -48,7 +48,7 @@
  * spin, 2.02-5.26 with 50 (8 B alike; 8 processes 5.5-6.2 both ways). */
 #define FLAT_SPIN_SHARED_X 20
 
-/* A rank's control line; only its owner writes it, except `word`. */
+/* A rank's control area; only its owner writes it, except `word`. */
 typedef struct flat_ctl {
   _Atomic uint64_t done;      /* board calls up to this number are read: their slots are free */
   _Atomic uint64_t cur_seq;   /* the collective it last entered; 0 while cur_* change */

@@ -2,8 +2,8 @@
  * without plans, messages or the engine.
  *
  * When every peer of a communicator is reached over shared memory, its
- * ranks map one segment at creation. Each rank owns a control line and two
- * slots there. An all-reduce of at most RCOLL_FLAT_MAX bytes copies the
+ * ranks map one segment at creation. Each rank owns a control area (two
+ * cache lines) and two slots there. An all-reduce of at most RCOLL_FLAT_MAX bytes copies the
  * rank's vector into its slot for this call (data, call number and
  * description in one cache line for up to 40 bytes), then reads every
  * other rank's slot once it carries the same call number, and sums them
