@@ -252,9 +252,7 @@ rcollResult_t rcoll_conn_ensure(rcoll_plan_t **plans, int nplans) {
     /* A peer that does not accept may sit on the flat board in another call. */
     if (now - start > RCOLL_FLAT_CHECK_AFTER_MS && now - flat_checked >= RCOLL_FLAT_CHECK_MS) {
       flat_checked = now;
-      for (int i = 0; i < nplans; i++)
-        if (plans[i]->comm->flat != NULL)
-          RCOLL_CHECK(rcoll_flat_check(plans[i]->comm, plans[i]));
+      RCOLL_CHECK(rcoll_flat_check_plans(plans, nplans));
     }
     sched_yield();
   }

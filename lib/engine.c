@@ -317,12 +317,8 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
   for (int i = p->head; i < p->nsteps; i++) {
     const rcoll_step_t *st = &p->steps[i];
     if (st->state != RCOLL_STEP_DONE && (st->flags & RCOLL_STEP_BOARD)) {
-      char name[128], where[320];
-      rcoll_comm_peer_name(c, rcoll_flat_step_waits_for(c, st), name, sizeof name);
-      return rcoll_error(rcollTimeout, "rank %d: no progress for %lld ms waiting for %s on the flat "
-                         "board%s (RCOLL_TIMEOUT=%lld s); that rank has not started this call (it died, "
-                         "hangs elsewhere or made fewer calls)", c->rank, (long long)waited_ms, name,
-                         step_where(p, st, where, sizeof where), (long long)c->settings.timeout);
+      char where[320];
+      return rcoll_flat_step_timeout(c, st, waited_ms, step_where(p, st, where, sizeof where));
     }
     if (st->state == RCOLL_STEP_DONE || st->kind == RCOLL_STEP_COPY)
       continue;
@@ -451,18 +447,6 @@ __attribute__((cold)) static void engine_fr_wait(rcoll_plan_t **plans, int nplan
   }
 }
 
-/* After a long wait, every RCOLL_FLAT_CHECK_MS: a peer that sits on the flat
- * board in a call this rank's plan runs otherwise, and, for this rank's
- * own board steps, a peer that left, died or made another call. */
-__attribute__((cold)) static rcollResult_t engine_flat_check(rcoll_plan_t **plans, int nplans) {
-  for (int i = 0; i < nplans; i++) {
-    rcollResult_t r = plans[i]->comm->flat != NULL ? rcoll_flat_check(plans[i]->comm, plans[i]) : rcollSuccess;
-    if (r != rcollSuccess)
-      return r;
-  }
-  return rcollSuccess;
-}
-
 /* The engine's waits, for the first plan's trace: one "wait" slice from
  * the first idle pass to the next progress. */
 typedef struct engine_idle_trace {
@@ -539,7 +523,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       engine_fr_wait(plans, nplans, 0), fr_waited = 1;
     if (now - last_progress > RCOLL_FLAT_CHECK_AFTER_MS * 1000 &&
         now - flat_checked > RCOLL_FLAT_CHECK_MS * 1000) {
-      rcollResult_t r = engine_flat_check(plans, nplans);
+      rcollResult_t r = rcoll_flat_check_plans(plans, nplans);
       if (r != rcollSuccess)
         return r;
       flat_checked = now;

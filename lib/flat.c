@@ -421,6 +421,16 @@ static void flat_sleep(struct rcollComm *c, uint64_t seq, uint32_t desc, uint64_
   atomic_store_explicit(&s->sleeping, 0, memory_order_relaxed);
 }
 
+/* RCOLL_TIMEOUT passed in board call seq: names the first peer missing. */
+static rcollResult_t flat_timeout(struct rcollComm *c, uint64_t seq, int64_t waited_ms, const char *where) {
+  char name[128];
+  rcoll_comm_peer_name(c, flat_first_missing(c, seq), name, sizeof name);
+  return rcoll_error(rcollTimeout, "rank %d: no progress for %lld ms waiting for %s on the flat board%s "
+                     "(RCOLL_TIMEOUT=%lld s); that rank has not started this call (it died, hangs elsewhere "
+                     "or made fewer calls)", c->rank, (long long)waited_ms, name, where,
+                     (long long)c->settings.timeout);
+}
+
 /* Waits for every peer's vector: spins (yielding as the engine does, see
  * comm_spin_policy), then sleeps; gives up on abort, a peer that left or
  * differs, and RCOLL_TIMEOUT without progress. */
@@ -459,18 +469,13 @@ static rcollResult_t flat_wait(struct rcollComm *c, uint64_t seq, uint32_t desc,
         return err;
     }
     if (now - since > c->timeout_ms * 1000) {
-      char name[128], where[320];
+      char where[320];
       rcoll_calls_where(c, where, sizeof where);
-      int j = posted ? flat_first_missing(c, seq) : -1;
-      if (j < 0)
+      if (!posted)
         return rcoll_error(rcollTimeout, "rank %d: no progress for %lld ms%s: the peers have not read "
                            "this rank's previous board call (RCOLL_TIMEOUT=%lld s)", c->rank,
                            (long long)(now - since) / 1000, where, (long long)c->settings.timeout);
-      return rcoll_error(rcollTimeout, "rank %d: no progress for %lld ms waiting for %s%s "
-                         "(RCOLL_TIMEOUT=%lld s); that rank has not started this call (it died, hangs "
-                         "elsewhere or made fewer calls)", c->rank, (long long)(now - since) / 1000,
-                         rcoll_comm_peer_name(c, j, name, sizeof name), where,
-                         (long long)c->settings.timeout);
+      return flat_timeout(c, seq, (now - since) / 1000, where);
     }
     if (now - since < spin_us || !posted) {
       if (c->spin_yield != RCOLL_YIELD_NEVER || now - since >= spin_us)
@@ -569,8 +574,18 @@ rcollResult_t rcoll_flat_check(struct rcollComm *c, const rcoll_plan_t *p) {
   return rcollSuccess;
 }
 
-int rcoll_flat_step_waits_for(const struct rcollComm *c, const rcoll_step_t *st) {
-  return flat_first_missing(c, st->seq);
+rcollResult_t rcoll_flat_check_plans(rcoll_plan_t *const *plans, int nplans) {
+  for (int i = 0; i < nplans; i++) {
+    rcollResult_t r = plans[i]->comm->flat != NULL ? rcoll_flat_check(plans[i]->comm, plans[i]) : rcollSuccess;
+    if (r != rcollSuccess)
+      return r;
+  }
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_flat_step_timeout(struct rcollComm *c, const rcoll_step_t *st, int64_t waited_ms,
+                                      const char *where) {
+  return flat_timeout(c, st->seq, waited_ms, where);
 }
 
 const rcoll_algorithm_t *rcoll_flat_algorithm(const struct rcollComm *c) { return c->flat->algo; }

@@ -67,8 +67,10 @@ int rcoll_flat_step_test(struct rcollComm *c, const rcoll_step_t *st, rcollResul
  * already: a peer that makes the same calls one by one may wait on the
  * board for one of them before it accepts those connections. */
 void rcoll_flat_post_early(rcoll_plan_t *p);
-/* For the engine's long waits: the peer a board step waits for. */
-int rcoll_flat_step_waits_for(const struct rcollComm *c, const rcoll_step_t *st);
+/* RCOLL_TIMEOUT passed in a board step: the error, naming the peer it
+ * waits for; `where` says which call (engine.c: step_where). */
+rcollResult_t rcoll_flat_step_timeout(struct rcollComm *c, const rcoll_step_t *st, int64_t waited_ms,
+                                      const char *where);
 
 /* A wait that lasts RCOLL_FLAT_CHECK_AFTER_MS (the engine's, or connection
  * setup's) asks the board every RCOLL_FLAT_CHECK_MS whether a peer made
@@ -86,5 +88,8 @@ void rcoll_flat_note(struct rcollComm *c, const rcoll_fp_t *fp);
  * different calls), or, for p's own board steps, when a peer left, died or
  * made another call. */
 rcollResult_t rcoll_flat_check(struct rcollComm *c, const rcoll_plan_t *p);
+/* The same for each plan whose communicator has a board: what the engine
+ * and connection setup call every RCOLL_FLAT_CHECK_MS of a long wait. */
+rcollResult_t rcoll_flat_check_plans(rcoll_plan_t *const *plans, int nplans);
 
 #endif
