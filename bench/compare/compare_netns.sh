@@ -123,12 +123,16 @@ run_failed() {
     note "$tool round $round: every row printed, but the run ended with status $rc (124: killed after ${RUN_TIMEOUT} s)"
   fi
 }
-run_pingpong() { # round
-  local port=$((40000 + RANDOM % 20000)) log=$OUTDIR/pingpong_$1.log server
-  ip netns exec "$NETNS_PREFIX-n2" timeout 60 "$PINGPONG" server "$port" >/dev/null 2>&1 &
+# The ping-pong waits as the libraries do, spinning 50 us before it sleeps
+# (the reference), and once blocking at once (spin 0), which is printed
+# beside it: asleep in poll, the two processes can end up on one core
+# (tests/netns/tcp_pingpong.c says what that measured).
+run_pingpong() { # round spin_us file
+  local port=$((40000 + RANDOM % 20000)) log=$OUTDIR/pingpong_$1_spin$2.log server
+  ip netns exec "$NETNS_PREFIX-n2" timeout 60 "$PINGPONG" server "$port" "$2" >/dev/null 2>&1 &
   server=$!
-  if bg_run "$log" ip netns exec "$NETNS_PREFIX-n1" timeout 60 "$PINGPONG" client "$NETNS_SUBNET.2" "$port" "$PINGS"; then
-    awk '{for (i = 1; i < NF; i++) if ($i == "median") print $(i + 1)}' "$log" >>"$OUTDIR/pp"
+  if bg_run "$log" ip netns exec "$NETNS_PREFIX-n1" timeout 60 "$PINGPONG" client "$NETNS_SUBNET.2" "$port" "$PINGS" 8 "$2"; then
+    awk '{for (i = 1; i < NF; i++) if ($i == "median") print $(i + 1)}' "$log" >>"$OUTDIR/$3"
   else
     note "ping-pong failed: $(tail -n 2 "$log")"
     STATUS=1
@@ -167,10 +171,11 @@ cc_why="the system default"
 note "  TCP congestion control in both namespaces: $CC_USED ($cc_why)"
 note "  rcoll: RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT netns_run 1 2 $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"
 note "  MPICH: UCX_TLS=tcp,self netns_run 1 2 $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"
-note "  ping-pong: $PINGPONG client $NETNS_SUBNET.2 PORT $PINGS (server in n2)"
+note "  ping-pong: $PINGPONG client $NETNS_SUBNET.2 PORT $PINGS 8 SPIN (server in n2 with the same SPIN; 50: the reference, 0: blocking)"
 note "  (netns_run: tests/netns/netns.sh, mpiexec.mpich from the hub namespace through tests/netns/nsexec.sh)"
 for ((round = 1; round <= ROUNDS; round++)); do
-  run_pingpong "$round"
+  run_pingpong "$round" 50 pp
+  run_pingpong "$round" 0 pp_block
   if ((round % 2)); then run_rcoll "$round"; run_mpich "$round"; else run_mpich "$round"; run_rcoll "$round"; fi
 done
 
@@ -183,8 +188,8 @@ median() {
           for (i = 1; i < n; i++) for (j = i; j > 0 && v[j - 1] + 0 > v[j] + 0; j--) { t = v[j]; v[j] = v[j - 1]; v[j - 1] = t }
           print v[int(n / 2)] }' "$1" 2>/dev/null || echo n/a
 }
-range() {
-  awk -v k="$2" '$1 == k {x = $2 + 0; if (!n++ || x < lo) lo = x; if (n == 1 || x > hi) hi = x}
+range() { # FILE KEY, as median
+  awk -v k="$2" '(k == "" && NF == 1) || $1 == k {x = (k == "" ? $1 : $2) + 0; if (!n++ || x < lo) lo = x; if (n == 1 || x > hi) hi = x}
     END { if (n) printf "%.1f-%.1f", lo, hi; else print "n/a" }' "$1" 2>/dev/null
 }
 
@@ -210,7 +215,8 @@ rtt=$(median "$OUTDIR/pp" "")
 model=$(awk '{print $1}' "$OUTDIR/inter" 2>/dev/null | sort -n | awk '{v[n++] = $1} END {if (n) print v[int(n / 2)]; else print "n/a"}')
 link=$(awk '{print $2}' "$OUTDIR/inter" 2>/dev/null | sort -n | awk '{v[n++] = $1} END {if (n) print v[int(n / 2)]; else print "n/a"}')
 echo
-echo "## inter-node latency: TCP ping-pong median round trip $rtt us (one way $(awk -v r="$rtt" 'BEGIN {printf "%.1f", r / 2}') us);"
+echo "## inter-node latency: TCP ping-pong median round trip $rtt us (one way $(awk -v r="$rtt" 'BEGIN {printf "%.1f", r / 2}') us;" \
+  "blocking at once, without the spin: $(median "$OUTDIR/pp_block" "") us, range $(range "$OUTDIR/pp_block" ""));"
 echo "## tuner at creation (median of $ROUNDS): link measured $link us one way, model's inter latency $model us" \
   "(the socket transport's own figure is its floor)"
 ratio=$(awk -v l="$link" -v r="$rtt" 'BEGIN { if (l + 0 > 0 && r + 0 > 0) printf "%.2f", l / (r / 2); else print "n/a" }')
