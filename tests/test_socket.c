@@ -404,6 +404,49 @@ Test(socket, congestion_control_is_applied_and_checked, .timeout = 60) {
   cr_assert(strstr(rcoll_error_text(), "longer than 15"), "text: %s", rcoll_error_text());
 }
 
+/* RCOLL_SOCKET_SNDBUF: every data socket of the sending side gets it (the
+ * kernel reports twice the figure), the control socket room for one inline
+ * message; 0 leaves the kernel's autotuning; out of range fails init. */
+static int sndbuf_of(int fd) {
+  int v = 0;
+  socklen_t len = sizeof v;
+  cr_assert_eq(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &len), 0, "%s", strerror(errno));
+  return v;
+}
+
+Test(socket, send_buffer_is_applied_and_checked, .timeout = 60) {
+  for (int want = 0; want <= 131072; want += 131072) {
+    pair_t p;
+    memset(&p, 0, sizeof p);
+    settings(&p.set, "AF_INET", 2, 2, 100000, 30);
+    socket_settings(&p.set)->socket_sndbuf = want;
+    p.sctx = th_ctx_new(ops, &p.set, SECRET);
+    th_pair_listen(&p, ops);
+    th_pair_connect(&p, 5000, 0, "sndbuf");
+    const socket_conn_t *c = p.send;
+    if (want == 0) {
+      cr_assert_neq(sndbuf_of(c->ctrl_fd), 2 * 100000, "autotuned control socket");
+      for (int s = 0; s < c->ndata; s++)
+        cr_assert_neq(sndbuf_of(c->data[s].fd), 2 * 131072, "autotuned data socket %d", s);
+    } else {
+      cr_assert_eq(sndbuf_of(c->ctrl_fd), 2 * 100000, "control socket: one inline message");
+      for (int s = 0; s < c->ndata; s++)
+        cr_assert_eq(sndbuf_of(c->data[s].fd), 2 * want, "data socket %d", s);
+    }
+    const size_t sizes[] = {1, 100001, 3 * MIB + 5};
+    exchange(&p, 3, sizes, 0);
+    th_pair_close(&p);
+  }
+  rcoll_settings_t s;
+  rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
+  void *ctx = NULL;
+  settings(&s, "AF_INET", 2, 1, INLINE, 30);
+  socket_settings(&s)->socket_sndbuf = -1;
+  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
+  cr_assert_null(ctx);
+  cr_assert(strstr(rcoll_error_text(), "RCOLL_SOCKET_SNDBUF=-1 is out of range"), "text: %s", rcoll_error_text());
+}
+
 /* Closing a connection whose helpers are blocked (sender with a full socket,
  * receiver waiting for data) returns promptly. */
 Test(socket, close_never_hangs, .timeout = 30) {

@@ -44,6 +44,17 @@ void socket_log_conn(const char *verb, int fd, const char *peer, const socket_he
              lbuf, peer, h->nthreads, h->nsocks_per, (unsigned long long)h->inline_max, cc);
 }
 
+/* Sending sockets keep small buffers (RCOLL_SOCKET_SNDBUF; the control
+ * socket's holds one inline message): a full 4 MiB buffer left as one burst
+ * whose segments arrived out of order over veth and loopback, and the
+ * spurious recoveries stalled flows for milliseconds (2 namespaces, 2 MiB
+ * all-reduce: 2.4 ms before, 0.87 after; docs/execution.md, "Send
+ * buffers", has the measurements and the price on long fat links). */
+void socket_set_sndbuf(int fd, int bytes) {
+  if (bytes > 0)
+    (void)setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
+}
+
 int socket_set_congestion(int fd, const char *name) {
   if (name[0] == '\0')
     return 0;
@@ -100,6 +111,9 @@ static rcollResult_t socket_check_settings(const rcoll_settings_t *core, const s
   if (s->socket_inline < 0 || s->socket_inline > INT_MAX)
     return rcoll_error(rcollInvalidArgument, "socket: RCOLL_SOCKET_INLINE=%lld is out of range 0..%d",
                        (long long)s->socket_inline, INT_MAX);
+  if (s->socket_sndbuf < 0 || s->socket_sndbuf > SOCKET_SNDBUF_MAX)
+    return rcoll_error(rcollInvalidArgument, "socket: RCOLL_SOCKET_SNDBUF=%lld is out of range 0..%d",
+                       (long long)s->socket_sndbuf, SOCKET_SNDBUF_MAX);
   if (core->timeout < 1)
     return rcoll_error(rcollInvalidArgument, "socket: RCOLL_TIMEOUT=%lld must be at least 1 second",
                        (long long)core->timeout);
@@ -128,6 +142,7 @@ static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
   ctx->nthreads = (int)own->socket_nthreads;
   ctx->nsocks_per = (int)own->nsocks_perthread;
   ctx->inline_max = (size_t)own->socket_inline;
+  ctx->sndbuf = (int)own->socket_sndbuf;
   ctx->timeout_ms = s->timeout * 1000;
   memcpy(ctx->congestion, own->socket_congestion, strlen(own->socket_congestion) + 1); /* checked: fits */
   pthread_mutex_init(&ctx->lock, NULL);
@@ -135,9 +150,10 @@ static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
   if (ctx->congestion[0] == '\0' && rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_NET)) /* only for this line */
     socket_read_sysctl("/proc/sys/net/ipv4/tcp_congestion_control", cc, sizeof cc);
   RCOLL_INFO(RCOLL_SUB_NET,
-             "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes, congestion control %s%s",
+             "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes, send buffers %d bytes%s, "
+             "congestion control %s%s",
              ctx->rank, ctx->ifname, socket_addr_str(&ctx->addr, abuf), ctx->nthreads, ctx->nsocks_per,
-             ctx->inline_max, ctx->congestion[0] ? ctx->congestion : cc,
+             ctx->inline_max, ctx->sndbuf, ctx->sndbuf ? "" : " (autotuned)", ctx->congestion[0] ? ctx->congestion : cc,
              ctx->congestion[0] ? " (RCOLL_SOCKET_CONGESTION)" : " (the system's)");
   *out = ctx;
   return rcollSuccess;

@@ -32,6 +32,9 @@ extern const rcoll_transport_desc_t socket_desc; /* socket_desc.c */
     "Data sockets per helper thread (threads x sockets <= 64)")                                  \
   X(INT_IN(0, 2147483647), socket_inline, "SOCKET_INLINE", NULL, "65536",                        \
     "Messages up to this many bytes travel on the control socket, moved by the calling thread")    \
+  X(INT_IN(0, 67108864), socket_sndbuf, "SOCKET_SNDBUF", NULL, "262144",                          \
+    "SO_SNDBUF of each data socket in bytes (the control socket's holds one inline message); "    \
+    "0: the kernel's autotuning. Raise it where bandwidth x round trip is larger")              \
   X(STR, socket_congestion, "SOCKET_CONGESTION", NULL, "",                                        \
     "TCP congestion control of the sending sockets (e.g. reno, cubic); empty: the system's")
 

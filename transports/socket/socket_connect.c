@@ -29,6 +29,7 @@ typedef struct socket_pconn {
   uint8_t state[SOCKET_MAX_SOCKS];
   uint8_t sent[SOCKET_MAX_SOCKS];
   int64_t deadline_ms, retry_ms;
+  int sndbuf_ctrl, sndbuf_data; /* SO_SNDBUF of the sockets it opens; 0: autotuned */
   char congestion[SOCKET_CC_MAX]; /* the context's, for each socket opened */
 } socket_pconn_t;
 
@@ -61,6 +62,8 @@ static socket_pconn_t *socket_pconn_new(socket_ctx_t *ctx, const void *key, cons
   };
   p->deadline_ms = rcoll_now_ms() + ctx->timeout_ms;
   memcpy(p->congestion, ctx->congestion, sizeof p->congestion);
+  p->sndbuf_data = ctx->sndbuf;
+  p->sndbuf_ctrl = ctx->sndbuf == 0 ? 0 : (int)(ctx->inline_max > SOCKET_CTRL_SNDBUF_MIN ? ctx->inline_max : SOCKET_CTRL_SNDBUF_MIN);
   p->next = ctx->connects;
   ctx->connects = p;
   return p;
@@ -112,6 +115,7 @@ static int socket_pconn_open(socket_pconn_t *p, int i, int64_t now) {
   /* Before connect: the window scale is fixed by the handshake. */
   if (i > 0)
     rcoll_socket_set_bufsize(fd, SOCKET_BUF_BYTES);
+  socket_set_sndbuf(fd, i == 0 ? p->sndbuf_ctrl : p->sndbuf_data);
   if (connect(fd, &a->sa, rcoll_sockaddr_len(a)) == 0)
     p->state[i] = PC_HELLO;
   else if (errno == EINPROGRESS)

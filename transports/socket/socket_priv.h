@@ -26,7 +26,9 @@
 #define SOCKET_MIN_PIECE (64 * 1024)       /* smaller pieces cost more in wakeups than they gain */
 #define SOCKET_PIECE_ALIGN 4096
 #define SOCKET_STAGE_BYTES 16384           /* control-socket read-ahead buffer */
-#define SOCKET_BUF_BYTES (4 * 1024 * 1024) /* SO_SNDBUF/SO_RCVBUF of data sockets */
+#define SOCKET_BUF_BYTES (4 * 1024 * 1024) /* SO_RCVBUF of every receiving socket */
+#define SOCKET_CTRL_SNDBUF_MIN 65536       /* the control socket's SO_SNDBUF, at least */
+#define SOCKET_SNDBUF_MAX (64 << 20)       /* RCOLL_SOCKET_SNDBUF's range: 0..this */
 #define SOCKET_POLL_TICK_MS 100            /* how often blocked helpers look for shutdown */
 #define SOCKET_ADDR_STR 64
 #define SOCKET_CC_MAX 16 /* TCP_CA_NAME_MAX: a congestion control's name and its NUL */
@@ -67,6 +69,7 @@ typedef struct socket_ctx {
   int rank;
   int nthreads, nsocks_per;
   size_t inline_max;
+  int sndbuf; /* RCOLL_SOCKET_SNDBUF; 0: the kernel's autotuning */
   int64_t timeout_ms;
   char congestion[SOCKET_CC_MAX]; /* for the sockets it connects; "" keeps the system's */
   pthread_mutex_t lock;           /* guards the pending-connect list */
@@ -182,6 +185,7 @@ const char *socket_addr_str(const rcoll_sockaddr_t *a, char buf[SOCKET_ADDR_STR]
 void socket_log_conn(const char *verb, int fd, const char *peer, const socket_hello_t *h);
 /* TCP_CONGESTION = name on fd ("" leaves it): 0 or the errno. */
 int socket_set_congestion(int fd, const char *name);
+void socket_set_sndbuf(int fd, int bytes);
 
 /* socket_accept.c: listen and accept. */
 rcollResult_t socket_listen(void *ctx, int dev, void *handle, void **listen_comm);
