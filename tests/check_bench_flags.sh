@@ -55,13 +55,13 @@ c4=$(calls "$(run $AR -m 4)")
 [[ $c4 -eq 28 ]] || fail "-m 4: $c4 calls, expected 2 x (1 + 3 x 4 + 1)"
 refused -m 0
 
-echo "-- -w: warm-up calls at every size from the smallest, doubling, and the largest"
+echo "-- -w: warm-up calls at every size from the smallest, doubling, the largest, and the smallest again"
 c=$(calls "$(run $AR -w 5)")
 [[ $c -eq $((10 + 5)) ]] || fail "-w 5: $c calls, expected 10 + 5"
 c=$(calls "$(run $AR -w 2 -e 256 -f 2)")
-[[ $c -eq $((3 * 10 + 3 * 2)) ]] || fail "-w 2 over 64..256: $c calls, expected 3 sizes x 10 + 3 x 2"
+[[ $c -eq $((3 * 10 + 4 * 2)) ]] || fail "-w 2 over 64..256: $c calls, expected 3 sizes x 10 + (64, 128, 256, 64) x 2"
 c=$(calls "$(run $AR -w 2 -e 200 -f 3)")
-[[ $c -eq $((2 * 10 + 3 * 2)) ]] || fail "-w 2 over 64, 192 (max 200): $c calls, expected 2 x 10 + (64, 128, 200) x 2"
+[[ $c -eq $((2 * 10 + 4 * 2)) ]] || fail "-w 2 over 64, 192 (max 200): $c calls, expected 2 x 10 + (64, 128, 200, 64) x 2"
 
 echo "-- -N: cycles"
 [[ $(rows "$($AR -N 3)") -eq 3 ]] || fail "-N 3: not 3 rows"
