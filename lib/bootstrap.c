@@ -431,10 +431,10 @@ rcollResult_t rcoll_bootstrap_barrier(rcoll_bootstrap_t *b) {
 /* ------------------------------------------------------------------ */
 /* Clock offsets (for execution traces, lib/trace.c)                    */
 
-/* Sends or receives all of an 8-byte message on a socket before the deadline. */
 /* How long a clock exchange spins before it sleeps: the default RCOLL_SPIN_US. */
 #define CLOCK_SPIN_US 50
 
+/* Sends or receives all of an 8-byte message on a socket before the deadline. */
 static rcollResult_t rcoll_clock_io(const rcoll_bootstrap_t *b, int fd, int peer, int64_t *v,
                                     int out, int64_t deadline) {
   char *p = (char *)v;

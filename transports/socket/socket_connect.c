@@ -112,9 +112,8 @@ static int socket_pconn_open(socket_pconn_t *p, int i, int64_t now) {
   int e = socket_set_congestion(fd, p->congestion);
   if (e != 0)
     return e;
-  /* Before connect: the window scale is fixed by the handshake. */
-  if (i > 0)
-    rcoll_socket_set_bufsize(fd, SOCKET_BUF_BYTES);
+  /* This side only sends: its receive buffer does not matter (the
+   * acceptor's is set on the listener). */
   socket_set_sndbuf(fd, i == 0 ? p->sndbuf_ctrl : p->sndbuf_data);
   if (connect(fd, &a->sa, rcoll_sockaddr_len(a)) == 0)
     p->state[i] = PC_HELLO;

@@ -26,7 +26,7 @@
 #define SOCKET_MIN_PIECE (64 * 1024)       /* smaller pieces cost more in wakeups than they gain */
 #define SOCKET_PIECE_ALIGN 4096
 #define SOCKET_STAGE_BYTES 16384           /* control-socket read-ahead buffer */
-#define SOCKET_BUF_BYTES (4 * 1024 * 1024) /* SO_RCVBUF of every receiving socket */
+#define SOCKET_BUF_BYTES (4 * 1024 * 1024) /* the listener's buffers: accepted sockets only receive */
 #define SOCKET_CTRL_SNDBUF_MIN 65536       /* the control socket's SO_SNDBUF, at least */
 #define SOCKET_SNDBUF_MAX (64 << 20)       /* RCOLL_SOCKET_SNDBUF's range: 0..this */
 #define SOCKET_POLL_TICK_MS 100            /* how often blocked helpers look for shutdown */
