@@ -443,6 +443,69 @@ Test(socket, send_buffer_is_applied_and_checked, .timeout = 60) {
   }
 }
 
+/* Whether the receiving control socket is in the kernel's delayed-ACK
+ * ("pingpong") mode: TCP_QUICKACK reads 0 there. */
+static int acks_delayed(int fd) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  cr_assert_eq(getsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &v, &len), 0, "%s", strerror(errno));
+  return v == 0;
+}
+
+/* Segments the sender has not seen acknowledged. */
+static unsigned unacked_of(int fd) {
+  struct tcp_info ti;
+  socklen_t len = sizeof ti;
+  cr_assert_eq(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len), 0, "%s", strerror(errno));
+  return ti.tcpi_unacked;
+}
+
+/* One small message, sent and received whole. */
+static void small_message(pair_t *p, int i) {
+  char sb[8], rb[8] = "", *rbp = rb;
+  size_t cap = sizeof rb, got = 0;
+  void *sreq, *rreq;
+  int tag = 0;
+  memset(sb, 'm', sizeof sb);
+  memcpy(sb, &i, sizeof i);
+  cr_assert_eq(ops->isend(p->send, sb, sizeof sb, 0, NULL, &sreq), rcollSuccess);
+  cr_assert_eq(ops->irecv(p->recv, 1, (void **)&rbp, &cap, &tag, NULL, &rreq), rcollSuccess);
+  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
+  cr_assert_eq(th_wait_req(ops, rreq, &got, 5000), rcollSuccess);
+  cr_assert_eq(got, sizeof sb);
+  cr_assert_arr_eq(rb, sb, sizeof sb, "message %d", i);
+}
+
+/* The receiving side delays ACKs of small messages (socket_delay_acks): a
+ * message read leaves the sender's segment unacknowledged about every
+ * other time (over loopback an ACK sent by the read is processed before
+ * the read returns), where the kernel's default ACKs each at once: 0 of 41.
+ * After an idle spell that made the kernel leave that mode, the next read
+ * sets it again. */
+Test(socket, small_messages_do_not_each_get_an_ack, .timeout = 30) {
+  pair_t p;
+  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  const socket_conn_t *s = p.send, *r = p.recv;
+  int left_unacked = 0;
+  for (int i = 0; i < 41; i++) {
+    small_message(&p, i);
+    left_unacked += unacked_of(s->ctrl_fd) > 0;
+  }
+  cr_assert(acks_delayed(r->ctrl_fd), "the receiving control socket is not in delayed-ACK mode");
+  cr_assert_geq(left_unacked, 10, "only %d of 41 reads left the message unacknowledged", left_unacked);
+  /* With one ACK pending, its timer (at most 200 ms) sends it and takes the
+   * socket out of the mode. */
+  int i = 41;
+  while (unacked_of(s->ctrl_fd) == 0 && i < 45)
+    small_message(&p, i++);
+  cr_assert_gt(unacked_of(s->ctrl_fd), 0, "every read was acknowledged at once");
+  usleep(500 * 1000);
+  cr_assert_not(acks_delayed(r->ctrl_fd), "the kernel kept delayed-ACK mode after an idle spell");
+  small_message(&p, i);
+  cr_assert(acks_delayed(r->ctrl_fd), "delayed-ACK mode was not set again after a pause");
+  th_pair_close(&p);
+}
+
 /* Closing a connection whose helpers are blocked (sender with a full socket,
  * receiver waiting for data) returns promptly. */
 Test(socket, close_never_hangs, .timeout = 30) {

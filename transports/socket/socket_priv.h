@@ -165,6 +165,7 @@ typedef struct socket_conn {
 
   /* Receive side: bytes read ahead from the control socket. */
   size_t stage_beg, stage_end;
+  int64_t acks_delayed_us; /* when socket_delay_acks last set pingpong mode */
   char stage[SOCKET_STAGE_BYTES];
 
   /* Wake-ups for rcoll's engine (socket_wait.c): helpers count finished
