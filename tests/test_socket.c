@@ -5,26 +5,14 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "../transports/socket/socket.h"
 #include "../transports/socket/socket_priv.h"
 #include "error.h"
-#include "support/transport_harness.h"
-
-#define SECRET TH_SECRET
-#define INLINE 4096
-#define MIB TH_MIB
-
-static const rcoll_transport_ops_t *ops = &socket_ops;
-
-typedef th_pair_t pair_t;
+#include "support/socket_pair.h"
 
 static int64_t now_ms(void) { return rcoll_now_ms(); }
 
@@ -37,29 +25,6 @@ static int have_ipv6(void) {
   return ok;
 }
 
-static void settings(rcoll_settings_t *s, const char *family, int nt, int ns, int inl, int timeout) {
-  memset(s, 0, sizeof *s);
-  snprintf(s->socket_ifname, sizeof s->socket_ifname, "lo");
-  snprintf(s->socket_family, sizeof s->socket_family, "%s", family);
-  socket_settings(s)->socket_nthreads = nt;
-  socket_settings(s)->nsocks_perthread = ns;
-  socket_settings(s)->socket_inline = inl;
-  s->timeout = timeout;
-}
-
-static void pair_open(pair_t *p, const char *family, int nt, int ns, int inl, int timeout) {
-  memset(p, 0, sizeof *p);
-  settings(&p->set, family, nt, ns, inl, timeout);
-  p->sctx = th_ctx_new(ops, &p->set, SECRET);
-  th_pair_listen(p, ops);
-  char what[64];
-  snprintf(what, sizeof what, "%s %dx%d", family, nt, ns);
-  th_pair_connect(p, 5000, 0, what);
-}
-
-/* Receives are posted `extra` bytes larger than the sends. */
-static void exchange(pair_t *p, int n, const size_t *sizes, size_t extra) { th_exchange(p, n, sizes, extra, 1); }
-
 static const struct { int nt, ns; } configs[] = {{1, 1}, {2, 1}, {4, 2}};
 
 Test(socket, sizes_across_configs_and_families, .timeout = 120) {
@@ -68,9 +33,9 @@ Test(socket, sizes_across_configs_and_families, .timeout = 120) {
   for (int f = 0; f < 1 + have_ipv6(); f++)
     for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
       pair_t p;
-      pair_open(&p, fams[f], configs[c].nt, configs[c].ns, INLINE, 30);
-      exchange(&p, 7, sizes, 0);
-      exchange(&p, 7, sizes, 3 * 65536 + 7); /* receives posted larger than the send */
+      socket_pair_open(&p, fams[f], configs[c].nt, configs[c].ns, INLINE, 30);
+      socket_pair_exchange(&p, 7, sizes, 0);
+      socket_pair_exchange(&p, 7, sizes, 3 * 65536 + 7); /* receives posted larger than the send */
       th_pair_close(&p);
     }
 }
@@ -79,7 +44,7 @@ Test(socket, ipv6_loopback_is_used_when_asked) {
   if (!have_ipv6())
     cr_skip_test("no ::1 on this machine");
   pair_t p;
-  pair_open(&p, "AF_INET6", 1, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET6", 1, 1, INLINE, 30);
   socket_handle_t h;
   memcpy(&h, p.handle, sizeof h);
   cr_assert_eq(h.addr.sa.sa_family, AF_INET6);
@@ -97,8 +62,8 @@ Test(socket, many_in_flight_keep_order, .timeout = 60) {
     sizes[i] = (i % 7 == 0) ? (size_t)(200000 + i * 977) : (size_t)((i * 37) % (INLINE + 100));
   for (size_t c = 0; c < sizeof configs / sizeof configs[0]; c++) {
     pair_t p;
-    pair_open(&p, "AF_INET", configs[c].nt, configs[c].ns, INLINE, 30);
-    exchange(&p, N, sizes, 11);
+    socket_pair_open(&p, "AF_INET", configs[c].nt, configs[c].ns, INLINE, 30);
+    socket_pair_exchange(&p, N, sizes, 11);
     th_pair_close(&p);
   }
 }
@@ -109,7 +74,7 @@ static rcollResult_t wait_one(pair_t *p, void *req, size_t *size, int64_t ms) {
 
 Test(socket, out_of_slots_gives_null_request) {
   pair_t p;
-  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
   th_expect_slot_pool(&p, SOCKET_NREQS, wait_one);
   th_pair_close(&p);
 }
@@ -119,7 +84,7 @@ static void expect_larger_error(size_t sent, size_t posted) {
   char *sb = calloc(1, sent), *rb = calloc(1, posted);
   void *sreq, *rreq, *rbp = rb;
   int tag = 0;
-  pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
   cr_assert_eq(ops->isend(p.send, sb, sent, 0, NULL, &sreq), rcollSuccess);
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &posted, &tag, NULL, &rreq), rcollSuccess);
   rcollResult_t r = th_wait_req(ops, rreq, NULL, 5000);
@@ -149,7 +114,7 @@ Test(socket, peer_close_mid_transfer_fails_receiver, .timeout = 30) {
   void *sreq, *rreq, *rbp = rb;
   int tag = 0;
   th_fill(sb, n, 0);
-  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
   cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
   usleep(100 * 1000); /* the helper fills the socket buffers and blocks */
   int64_t t0 = now_ms();
@@ -174,7 +139,7 @@ Test(socket, peer_close_fails_sender, .timeout = 30) {
   size_t n = 64 * MIB;
   char *sb = calloc(1, n);
   void *sreq;
-  pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
   cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
   usleep(50 * 1000);
   int64_t t0 = now_ms();
@@ -207,7 +172,7 @@ Test(socket, stalled_sender_times_out, .timeout = 30) {
   rcoll_settings_t s;
   char handle[RCOLL_NET_HANDLE_BYTES];
   void *listen;
-  settings(&s, "AF_INET", 1, 1, INLINE, 1);
+  socket_pair_settings(&s, "AF_INET", 1, 1, INLINE, 1);
   void *ctx = th_ctx_new(ops, &s, SECRET);
   cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
   socket_handle_t h;
@@ -242,7 +207,7 @@ Test(socket, stalled_sender_times_out, .timeout = 30) {
  * dropped while the right one is accepted, and only that one. */
 Test(socket, wrong_secret_is_dropped, .timeout = 30) {
   pair_t p = {.ops = ops};
-  settings(&p.set, "AF_INET", 2, 1, INLINE, 30);
+  socket_pair_settings(&p.set, "AF_INET", 2, 1, INLINE, 30);
   p.rctx = th_ctx_new(ops, &p.set, SECRET);
   p.sctx = th_ctx_new(ops, &p.set, SECRET);
   void *bad_ctx = th_ctx_new(ops, &p.set, SECRET + 1), *bad = NULL;
@@ -268,7 +233,7 @@ Test(socket, wrong_secret_is_dropped, .timeout = 30) {
   char c;
   cr_assert_eq(recv(stray2, &c, 1, 0), 0);
   const size_t sizes[] = {5, 300000};
-  exchange(&p, 2, sizes, 0);
+  socket_pair_exchange(&p, 2, sizes, 0);
   /* The dropped connection learns it when its data is refused. */
   char *big = calloc(1, 32 * MIB);
   void *req;
@@ -286,7 +251,7 @@ Test(socket, properties_registration_and_flush) {
   pair_t p;
   rcoll_net_props_t props;
   int ndev = 0;
-  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
   cr_assert_eq(ops->size, sizeof(rcoll_transport_ops_t));
   cr_assert_str_eq(ops->name, "socket");
   cr_assert_eq(ops->devices(p.sctx, &ndev), rcollSuccess);
@@ -328,182 +293,18 @@ Test(socket, bad_settings_are_rejected) {
   rcoll_settings_t s;
   rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
   void *ctx = NULL;
-  settings(&s, "AF_INET", 0, 1, INLINE, 30);
+  socket_pair_settings(&s, "AF_INET", 0, 1, INLINE, 30);
   cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
-  settings(&s, "AF_INET", 16, 8, INLINE, 30);
+  socket_pair_settings(&s, "AF_INET", 16, 8, INLINE, 30);
   cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
   cr_assert(strstr(rcoll_error_text(), "NSOCKS_PERTHREAD"));
-  settings(&s, "AF_INET", 2, 1, -1, 30);
+  socket_pair_settings(&s, "AF_INET", 2, 1, -1, 30);
   cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
-  settings(&s, "AF_INET", 2, 1, INLINE, 30);
+  socket_pair_settings(&s, "AF_INET", 2, 1, INLINE, 30);
   socket_settings(&s)->socket_sndbuf = -1;
   cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
   cr_assert(strstr(rcoll_error_text(), "RCOLL_SOCKET_SNDBUF=-1 is out of range"), "text: %s", rcoll_error_text());
   cr_assert_null(ctx);
-}
-
-/* The congestion control of the sockets a connection opens: every socket of
- * the sending side takes RCOLL_SOCKET_CONGESTION, and the data still arrives
- * whole; a name the kernel lacks fails init naming it and what is allowed. */
-static void congestion_of(int fd, char name[SOCKET_CC_MAX]) {
-  socklen_t len = SOCKET_CC_MAX;
-  memset(name, 0, SOCKET_CC_MAX);
-  cr_assert_eq(getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &len), 0, "%s", strerror(errno));
-}
-
-/* One this process may set that new sockets do not already get, so that the
- * setting visibly changes something; NULL when the kernel offers none. */
-static const char *congestion_not_default(void) {
-  static char names[256];
-  char dflt[SOCKET_CC_MAX];
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  congestion_of(fd, dflt);
-  FILE *f = fopen("/proc/sys/net/ipv4/tcp_available_congestion_control", "r");
-  const char *pick = NULL;
-  if (f != NULL && fgets(names, sizeof names, f) != NULL)
-    for (char *save = NULL, *n = strtok_r(names, " \n", &save); n && !pick; n = strtok_r(NULL, " \n", &save))
-      if (strcmp(n, dflt) != 0 && setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, n, (socklen_t)strlen(n)) == 0)
-        pick = n;
-  if (f != NULL)
-    fclose(f);
-  close(fd);
-  return pick;
-}
-
-Test(socket, congestion_control_is_applied_and_checked, .timeout = 60) {
-  const char *cc = congestion_not_default();
-  if (cc == NULL)
-    cr_skip_test("the kernel offers no congestion control but its default");
-  pair_t p;
-  memset(&p, 0, sizeof p);
-  settings(&p.set, "AF_INET", 2, 2, INLINE, 30);
-  snprintf(socket_settings(&p.set)->socket_congestion, RCOLL_SETTING_STR_MAX, "%s", cc);
-  p.sctx = th_ctx_new(ops, &p.set, SECRET);
-  th_pair_listen(&p, ops);
-  th_pair_connect(&p, 5000, 0, cc);
-  const socket_conn_t *c = p.send;
-  char name[SOCKET_CC_MAX];
-  congestion_of(c->ctrl_fd, name);
-  cr_assert_str_eq(name, cc, "control socket");
-  for (int s = 0; s < c->ndata; s++) {
-    congestion_of(c->data[s].fd, name);
-    cr_assert_str_eq(name, cc, "data socket %d", s);
-  }
-  const size_t sizes[] = {1, INLINE + 1, 3 * MIB + 5};
-  exchange(&p, 3, sizes, 0);
-  th_pair_close(&p);
-
-  rcoll_settings_t s;
-  rcoll_net_config_t cfg = {.settings = &s, .secret = 1};
-  void *ctx = NULL;
-  settings(&s, "AF_INET", 2, 1, INLINE, 30);
-  snprintf(socket_settings(&s)->socket_congestion, RCOLL_SETTING_STR_MAX, "nosuchcc");
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
-  cr_assert_null(ctx);
-  cr_assert(strstr(rcoll_error_text(), "RCOLL_SOCKET_CONGESTION=nosuchcc") &&
-                strstr(rcoll_error_text(), "allowed here: "),
-            "text: %s", rcoll_error_text());
-  snprintf(socket_settings(&s)->socket_congestion, RCOLL_SETTING_STR_MAX, "%s", "a_name_of_sixteen");
-  cr_assert_eq(ops->init(&cfg, &ctx), rcollInvalidArgument);
-  cr_assert(strstr(rcoll_error_text(), "longer than 15"), "text: %s", rcoll_error_text());
-}
-
-/* RCOLL_SOCKET_SNDBUF: every data socket of the sending side gets it (the
- * kernel reports twice the figure), the control socket room for one inline
- * message; 0 leaves the kernel's autotuning (out of range: bad_settings_are_rejected). */
-static int sndbuf_of(int fd) {
-  int v = 0;
-  socklen_t len = sizeof v;
-  cr_assert_eq(getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, &len), 0, "%s", strerror(errno));
-  return v;
-}
-
-Test(socket, send_buffer_is_applied_and_checked, .timeout = 60) {
-  for (int want = 0; want <= 131072; want += 131072) {
-    pair_t p;
-    memset(&p, 0, sizeof p);
-    settings(&p.set, "AF_INET", 2, 2, 100000, 30);
-    socket_settings(&p.set)->socket_sndbuf = want;
-    p.sctx = th_ctx_new(ops, &p.set, SECRET);
-    th_pair_listen(&p, ops);
-    th_pair_connect(&p, 5000, 0, "sndbuf");
-    const socket_conn_t *c = p.send;
-    if (want == 0) {
-      cr_assert_neq(sndbuf_of(c->ctrl_fd), 2 * 100000, "autotuned control socket");
-      for (int s = 0; s < c->ndata; s++)
-        cr_assert_neq(sndbuf_of(c->data[s].fd), 2 * 131072, "autotuned data socket %d", s);
-    } else {
-      cr_assert_eq(sndbuf_of(c->ctrl_fd), 2 * 100000, "control socket: one inline message");
-      for (int s = 0; s < c->ndata; s++)
-        cr_assert_eq(sndbuf_of(c->data[s].fd), 2 * want, "data socket %d", s);
-    }
-    const size_t sizes[] = {1, 100001, 3 * MIB + 5};
-    exchange(&p, 3, sizes, 0);
-    th_pair_close(&p);
-  }
-}
-
-/* Whether the receiving control socket is in the kernel's delayed-ACK
- * ("pingpong") mode: TCP_QUICKACK reads 0 there. */
-static int acks_delayed(int fd) {
-  int v = -1;
-  socklen_t len = sizeof v;
-  cr_assert_eq(getsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &v, &len), 0, "%s", strerror(errno));
-  return v == 0;
-}
-
-/* Segments the sender has not seen acknowledged. */
-static unsigned unacked_of(int fd) {
-  struct tcp_info ti;
-  socklen_t len = sizeof ti;
-  cr_assert_eq(getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len), 0, "%s", strerror(errno));
-  return ti.tcpi_unacked;
-}
-
-/* One small message, sent and received whole. */
-static void small_message(pair_t *p, int i) {
-  char sb[8], rb[8] = "", *rbp = rb;
-  size_t cap = sizeof rb, got = 0;
-  void *sreq, *rreq;
-  int tag = 0;
-  memset(sb, 'm', sizeof sb);
-  memcpy(sb, &i, sizeof i);
-  cr_assert_eq(ops->isend(p->send, sb, sizeof sb, 0, NULL, &sreq), rcollSuccess);
-  cr_assert_eq(ops->irecv(p->recv, 1, (void **)&rbp, &cap, &tag, NULL, &rreq), rcollSuccess);
-  cr_assert_eq(th_wait_req(ops, sreq, NULL, 5000), rcollSuccess);
-  cr_assert_eq(th_wait_req(ops, rreq, &got, 5000), rcollSuccess);
-  cr_assert_eq(got, sizeof sb);
-  cr_assert_arr_eq(rb, sb, sizeof sb, "message %d", i);
-}
-
-/* The receiving side delays ACKs of small messages (socket_delay_acks): a
- * message read leaves the sender's segment unacknowledged about every
- * other time (over loopback an ACK sent by the read is processed before
- * the read returns), where the kernel's default ACKs each at once: 0 of 41.
- * After an idle spell that made the kernel leave that mode, the next read
- * sets it again. */
-Test(socket, small_messages_do_not_each_get_an_ack, .timeout = 30) {
-  pair_t p;
-  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
-  const socket_conn_t *s = p.send, *r = p.recv;
-  int left_unacked = 0;
-  for (int i = 0; i < 41; i++) {
-    small_message(&p, i);
-    left_unacked += unacked_of(s->ctrl_fd) > 0;
-  }
-  cr_assert(acks_delayed(r->ctrl_fd), "the receiving control socket is not in delayed-ACK mode");
-  cr_assert_geq(left_unacked, 10, "only %d of 41 reads left the message unacknowledged", left_unacked);
-  /* With one ACK pending, its timer (at most 200 ms) sends it and takes the
-   * socket out of the mode. */
-  int i = 41;
-  while (unacked_of(s->ctrl_fd) == 0 && i < 45)
-    small_message(&p, i++);
-  cr_assert_gt(unacked_of(s->ctrl_fd), 0, "every read was acknowledged at once");
-  usleep(500 * 1000);
-  cr_assert_not(acks_delayed(r->ctrl_fd), "the kernel kept delayed-ACK mode after an idle spell");
-  small_message(&p, i);
-  cr_assert(acks_delayed(r->ctrl_fd), "delayed-ACK mode was not set again after a pause");
-  th_pair_close(&p);
 }
 
 /* Closing a connection whose helpers are blocked (sender with a full socket,
@@ -514,7 +315,7 @@ Test(socket, close_never_hangs, .timeout = 30) {
   char *sb = calloc(1, n), *rb = malloc(n);
   void *sreq, *rreq, *rbp = rb;
   int tag = 0;
-  pair_open(&p, "AF_INET", 4, 2, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 4, 2, INLINE, 30);
   cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
   cr_assert_eq(ops->irecv(p.recv, 1, &rbp, &n, &tag, NULL, &rreq), rcollSuccess);
   int done = 0;
@@ -538,7 +339,7 @@ Test(socket, wait_wakes_for_a_posted_receive, .timeout = 30) {
   size_t cap = sizeof rb, got = 0;
   void *sreq, *rreq;
   int tag = 0;
-  pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 1, 1, INLINE, 30);
   cr_assert_eq(ops->irecv(p.recv, 1, (void **)&rbp, &cap, &tag, NULL, &rreq), rcollSuccess);
   cr_assert_not_null(rreq);
   cr_assert_eq(ops->isend(p.send, sb, sizeof sb, 0, NULL, &sreq), rcollSuccess);
@@ -563,7 +364,7 @@ Test(socket, wait_doorbell_does_not_stay_rung, .timeout = 60) {
   void *sreq, *rreq;
   int tag = 0, done = 0;
   th_fill(sb, n, 3);
-  pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
+  socket_pair_open(&p, "AF_INET", 2, 1, INLINE, 30);
   cr_assert_eq(ops->irecv(p.recv, 1, (void **)&rbp, &n, &tag, NULL, &rreq), rcollSuccess);
   cr_assert_eq(ops->isend(p.send, sb, n, 0, NULL, &sreq), rcollSuccess);
   for (int64_t t0 = now_ms(); !done && now_ms() - t0 < 20000;) {
@@ -594,7 +395,7 @@ Test(socket, peer_dies_mid_inline_message, .timeout = 30) {
   rcoll_settings_t s;
   char handle[RCOLL_NET_HANDLE_BYTES];
   void *listen;
-  settings(&s, "AF_INET", 1, 1, INLINE, 30);
+  socket_pair_settings(&s, "AF_INET", 1, 1, INLINE, 30);
   void *ctx = th_ctx_new(ops, &s, SECRET);
   cr_assert_eq(ops->listen(ctx, 0, handle, &listen), rcollSuccess);
   socket_handle_t h;
