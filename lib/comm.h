@@ -67,9 +67,6 @@ typedef struct rcoll_peer {
    * becomes send_comm once the hello's request completes. */
   void *hello_comm;
   void *hello_req;
-  /* listen_back was called for send_comm (conn.c): once only, since the
-   * transport forgets a watch once the peer has come back over it. */
-  int listened_back;
   /* Messages planned and posted per direction; the engine posts in plan order. */
   uint64_t send_planned, send_posted;
   uint64_t recv_planned, recv_posted;

@@ -43,20 +43,8 @@ static rcollResult_t peer_staging(struct rcollComm *c, int peer) {
 static rcollResult_t try_connect(struct rcollComm *c, int peer) {
   rcoll_peer_t *pe = &c->peers[peer];
   rcoll_comm_net_t *n = &c->nets[pe->net];
-  const void *handle = c->infos[peer].handles[pe->net];
   if (pe->hello_comm == NULL) {
-    /* A pair that sends both ways shares a link where the transport can
-     * (net.h, connect_back): the lower rank connects, the higher one
-     * connects back once that connection has arrived. Only while it is
-     * still on its way (this plan receives from the peer too), never for
-     * a peer that only receives from us. */
-    int back = n->ops->connect_back != NULL && peer < c->rank;
-    if (back && pe->recv_comm == NULL && (c->need[peer] & NEED_RECV))
-      return rcollSuccess;
-    if (back && pe->recv_comm != NULL)
-      RCOLL_CHECK(n->ops->connect_back(n->ctx, handle, pe->recv_comm, &pe->hello_comm));
-    else
-      RCOLL_CHECK(n->ops->connect(n->ctx, 0, handle, &pe->hello_comm));
+    RCOLL_CHECK(n->ops->connect(n->ctx, 0, c->infos[peer].handles[pe->net], &pe->hello_comm));
     if (pe->hello_comm == NULL)
       return rcollSuccess;
   }
@@ -120,25 +108,8 @@ static rcollResult_t accept_file(struct rcollComm *c, struct rcoll_pending_accep
   return rcollSuccess;
 }
 
-/* The other half of connect_back (try_connect): a connection from a higher
- * rank that we send to may come back over our own, once we need it. Once
- * per send comm: a second watch would read the peer's messages. */
-static rcollResult_t listen_back(struct rcollComm *c) {
-  for (int peer = c->rank + 1; peer < c->nranks; peer++) {
-    rcoll_peer_t *pe = &c->peers[peer];
-    rcoll_comm_net_t *n = &c->nets[pe->net];
-    if ((c->need[peer] & NEED_RECV) && pe->recv_comm == NULL && pe->send_comm != NULL &&
-        !pe->listened_back && n->ops->listen_back != NULL) {
-      RCOLL_CHECK(n->ops->listen_back(n->listen_comm, pe->send_comm));
-      pe->listened_back = 1;
-    }
-  }
-  return rcollSuccess;
-}
-
 /* Accepts whatever has arrived and files connections whose hello came. */
 static rcollResult_t try_accept(struct rcollComm *c) {
-  RCOLL_CHECK(listen_back(c));
   RCOLL_CHECK(accept_new(c));
   for (int i = 0; i < c->maxpending && c->npending > 0; i++) {
     struct rcoll_pending_accept *pa = &c->pending[i];

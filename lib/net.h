@@ -2,10 +2,9 @@
  * unidirectional connections; it knows nothing of ranks or collectives. Its
  * shape follows the ncclNet plugin ABI (listen / connect / accept / reg_mr /
  * isend / irecv / test / flush / close) so that the NCCL net plugin adapter is
- * thin. Every slot but irecv_reduce, isend_single, listen_back and connect_back
- * is filled: unsupported ones point at a stub that returns rcollInternalError
- * with a message, never NULL (rcoll_net_check_ops refuses a table that leaves
- * one NULL).
+ * thin. Every slot but irecv_reduce and isend_single is filled: unsupported
+ * ones point at a stub that returns rcollInternalError with a message, never
+ * NULL (rcoll_net_check_ops refuses a table that leaves one NULL).
  *
  * Besides its ops, each transport describes itself (rcoll_transport_desc_t,
  * in transports/<name>/<name>_desc.c, compiled whether or not the transport
@@ -151,19 +150,6 @@ typedef struct rcoll_transport_ops {
    * one. Matched, completed and tested as an isend. */
   rcollResult_t (*isend_single)(void *send_comm, const void *data, size_t size, int tag, void *mhandle,
                                 void **request);
-  /* Optional (NULL when absent, then both are): a pair of ranks that send
-   * both ways shares one link. The lower rank connects as usual and calls
-   * listen_back(listen_comm, send_comm): the peer may connect back over
-   * send_comm's link, and such a connection is returned by accept like any
-   * other. The higher rank, once it has accepted that connection
-   * (recv_comm), calls connect_back where it would call connect: never
-   * blocking, as connect, it makes a send comm over recv_comm's link where
-   * it can. Over TCP the receiver's acknowledgements then ride on its own
-   * messages instead of taking a segment of their own. listen_back never
-   * blocks, and is called once per send_comm: once the peer has come back,
-   * a second call would take the peer's messages for a hello. */
-  rcollResult_t (*listen_back)(void *listen_comm, void *send_comm);
-  rcollResult_t (*connect_back)(void *ctx, const void *handle, void *recv_comm, void **send_comm);
   /* sizes (may be NULL) gets the received size of each buffer of an irecv. */
   rcollResult_t (*test)(void *request, int *done, size_t *sizes);
 
@@ -192,7 +178,7 @@ int rcoll_net_best(uint32_t have, int same_node);
 int rcoll_net_count(void);
 const rcoll_transport_ops_t *rcoll_net_at(int i);
 /* rcollSuccess when ops is a table this library can use (size, version,
- * name, description, every slot but the optional ones);
+ * name, description, every slot but irecv_reduce and isend_single);
  * otherwise an error naming what is wrong. */
 rcollResult_t rcoll_net_check_ops(const rcoll_transport_ops_t *ops);
 /* Tests only: one extra transport at the end of the table (found by name,

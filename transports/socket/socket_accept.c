@@ -5,11 +5,9 @@
  * strays cannot delay real peers) and half-gathered connections between
  * calls, and drops sockets that present a wrong secret or never finish. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include "error.h"
@@ -37,15 +35,6 @@ typedef struct socket_group { /* sockets of one connection gathered so far */
  * backlog are retried by the kernel after a second. */
 #define SOCKET_BACKLOG 1024
 
-/* A control socket of one of our send comms, over which the peer may
- * connect back (socket_listen_back): our own descriptor of it, and the
- * peer's hello read so far. */
-typedef struct socket_back {
-  int fd;
-  size_t got;
-  unsigned char hello[sizeof(socket_hello_t)];
-} socket_back_t;
-
 typedef struct socket_listener {
   int fd;
   rcoll_sockaddr_t addr;
@@ -54,8 +43,6 @@ typedef struct socket_listener {
   rcoll_pending_t pend; /* accepted sockets whose hello is on its way */
   socket_group_t *groups;
   int ngroups, gcap;
-  socket_back_t *backs;
-  int nbacks, bcap;
 } socket_listener_t;
 
 static const char *socket_hello_take(void *arg, int fd, const rcoll_sockaddr_t *addr,
@@ -117,10 +104,7 @@ rcollResult_t socket_close_listen(void *listen_comm) {
   rcoll_pending_free(&l->pend);
   for (int i = 0; i < l->ngroups; i++)
     socket_group_close(&l->groups[i]);
-  for (int i = 0; i < l->nbacks; i++)
-    close(l->backs[i].fd);
   free(l->groups);
-  free(l->backs);
   free(l);
   return rcollSuccess;
 }
@@ -227,71 +211,9 @@ static rcollResult_t socket_groups_harvest(socket_listener_t *l, int64_t now, vo
   return rcollSuccess;
 }
 
-/* ---- connections back over our own control sockets ---- */
-
-/* Each direction of a pair on its own TCP connection costs a segment per
- * two small messages: the receiving kernel acknowledges two pushed
- * segments at once (even in delayed-ACK mode), and that acknowledgement has
- * nothing to ride on, as the receiver never sends on that socket. When the
- * peer sends its control messages back over the socket we send on, each
- * acknowledgement rides on a message. The data sockets stay one-way. */
-rcollResult_t socket_listen_back(void *listen_comm, void *send_comm) {
-  socket_listener_t *l = listen_comm;
-  const socket_conn_t *s = send_comm;
-  if (l->nbacks == l->bcap) {
-    int cap = l->bcap ? 2 * l->bcap : 8;
-    socket_back_t *b = realloc(l->backs, (size_t)cap * sizeof *b);
-    if (b == NULL)
-      return rcoll_error(rcollSystemError, "socket: out of memory to listen back");
-    l->backs = b;
-    l->bcap = cap;
-  }
-  /* Our own descriptor: the send comm may be closed first. */
-  int fd = fcntl(s->ctrl_fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0)
-    return rcoll_error(rcollSystemError, "socket: dup of the control socket to %s failed: %s", s->peer,
-                       strerror(errno));
-  l->backs[l->nbacks++] = (socket_back_t){.fd = fd};
-  return rcollSuccess;
-}
-
-/* Reads what has come back; a complete hello files the socket under its
- * connection, whose data sockets arrive at the listener as usual. */
-static void socket_backs_progress(socket_listener_t *l) {
-  for (int i = 0; i < l->nbacks; i++) {
-    socket_back_t *b = &l->backs[i];
-    ssize_t k = recv(b->fd, b->hello + b->got, sizeof b->hello - b->got, MSG_DONTWAIT);
-    if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-      continue;
-    const char *why = NULL;
-    if (k > 0 && (b->got += (size_t)k) < sizeof b->hello)
-      continue;
-    if (k > 0) {
-      socket_hello_t h;
-      rcoll_sockaddr_t addr = {0};
-      socklen_t len = sizeof addr;
-      getpeername(b->fd, &addr.sa, &len);
-      why = socket_hello_parse(b->hello, sizeof h, l->secret, &h);
-      if (why == NULL && h.index != 0)
-        why = "a data socket's hello on a control socket";
-      if (why == NULL)
-        why = socket_group_add(l, b->fd, &addr, &h);
-      if (why == NULL) {
-        l->backs[i--] = l->backs[--l->nbacks]; /* the group owns the fd now */
-        continue;
-      }
-      RCOLL_WARN("socket: dropping a connection back: %s", why);
-    }
-    /* Closed or broken: our send comm finds out by itself. */
-    close(b->fd);
-    l->backs[i--] = l->backs[--l->nbacks];
-  }
-}
-
 rcollResult_t socket_accept(void *listen_comm, void **recv_comm) {
   socket_listener_t *l = listen_comm;
   *recv_comm = NULL;
   RCOLL_CHECK(rcoll_pending_progress(&l->pend, l->fd));
-  socket_backs_progress(l);
   return socket_groups_harvest(l, rcoll_now_ms(), recv_comm);
 }

@@ -4,7 +4,6 @@
  * progress lives in the context, keyed by the handle's address and bytes,
  * because the handle the caller passes is read-only. */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,7 +30,6 @@ typedef struct socket_pconn {
   uint8_t sent[SOCKET_MAX_SOCKS];
   int64_t deadline_ms, retry_ms;
   int sndbuf_ctrl, sndbuf_data; /* SO_SNDBUF of the sockets it opens; 0: autotuned */
-  int back;                     /* its control socket is the one a recv comm receives on */
   char congestion[SOCKET_CC_MAX]; /* the context's, for each socket opened */
 } socket_pconn_t;
 
@@ -98,7 +96,6 @@ static int socket_pconn_retry(socket_pconn_t *p, int i, int e, int64_t now) {
   close(p->fds[i]);
   p->fds[i] = -1;
   p->state[i] = PC_CLOSED;
-  p->back &= i != 0;
   p->sent[i] = 0;
   p->retry_ms = now + SOCKET_RETRY_MS;
   return socket_transient(e) ? 0 : e;
@@ -190,28 +187,7 @@ static int socket_pconn_step(socket_pconn_t *p, int64_t timeout_ms, rcollResult_
   return -1;
 }
 
-/* A connect back (socket_accept.c, socket_listen_back) starts with its
- * control socket connected: our descriptor of the socket `back` receives
- * on, set up for sending as socket_pconn_open sets up its own. Should its
- * hello fail, the control socket is opened afresh, as for any connect. */
-static rcollResult_t socket_pconn_back(socket_pconn_t *p, const socket_conn_t *back) {
-  int fd = fcntl(back->ctrl_fd, F_DUPFD_CLOEXEC, 0);
-  if (fd < 0)
-    return rcoll_error(rcollSystemError, "socket: dup of the control socket from %s failed: %s",
-                       back->peer, strerror(errno));
-  p->fds[0] = fd;
-  p->state[0] = PC_HELLO;
-  p->back = 1;
-  int e = socket_set_congestion(fd, p->congestion);
-  if (e != 0)
-    return rcoll_error(rcollSystemError, "socket: congestion control '%s' on the control socket from %s: %s",
-                       p->congestion, back->peer, strerror(e));
-  socket_set_sndbuf(fd, p->sndbuf_ctrl);
-  return rcollSuccess;
-}
-
-static rcollResult_t socket_connect_locked(socket_ctx_t *ctx, const void *handle, const socket_conn_t *back,
-                                           void **send_comm) {
+static rcollResult_t socket_connect_locked(socket_ctx_t *ctx, const void *handle, void **send_comm) {
   socket_handle_t h;
   char abuf[SOCKET_ADDR_STR];
   rcollResult_t err = rcollSuccess;
@@ -219,14 +195,8 @@ static rcollResult_t socket_connect_locked(socket_ctx_t *ctx, const void *handle
   socket_pconn_t *p = ctx->connects;
   while (p != NULL && (p->key != handle || memcmp(&p->handle, &h, sizeof h) != 0))
     p = p->next;
-  if (p == NULL) {
-    if ((p = socket_pconn_new(ctx, handle, &h)) == NULL)
-      return rcoll_error(rcollSystemError, "socket: out of memory for a connect");
-    if (back != NULL && (err = socket_pconn_back(p, back)) != rcollSuccess) {
-      socket_pconn_free(ctx, p, 1);
-      return err;
-    }
-  }
+  if (p == NULL && (p = socket_pconn_new(ctx, handle, &h)) == NULL)
+    return rcoll_error(rcollSystemError, "socket: out of memory for a connect");
   int rc = socket_pconn_step(p, ctx->timeout_ms, &err);
   if (rc < 0)
     socket_pconn_free(ctx, p, 1);
@@ -234,13 +204,12 @@ static rcollResult_t socket_connect_locked(socket_ctx_t *ctx, const void *handle
     return err;
   socket_conn_t *c;
   socket_hello_t hello = p->hello;
-  int went_back = p->back;
   socket_addr_str(&h.addr, abuf);
   err = socket_conn_create(1, p->fds, &hello, ctx->timeout_ms, abuf, &c);
   socket_pconn_free(ctx, p, err != rcollSuccess);
   if (err != rcollSuccess)
     return err;
-  socket_log_conn(went_back ? "connected back" : "connected", c->ctrl_fd, abuf, &hello);
+  socket_log_conn("connected", c->ctrl_fd, abuf, &hello);
   *send_comm = c;
   return rcollSuccess;
 }
@@ -267,18 +236,7 @@ rcollResult_t socket_connect(void *vctx, int dev, const void *handle, void **sen
     return rcoll_error(rcollInvalidArgument, "socket: connect on device %d, only device 0 exists", dev);
   RCOLL_CHECK(socket_handle_decode(handle, &h));
   pthread_mutex_lock(&ctx->lock);
-  rcollResult_t r = socket_connect_locked(ctx, handle, NULL, send_comm);
-  pthread_mutex_unlock(&ctx->lock);
-  return r;
-}
-
-rcollResult_t socket_connect_back(void *vctx, const void *handle, void *recv_comm, void **send_comm) {
-  socket_ctx_t *ctx = vctx;
-  socket_handle_t h;
-  *send_comm = NULL;
-  RCOLL_CHECK(socket_handle_decode(handle, &h));
-  pthread_mutex_lock(&ctx->lock);
-  rcollResult_t r = socket_connect_locked(ctx, handle, recv_comm, send_comm);
+  rcollResult_t r = socket_connect_locked(ctx, handle, send_comm);
   pthread_mutex_unlock(&ctx->lock);
   return r;
 }

@@ -6,9 +6,7 @@
  * that travel on the data sockets, each moved by the helper thread owning that
  * socket. Both ends cut a message the same way from its size and rotate the
  * first data socket identically, so every socket carries its pieces in message
- * order and no piece needs a header of its own. A pair of ranks that sends
- * both ways may share one control socket, each comm with its own descriptor
- * of it (socket_accept.c, "connections back"); data sockets are one-way. */
+ * order and no piece needs a header of its own. */
 #ifndef RCOLL_TRANSPORT_SOCKET_PRIV_H
 #define RCOLL_TRANSPORT_SOCKET_PRIV_H
 
@@ -194,16 +192,12 @@ void socket_set_sndbuf(int fd, int bytes);
 rcollResult_t socket_listen(void *ctx, int dev, void *handle, void **listen_comm);
 rcollResult_t socket_accept(void *listen_comm, void **recv_comm);
 rcollResult_t socket_close_listen(void *listen_comm);
-/* The peer may connect back over send_comm's control socket (net.h, listen_back). */
-rcollResult_t socket_listen_back(void *listen_comm, void *send_comm);
 /* A socket's hello as read (len bytes): NULL and *out filled when it is
  * well formed and carries `secret`, else why the socket is dropped. */
 const char *socket_hello_parse(const void *wire, size_t len, uint64_t secret, socket_hello_t *out);
 
 /* socket_connect.c: connect. */
 rcollResult_t socket_connect(void *ctx, int dev, const void *handle, void **send_comm);
-/* Connect over the control socket recv_comm receives on (net.h, connect_back). */
-rcollResult_t socket_connect_back(void *ctx, const void *handle, void *recv_comm, void **send_comm);
 /* The listen handle a peer sent (RCOLL_NET_HANDLE_BYTES): its magic and an
  * address with a port, or an error saying what is wrong. */
 rcollResult_t socket_handle_decode(const void *handle, socket_handle_t *out);
