@@ -24,6 +24,10 @@
 #   TCP_CC [the system's]           TCP congestion control of both nodes' namespaces, for both
 #                                  libraries (e.g. TCP_CC=reno): with bbr, senders over veth stall
 #                                  6-12 ms at times (docs/execution.md, "TCP congestion control")
+#   BIND [0]                       1: rank r of both libraries runs on core r mod cores
+#                                  (tests/netns/pin_rank.sh, Open MPI's default binding): the
+#                                  same table with placement taken out of it (docs/execution.md,
+#                                  "Two ranks on one core")
 #   NO_BUILD [0]                   1: do not run make
 #   OUTDIR [mktemp -d]             every run's output is kept there
 #   NETNS_PREFIX [rcollcmp<pid>]   namespace names; removed however the script exits
@@ -39,12 +43,18 @@ ROOT=$(cd "$HERE/../.." && pwd)
 cd "$ROOT" || exit 1
 MIN=${MIN:-8} MAX=${MAX:-64M} FACTOR=${FACTOR:-8}
 ITERS=${ITERS:-20} WARMUP=${WARMUP:-5} ROUNDS=${ROUNDS:-5} PINGS=${PINGS:-2000}
+case ${BIND:-0} in
+  0) PIN="" ;;
+  1) PIN=$ROOT/tests/netns/pin_rank.sh ;;
+  *) echo "compare_netns: BIND is 0 or 1, not '$BIND'"; exit 2 ;;
+esac
 RUN_TIMEOUT=${RUN_TIMEOUT:-300}
 OUTDIR=${OUTDIR:-$(mktemp -d /tmp/rcoll-compare-netns.XXXXXX)}
 RCOLL_BENCH=$ROOT/bench/allreduce_perf
 TUNE=$ROOT/bench/rcoll_tune
 MPI_BENCH=$ROOT/build/compare/mpi_allreduce
 PINGPONG=$ROOT/build/compare/tcp_pingpong
+WAKE_PLACE=$ROOT/build/compare/wake_place
 export NETNS_PREFIX=${NETNS_PREFIX:-rcollcmp$$}
 export MPIEXEC=${MPIEXEC:-$(command -v mpiexec.mpich || true)}
 export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
@@ -79,6 +89,8 @@ mpicc.mpich -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -o "$MPI_BENCH" "$H
   >"$OUTDIR/mpicc.log" 2>&1 || { echo "compare_netns: mpicc.mpich failed (see $OUTDIR/mpicc.log)"; exit 1; }
 ${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -o "$PINGPONG" "$ROOT/tests/netns/tcp_pingpong.c" \
   >"$OUTDIR/cc.log" 2>&1 || { echo "compare_netns: building tcp_pingpong failed (see $OUTDIR/cc.log)"; exit 1; }
+${CC:-cc} -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -O2 -o "$WAKE_PLACE" "$ROOT/tests/netns/wake_place.c" \
+  >>"$OUTDIR/cc.log" 2>&1 || { echo "compare_netns: building wake_place failed (see $OUTDIR/cc.log)"; exit 1; }
 [[ -x $RCOLL_BENCH ]] || { echo "compare_netns: $RCOLL_BENCH missing (make)"; exit 1; }
 
 # An unprivileged container may be root without the right to make namespaces.
@@ -146,7 +158,7 @@ run_rcoll() { # round
   local log=$OUTDIR/rcoll_$1.log before
   before=$(veth_tx)
   bg_run "$log" env RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT bash -c "source tests/netns/netns.sh; \
-      NETNS_NODES=2; netns_run 1 2 $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"
+      NETNS_NODES=2; netns_run 1 2 $PIN $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"
   run_failed rcoll "$1" $? "$log" '$1 ~ /^[0-9]+$/ && NF >= 9' '$9 != "N/A" && $9 != 0'
   TX[rcoll]=$(($(veth_tx) - before))
   awk '$1 ~ /^[0-9]+$/ && NF >= 9 {print $1, $6}' "$log" >>"$OUTDIR/rcoll"
@@ -158,7 +170,7 @@ run_mpich() { # round
   local log=$OUTDIR/mpich_$1.log before
   before=$(veth_tx)
   bg_run "$log" env UCX_TLS=tcp,self bash -c "source tests/netns/netns.sh; NETNS_NODES=2; \
-      netns_run 1 2 $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"
+      netns_run 1 2 $PIN $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"
   run_failed MPICH "$1" $? "$log" '$1 ~ /^[0-9]+$/ && NF >= 5' '$6 != "-" && $6 != 0'
   TX[mpich]=$(($(veth_tx) - before))
   awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1, $3}' "$log" >>"$OUTDIR/mpich"
@@ -166,11 +178,15 @@ run_mpich() { # round
 
 note "compare_netns: $(date -u +%FT%TZ) on $(uname -n), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg)"
 note "2 namespaces ($NETNS_PREFIX-n1, -n2) over veth + bridge, 1 rank each; $ROUNDS rounds; logs in $OUTDIR"
+[[ -n $PIN ]] && note "  BIND=1: rank r of both libraries on core r mod $(nproc) ($PIN)"
+# Whether this kernel packs a woken rank beside its waker while a core
+# idles: then, unbound, both ranks can share one core (docs/execution.md).
+note "  $("$WAKE_PLACE" 2>&1 | tail -n 1)"
 cc_why="the system default"
 [[ -n ${TCP_CC:-} ]] && cc_why="TCP_CC=$TCP_CC"
 note "  TCP congestion control in both namespaces: $CC_USED ($cc_why)"
-note "  rcoll: RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT netns_run 1 2 $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"
-note "  MPICH: UCX_TLS=tcp,self netns_run 1 2 $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"
+note "  rcoll: RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT netns_run 1 2 $PIN $RCOLL_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP -c 0"
+note "  MPICH: UCX_TLS=tcp,self netns_run 1 2 $PIN $MPI_BENCH -b $MIN -e $MAX -f $FACTOR -n $ITERS -w $WARMUP"
 note "  ping-pong: $PINGPONG client $NETNS_SUBNET.2 PORT $PINGS 8 SPIN (server in n2 with the same SPIN; 50: the reference, 0: blocking)"
 note "  (netns_run: tests/netns/netns.sh, mpiexec.mpich from the hub namespace through tests/netns/nsexec.sh)"
 for ((round = 1; round <= ROUNDS; round++)); do
