@@ -13,6 +13,7 @@
 #include "device.h"
 #include "flat.h"
 #include "flight_recorder.h"
+#include "home_core.h"
 #include "log.h"
 #include "memtype.h"
 #include "plan_cache.h"
@@ -127,16 +128,20 @@ static void comm_free(struct rcollComm *c) {
   free(c);
 }
 
-/* Ranks sharing this machine's cores: same host name, whatever their
- * network namespace (test "nodes" are namespaces of one machine). */
-static int comm_ranks_on_machine(const struct rcollComm *c) {
+/* Whether rank r shares this rank's machine's cores: same host name,
+ * whatever their network namespace (test "nodes" are namespaces of one
+ * machine). */
+static int comm_same_machine(const struct rcollComm *c, int r) {
   const char *me = rcoll_bootstrap_host(c->bootstrap, c->rank);
   size_t len = strcspn(me, ":");
+  const char *h = rcoll_bootstrap_host(c->bootstrap, r);
+  return strncmp(h, me, len) == 0 && (h[len] == ':' || h[len] == '\0');
+}
+
+static int comm_ranks_on_machine(const struct rcollComm *c) {
   int n = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const char *h = rcoll_bootstrap_host(c->bootstrap, r);
-    n += strncmp(h, me, len) == 0 && (h[len] == ':' || h[len] == '\0');
-  }
+  for (int r = 0; r < c->nranks; r++)
+    n += comm_same_machine(c, r);
   return n;
 }
 
@@ -176,6 +181,33 @@ static void comm_spin_policy(struct rcollComm *c) {
     c->spin_yield = RCOLL_YIELD_EVERY_PASS;
 }
 
+/* A home core (home_core.c) for each rank of this machine, in rank order,
+ * where at least one other rank here is reached over the network (another
+ * network namespace: shared memory and its flat board wait without the
+ * kernel) and every rank can have a core of its own. */
+static void comm_home_policy(struct rcollComm *c) {
+  c->home_cpu = -1;
+  if (!c->settings.home_core || c->spin_yield != RCOLL_YIELD_AT_CLOCK)
+    return;
+  int index = 0, n = 0, over_net = 0;
+  for (int r = 0; r < c->nranks; r++) {
+    if (!comm_same_machine(c, r))
+      continue;
+    index += r < c->rank;
+    n++;
+    over_net |= r != c->rank && !(rcoll_peer_net(c, r)->caps & RCOLL_NET_CAP_LOCAL_ONLY);
+  }
+  cpu_set_t mask;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (!over_net || online <= 0 || sched_getaffinity(0, sizeof mask, &mask) != 0)
+    return;
+  c->home_cpu = rcoll_home_core_choose(index, n, &mask, (int)online);
+  c->home_cores = CPU_COUNT(&mask);
+  if (c->home_cpu >= 0)
+    RCOLL_INFO(RCOLL_SUB_INIT, "rank %d: home core %d (rank %d of %d on this machine, a peer here "
+               "over the network)", c->rank, c->home_cpu, index, n);
+}
+
 /* The parts of a new communicator that come before its bootstrap. NULL
  * only when even the struct could not be had; otherwise *r says whether the
  * rest worked, and comm_finish frees on failure. */
@@ -211,6 +243,7 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
     r = rcoll_comm_open_nets(c, net_name, secret);
   if (r == rcollSuccess) {
     comm_spin_policy(c);
+    comm_home_policy(c);
     comm_fingerprint_policy(c);
     c->id_hash = comm_id_hash(id);
   }
@@ -294,6 +327,9 @@ RCOLL_API rcollResult_t rcollCommDestroy(rcollComm_t comm) {
   RCOLL_CHECK(rcoll_comm_check(comm, "rcollCommDestroy"));
   if (comm->in_group)
     return rcoll_error(rcollInvalidUsage, "rcollCommDestroy: comm has calls in an open group");
+  if (comm->home_cpu >= 0)
+    RCOLL_INFO(RCOLL_SUB_INIT, "rank %d: calls moved their thread to its home core %llu times",
+               comm->rank, (unsigned long long)comm->home_moves);
   comm_free(comm);
   return rcollSuccess;
 }

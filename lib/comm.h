@@ -92,6 +92,9 @@ struct rcollComm {
   int nslots;
   int64_t spin_us; /* engine spin before sleeping (comm.c: comm_spin_policy) */
   int spin_yield;  /* rcoll_spin_yield_t: when a spin yields the core (comm_spin_policy) */
+  int home_cpu;    /* core the calling thread returns to while it waits; -1: none (home_core.h) */
+  int home_cores;  /* cores in the creating thread's affinity, the whole machine's */
+  uint64_t home_moves; /* times a call moved its thread home (engine.c) */
 
   rcoll_bootstrap_t *bootstrap;
   rcoll_topo_t topo;

@@ -23,6 +23,7 @@
 #include "device.h"
 #include "flat.h"
 #include "flight_recorder.h"
+#include "home_core.h"
 #include "log.h"
 #include "reduce.h"
 #include "trace.h"
@@ -403,6 +404,9 @@ static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64
   rcoll_trace_t *trace = plans[0]->comm->trace;
   int64_t slept_at = trace != NULL ? rcoll_trace_now() : 0;
   net->wait(comms, n, mixed ? 200 : 10000);
+  /* A woken thread may have been put beside its waker (home_core.c). */
+  struct rcollComm *c = plans[0]->comm;
+  c->home_moves += rcoll_home_core_return(c->home_cpu, c->home_cores);
   if (trace != NULL)
     rcoll_trace_net_wait(trace, slept_at, n);
 }
@@ -478,6 +482,9 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
   int64_t timeout_us = plans[0]->comm->timeout_ms * 1000;
   int64_t spin_us = plans[0]->comm->spin_us;
   engine_idle_trace_t it = {.trace = plans[0]->comm->trace};
+  struct rcollComm *c = plans[0]->comm;
+  if (!engine_device(c)) /* a call starts: where the last sleep's wake-up left it? (home_core.c) */
+    c->home_moves += rcoll_home_core_return(c->home_cpu, c->home_cores);
   for (;;) {
     int moved = 0, busy = 0;
     rcollResult_t err = rcollSuccess;
