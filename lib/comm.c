@@ -128,20 +128,17 @@ static void comm_free(struct rcollComm *c) {
   free(c);
 }
 
-/* Whether rank r shares this rank's machine's cores: same host name,
- * whatever their network namespace (test "nodes" are namespaces of one
- * machine). */
-static int comm_same_machine(const struct rcollComm *c, int r) {
+int rcoll_comm_same_machine(const struct rcollComm *c, int r) {
   const char *me = rcoll_bootstrap_host(c->bootstrap, c->rank);
   size_t len = strcspn(me, ":");
   const char *h = rcoll_bootstrap_host(c->bootstrap, r);
   return strncmp(h, me, len) == 0 && (h[len] == ':' || h[len] == '\0');
 }
 
-static int comm_ranks_on_machine(const struct rcollComm *c) {
+int rcoll_comm_ranks_on_machine(const struct rcollComm *c) {
   int n = 0;
   for (int r = 0; r < c->nranks; r++)
-    n += comm_same_machine(c, r);
+    n += rcoll_comm_same_machine(c, r);
   return n;
 }
 
@@ -168,7 +165,7 @@ static int comm_ranks_on_machine(const struct rcollComm *c) {
  * explicit RCOLL_SPIN_US is always obeyed. */
 static void comm_spin_policy(struct rcollComm *c) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int local = comm_ranks_on_machine(c);
+  int local = rcoll_comm_ranks_on_machine(c);
   c->spin_us = c->settings.spin_us;
   /* Yielding while spinning lets the kernel's softirq thread deliver network
    * packets (engine.c); shared memory needs no kernel, and there a yield
@@ -191,7 +188,7 @@ static void comm_home_policy(struct rcollComm *c) {
     return;
   int index = 0, n = 0, over_net = 0;
   for (int r = 0; r < c->nranks; r++) {
-    if (!comm_same_machine(c, r))
+    if (!rcoll_comm_same_machine(c, r))
       continue;
     index += r < c->rank;
     n++;

@@ -200,6 +200,11 @@ rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, ui
 /* Makes the infos allgathered from every rank safe to read: each host id
  * terminated (a peer's may not be). */
 void rcoll_comm_infos_check(rcoll_rank_info_t *infos, int nranks);
+/* Whether rank r shares this rank's machine's cores: same host name,
+ * whatever their network namespace (test "nodes" are namespaces of one
+ * machine); and how many ranks of c do (comm.c). */
+int rcoll_comm_same_machine(const struct rcollComm *c, int r);
+int rcoll_comm_ranks_on_machine(const struct rcollComm *c);
 void rcoll_comm_close_nets(struct rcollComm *c);
 /* Rank 0's line at the default log level: ranks, nodes, the transport for
  * each class of peer and where it runs, and why a faster one was not used

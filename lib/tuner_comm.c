@@ -264,16 +264,9 @@ rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_to
 /* ------------------------------------------------------------ creation */
 
 /* Whether this machine runs more of the communicator's ranks than it has
- * cores: ranks of one machine share its host name, whatever their network
- * namespace (the bootstrap's "host:pid"). */
+ * cores. */
 static int cores_shared_here(const struct rcollComm *c) {
-  const char *me = rcoll_bootstrap_host(c->bootstrap, c->rank);
-  size_t len = strcspn(me, ":");
-  int local = 0;
-  for (int r = 0; r < c->nranks; r++) {
-    const char *h = rcoll_bootstrap_host(c->bootstrap, r);
-    local += strncmp(h, me, len) == 0 && (h[len] == ':' || h[len] == '\0');
-  }
+  int local = rcoll_comm_ranks_on_machine(c);
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
   return cpus > 0 && local > cpus;
 }
