@@ -200,7 +200,10 @@ static void rank_sweep(rcollComm_t comm, int rank, int n, const char *mode) {
   ccase_t *cases = malloc(MAX_CASES * sizeof *cases);
   size_t ncases = cases ? build_cases(n, cases) : 0;
   note_cases(ncases);
-  char what[256];
+  /* Room for the whole error: tests/rxe/guest.sh's retry of rxe's stopped
+   * send queue looks for words at its end ("kick", "closed the
+   * connection"), which 256 bytes cut off. */
+  char what[1024];
   for (size_t i = 0; i < ncases; i++) {
     rank_bufs_t b;
     case_fault_t f;
