@@ -35,6 +35,17 @@ static rcollResult_t peer_staging(struct rcollComm *c, int peer) {
                                          &pe->staging_mh);
 }
 
+/* Once both directions to a peer exist, a transport that can share a link
+ * between them is told which end this is (net.h, pair). Called where either
+ * comm appears: the second call finds both, and only it goes through. */
+static rcollResult_t conn_pair(struct rcollComm *c, int peer) {
+  rcoll_peer_t *pe = &c->peers[peer];
+  rcoll_comm_net_t *n = &c->nets[pe->net];
+  if (n->ops->pair == NULL || pe->send_comm == NULL || pe->recv_comm == NULL)
+    return rcollSuccess;
+  return n->ops->pair(n->ctx, pe->send_comm, pe->recv_comm, c->rank < peer);
+}
+
 /* One step of making the send connection to a peer, never waiting: connect,
  * post the hello, see it delivered; each happens in the round where it can.
  * A transport may complete a send only once the receiver has posted its
@@ -64,7 +75,7 @@ static rcollResult_t try_connect(struct rcollComm *c, int peer) {
   pe->hello_req = NULL;
   RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d -> rank %d (%s): connected via %s", c->rank,
              peer, rcoll_bootstrap_host(c->bootstrap, peer), n->ops->name);
-  return rcollSuccess;
+  return conn_pair(c, peer);
 }
 
 /* Accepts whatever has arrived on every open transport. */
@@ -105,7 +116,7 @@ static rcollResult_t accept_file(struct rcollComm *c, struct rcoll_pending_accep
   c->peers[r].recv_comm = pa->recv_comm;
   RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_INIT, "rank %d <- rank %d (%s): accepted via %s", c->rank,
              (int)r, rcoll_bootstrap_host(c->bootstrap, (int)r), ops->name);
-  return rcollSuccess;
+  return conn_pair(c, (int)r);
 }
 
 /* Accepts whatever has arrived and files connections whose hello came. */

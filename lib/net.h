@@ -2,7 +2,7 @@
  * unidirectional connections; it knows nothing of ranks or collectives. Its
  * shape follows the ncclNet plugin ABI (listen / connect / accept / reg_mr /
  * isend / irecv / test / flush / close) so that the NCCL net plugin adapter is
- * thin. Every slot but irecv_reduce and isend_single is filled: unsupported
+ * thin. Every slot but irecv_reduce, isend_single and pair is filled: unsupported
  * ones point at a stub that returns rcollInternalError with a message, never
  * NULL (rcoll_net_check_ops refuses a table that leaves one NULL).
  *
@@ -150,6 +150,13 @@ typedef struct rcoll_transport_ops {
    * one. Matched, completed and tested as an isend. */
   rcollResult_t (*isend_single)(void *send_comm, const void *data, size_t size, int tag, void *mhandle,
                                 void **request);
+  /* Optional (NULL when absent): send_comm and recv_comm connect this rank
+   * and one peer both ways; `lower` is 1 on the end with the lower rank,
+   * and each end calls it once, as soon as it has both comms. The transport
+   * may then carry messages of one direction over the other's link (socket:
+   * small ones, so that acknowledgements ride on messages). Every comm
+   * stays usable on its own, from any thread, and is closed as before. */
+  rcollResult_t (*pair)(void *ctx, void *send_comm, void *recv_comm, int lower);
   /* sizes (may be NULL) gets the received size of each buffer of an irecv. */
   rcollResult_t (*test)(void *request, int *done, size_t *sizes);
 
@@ -178,7 +185,7 @@ int rcoll_net_best(uint32_t have, int same_node);
 int rcoll_net_count(void);
 const rcoll_transport_ops_t *rcoll_net_at(int i);
 /* rcollSuccess when ops is a table this library can use (size, version,
- * name, description, every slot but irecv_reduce and isend_single);
+ * name, description, every slot but irecv_reduce, isend_single and pair);
  * otherwise an error naming what is wrong. */
 rcollResult_t rcoll_net_check_ops(const rcoll_transport_ops_t *ops);
 /* Tests only: one extra transport at the end of the table (found by name,

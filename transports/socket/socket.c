@@ -143,6 +143,7 @@ static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
   ctx->nsocks_per = (int)own->nsocks_perthread;
   ctx->inline_max = (size_t)own->socket_inline;
   ctx->sndbuf = (int)own->socket_sndbuf;
+  ctx->lane_max = (size_t)own->socket_lane;
   ctx->timeout_ms = s->timeout * 1000;
   memcpy(ctx->congestion, own->socket_congestion, strlen(own->socket_congestion) + 1); /* checked: fits */
   pthread_mutex_init(&ctx->lock, NULL);
@@ -150,10 +151,10 @@ static rcollResult_t socket_init(const rcoll_net_config_t *cfg, void **out) {
   if (ctx->congestion[0] == '\0' && rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_NET)) /* only for this line */
     socket_read_sysctl("/proc/sys/net/ipv4/tcp_congestion_control", cc, sizeof cc);
   RCOLL_INFO(RCOLL_SUB_NET,
-             "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes, send buffers %d bytes%s, "
-             "congestion control %s%s",
+             "socket: rank %d uses %s (%s), %d threads x %d sockets, inline <= %zu bytes, lane <= %zu bytes, "
+             "send buffers %d bytes%s, congestion control %s%s",
              ctx->rank, ctx->ifname, socket_addr_str(&ctx->addr, abuf), ctx->nthreads, ctx->nsocks_per,
-             ctx->inline_max, ctx->sndbuf, ctx->sndbuf ? "" : " (autotuned)", ctx->congestion[0] ? ctx->congestion : cc,
+             ctx->inline_max, ctx->lane_max, ctx->sndbuf, ctx->sndbuf ? "" : " (autotuned)", ctx->congestion[0] ? ctx->congestion : cc,
              ctx->congestion[0] ? " (RCOLL_SOCKET_CONGESTION)" : " (the system's)");
   *out = ctx;
   return rcollSuccess;
@@ -242,6 +243,7 @@ const rcoll_transport_ops_t socket_ops = {
     .listen = socket_listen,
     .connect = socket_connect,
     .accept = socket_accept,
+    .pair = socket_pair,
     .reg_mr = socket_reg_mr,
     .dereg_mr = socket_dereg_mr,
     .isend = socket_isend,

@@ -36,7 +36,10 @@ extern const rcoll_transport_desc_t socket_desc; /* socket_desc.c */
     "SO_SNDBUF of each data socket in bytes (the control socket's holds one inline message); "    \
     "0: the kernel's autotuning. Raise it where bandwidth x round trip is larger")              \
   X(STR, socket_congestion, "SOCKET_CONGESTION", NULL, "",                                        \
-    "TCP congestion control of the sending sockets (e.g. reno, cubic); empty: the system's")
+    "TCP congestion control of the sending sockets (e.g. reno, cubic); empty: the system's")      \
+  X(INT_IN(0, 65536), socket_lane, "SOCKET_LANE", NULL, "1024",                                    \
+    "Between two ranks that send both ways, messages up to this many bytes share one TCP "        \
+    "connection so that acknowledgements ride on them; 0: each direction on its own")
 
 typedef struct socket_settings {
   SOCKET_SETTINGS(RCOLL_SETTING_FIELD)

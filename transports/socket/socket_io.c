@@ -106,14 +106,15 @@ static int socket_ctrl_send(socket_conn_t *c) {
     if (total > hl)
       iov[n++] = (struct iovec){r->buf + poff, total - hl - poff};
     struct msghdr msg = {.msg_iov = iov, .msg_iovlen = (size_t)n};
-    ssize_t k = sendmsg(c->ctrl_fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    ssize_t k = sendmsg(socket_stream_fd(c, r->src), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (k < 0) {
       if (errno == EINTR)
         continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK)
         return 0;
-      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s failed while sending %zu bytes: %s",
-                       c->peer, r->size, strerror(errno));
+      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s failed while sending %zu bytes%s: %s",
+                       c->peer, r->size, r->src == SOCKET_LANE ? " back over its own connection" : "",
+                       strerror(errno));
       return -1;
     }
     r->ctrl_off += (size_t)k;
@@ -135,44 +136,46 @@ static int socket_ctrl_send(socket_conn_t *c) {
  * (tens of milliseconds after a read left one pending), so a read sets it
  * again when the last setting is a millisecond old: one setsockopt per
  * millisecond at most, and after a pause the first read re-arms it. */
-static void socket_delay_acks(socket_conn_t *c) {
+static void socket_delay_acks(socket_conn_t *c, int src) {
 #ifdef TCP_QUICKACK
   int64_t now = rcoll_now_us();
-  if (now - c->acks_delayed_us < 1000)
+  if (now - c->in[src].acks_delayed_us < 1000)
     return;
   int off = 0;
-  (void)setsockopt(c->ctrl_fd, IPPROTO_TCP, TCP_QUICKACK, &off, sizeof off);
-  c->acks_delayed_us = now;
+  (void)setsockopt(socket_stream_fd(c, src), IPPROTO_TCP, TCP_QUICKACK, &off, sizeof off);
+  c->in[src].acks_delayed_us = now;
 #else
-  (void)c;
+  (void)c, (void)src;
 #endif
 }
 
-/* Reads ahead on the control socket until `need` bytes are staged: 1 when
- * they are, 0 when the socket is empty, -1 once the connection failed. */
-static int socket_stage_fill(socket_conn_t *c, size_t need, const char *what) {
-  while (c->stage_end - c->stage_beg < need) {
-    if (c->stage_beg > 0) {
-      memmove(c->stage, c->stage + c->stage_beg, c->stage_end - c->stage_beg);
-      c->stage_end -= c->stage_beg;
-      c->stage_beg = 0;
+/* Reads ahead on stream src until `need` bytes are staged: 1 when they
+ * are, 0 when the socket is empty, -1 once the connection failed. */
+static int socket_stage_fill(socket_conn_t *c, int src, size_t need, const char *what) {
+  socket_stream_t *in = &c->in[src];
+  while (in->end - in->beg < need) {
+    if (in->beg > 0) {
+      memmove(in->stage, in->stage + in->beg, in->end - in->beg);
+      in->end -= in->beg;
+      in->beg = 0;
     }
-    ssize_t k = recv(c->ctrl_fd, c->stage + c->stage_end, sizeof c->stage - c->stage_end, MSG_DONTWAIT);
+    ssize_t k = recv(socket_stream_fd(c, src), in->stage + in->end, sizeof in->stage - in->end, MSG_DONTWAIT);
     if (k > 0) {
-      socket_delay_acks(c);
-      c->stage_end += (size_t)k;
+      socket_delay_acks(c, src);
+      in->end += (size_t)k;
       continue;
     }
     if (k < 0 && errno == EINTR)
       continue;
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return 0;
+    const char *lane = src == SOCKET_LANE ? " (on our connection to it, which it sends back over)" : "";
     if (k == 0)
-      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s closed by peer while %s", c->peer,
-                       what);
+      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s closed by peer while %s%s", c->peer,
+                       what, lane);
     else
-      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s failed while %s: %s", c->peer,
-                       what, strerror(errno));
+      socket_conn_fail(c, rcollRemoteError, "socket: connection to %s failed while %s%s: %s", c->peer,
+                       what, lane, strerror(errno));
     return -1;
   }
   return 1;
@@ -206,14 +209,9 @@ static int socket_group_place(socket_conn_t *c, socket_req_t *r) {
   return -1;
 }
 
-/* A header arrived for the oldest posted receive: check it, then hand a
- * large payload to the helpers. */
+/* The header of the oldest posted receive arrived (socket_hdr_take): hand
+ * a large payload to the helpers. */
 static int socket_hdr_accept(socket_conn_t *c, socket_req_t *r) {
-  if (r->hdr.seq != c->seq) {
-    socket_conn_fail(c, rcollInternalError, "socket: stream from %s out of sync (message %u, expected %u)",
-                     c->peer, r->hdr.seq, c->seq);
-    return -1;
-  }
   c->seq++;
   if (r->group != NULL && socket_group_place(c, r) < 0)
     return -1;
@@ -232,16 +230,17 @@ static int socket_hdr_accept(socket_conn_t *c, socket_req_t *r) {
 /* Inline payload: first what was read ahead, then straight into the user
  * buffer with the exact length, so nothing of the next message is taken. */
 static int socket_inline_recv(socket_conn_t *c, socket_req_t *r) {
+  socket_stream_t *in = &c->in[r->src];
   size_t hl = sizeof r->hdr, total = hl + socket_inline_bytes(c, r);
-  size_t staged = c->stage_end - c->stage_beg;
+  size_t staged = in->end - in->beg;
   if (staged > 0 && r->ctrl_off < total) {
     size_t k = total - r->ctrl_off < staged ? total - r->ctrl_off : staged;
-    memcpy(r->buf + (r->ctrl_off - hl), c->stage + c->stage_beg, k);
-    c->stage_beg += k;
+    memcpy(r->buf + (r->ctrl_off - hl), in->stage + in->beg, k);
+    in->beg += k;
     r->ctrl_off += k;
   }
   while (r->ctrl_off < total) {
-    ssize_t k = recv(c->ctrl_fd, r->buf + (r->ctrl_off - hl), total - r->ctrl_off, MSG_DONTWAIT);
+    ssize_t k = recv(socket_stream_fd(c, r->src), r->buf + (r->ctrl_off - hl), total - r->ctrl_off, MSG_DONTWAIT);
     if (k > 0) {
       r->ctrl_off += (size_t)k;
       continue;
@@ -258,21 +257,56 @@ static int socket_inline_recv(socket_conn_t *c, socket_req_t *r) {
   return 1;
 }
 
-/* Matches headers to posted receives in order until the socket is empty. */
+/* Takes the header numbered c->seq into r from whichever stream has it at
+ * its head: 1 when taken, 0 when it has not arrived, -1 once the connection
+ * failed. Each stream is in order, so a head numbered below c->seq, or one
+ * above it with no other stream to come from, means the streams are out of
+ * sync. Without a lane this is one read of the control socket. With one,
+ * the likely stream is read first: the lane when the receive fits in it,
+ * else the stream of the last message (the posted size is only a bound:
+ * rcoll's flat path posts 4 KiB for any small message). The other is read
+ * every SOCKET_LANE_EVERY-th time the first had nothing, or when the first
+ * holds a later message. */
+static int socket_hdr_take(socket_conn_t *c, socket_req_t *r) {
+  int first = c->lane_fd < 0 ? SOCKET_CTRL : r->posted <= c->lane_max ? SOCKET_LANE : c->last_src;
+  int nsrc = c->lane_fd >= 0 ? 2 : 1, ahead = 0;
+  for (int k = 0; k < nsrc; k++) {
+    int src = k == 0 ? first : !first;
+    if (k == 1 && !ahead && ++c->lane_polls % SOCKET_LANE_EVERY != 0)
+      return 0;
+    socket_stream_t *in = &c->in[src];
+    int rc = socket_stage_fill(c, src, sizeof r->hdr, "waiting for a message header");
+    if (rc < 0)
+      return -1;
+    if (rc == 0)
+      continue;
+    socket_msg_hdr_t h;
+    memcpy(&h, in->stage + in->beg, sizeof h);
+    int32_t d = (int32_t)(h.seq - c->seq);
+    if (d == 0) {
+      r->hdr = h;
+      r->src = c->last_src = src;
+      in->beg += sizeof h;
+      r->ctrl_off = sizeof h;
+      return socket_hdr_accept(c, r);
+    }
+    if (d < 0 || nsrc == 1 || ahead) {
+      socket_conn_fail(c, rcollInternalError, "socket: stream from %s out of sync (message %u, expected %u)",
+                       c->peer, h.seq, c->seq);
+      return -1;
+    }
+    ahead = 1;
+  }
+  return 0;
+}
+
+/* Matches headers to posted receives in order until none has arrived. */
 static int socket_ctrl_recv(socket_conn_t *c) {
   while (c->ring_head != c->ring_tail) {
     socket_req_t *r = c->ring[c->ring_head % SOCKET_NREQS];
     int rc;
-    if (r->ctrl_off == 0) {
-      rc = socket_stage_fill(c, sizeof r->hdr, "waiting for a message header");
-      if (rc <= 0)
-        return rc;
-      memcpy(&r->hdr, c->stage + c->stage_beg, sizeof r->hdr);
-      c->stage_beg += sizeof r->hdr;
-      r->ctrl_off = sizeof r->hdr;
-      if (socket_hdr_accept(c, r) < 0)
-        return -1;
-    }
+    if (r->ctrl_off == 0 && (rc = socket_hdr_take(c, r)) <= 0)
+      return rc;
     rc = socket_inline_recv(c, r);
     if (rc <= 0)
       return rc;
@@ -303,6 +337,7 @@ rcollResult_t socket_isend(void *comm, const void *data, size_t size, int tag, v
   r->buf = (char *)data;
   r->posted = r->size = size;
   r->hdr = (socket_msg_hdr_t){.size = size, .tag = tag, .seq = c->seq++};
+  r->src = c->lane_fd >= 0 && size <= c->lane_max ? SOCKET_LANE : SOCKET_CTRL;
   if (size > c->inline_max)
     socket_dispatch(c, r);
   socket_ctrl_progress(c);
@@ -439,6 +474,7 @@ rcollResult_t socket_conn_create(int is_send, const int *fds, const socket_hello
     return rcoll_error(rcollSystemError, "socket: out of memory for a connection");
   c->is_send = is_send;
   c->ctrl_fd = fds[0];
+  c->lane_fd = -1;
   c->nthreads = hello->nthreads;
   c->ndata = hello->nthreads * hello->nsocks_per;
   c->inline_max = (size_t)hello->inline_max;
@@ -483,6 +519,8 @@ void socket_conn_destroy(socket_conn_t *c) {
   for (int s = 0; s < c->ndata; s++)
     close(c->data[s].fd);
   close(c->ctrl_fd);
+  if (c->lane_fd >= 0)
+    close(c->lane_fd);
   close(c->event_fd);
   free(c->data);
   free(c->helpers);

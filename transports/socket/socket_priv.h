@@ -6,7 +6,10 @@
  * that travel on the data sockets, each moved by the helper thread owning that
  * socket. Both ends cut a message the same way from its size and rotate the
  * first data socket identically, so every socket carries its pieces in message
- * order and no piece needs a header of its own. */
+ * order and no piece needs a header of its own. Between two ranks that send
+ * both ways, small messages of the higher rank travel back over the control
+ * socket of the lower rank's connection (socket_lane.c), so that each
+ * side's acknowledgements ride on its own messages. */
 #ifndef RCOLL_TRANSPORT_SOCKET_PRIV_H
 #define RCOLL_TRANSPORT_SOCKET_PRIV_H
 
@@ -70,6 +73,7 @@ typedef struct socket_ctx {
   int nthreads, nsocks_per;
   size_t inline_max;
   int sndbuf; /* RCOLL_SOCKET_SNDBUF; 0: the kernel's autotuning */
+  size_t lane_max; /* RCOLL_SOCKET_LANE; 0: no lane */
   int64_t timeout_ms;
   char congestion[SOCKET_CC_MAX]; /* for the sockets it connects; "" keeps the system's */
   pthread_mutex_t lock;           /* guards the pending-connect list */
@@ -100,6 +104,7 @@ typedef struct socket_rgroup {
 typedef struct socket_req {
   struct socket_conn *conn;
   int kind;
+  int src;                 /* the stream of its control part: SOCKET_CTRL or SOCKET_LANE */
   int ctrl_done;           /* header (and inline payload) moved */
   char *buf;
   size_t posted;           /* send size, or receive capacity */
@@ -142,6 +147,18 @@ typedef struct socket_helper {
   socket_dsock_t *socks[SOCKET_MAX_DATA];
 } socket_helper_t;
 
+/* The two byte streams a connection's control parts travel on: its own
+ * control socket, and the lane (socket_lane.c), another descriptor of the
+ * control socket of the connection the other way. */
+enum { SOCKET_CTRL = 0, SOCKET_LANE = 1 };
+
+/* Receive side of a stream: bytes read ahead of the message being taken. */
+typedef struct socket_stream {
+  size_t beg, end;
+  int64_t acks_delayed_us; /* when socket_delay_acks last set pingpong mode */
+  char stage[SOCKET_STAGE_BYTES];
+} socket_stream_t;
+
 /* One direction of a connection: a send comm or a recv comm. */
 typedef struct socket_conn {
   int is_send;
@@ -163,10 +180,16 @@ typedef struct socket_conn {
   unsigned ring_head, ring_tail;
   socket_rgroup_t rgroups[SOCKET_NREQS]; /* by index of a group's first slot */
 
-  /* Receive side: bytes read ahead from the control socket. */
-  size_t stage_beg, stage_end;
-  int64_t acks_delayed_us; /* when socket_delay_acks last set pingpong mode */
-  char stage[SOCKET_STAGE_BYTES];
+  /* The lane (socket_lane.c): -1 until socket_pair. A send comm puts
+   * messages up to lane_max bytes on it; a recv comm takes each message from
+   * whichever stream holds the next sequence number (socket_hdr_take). */
+  int lane_fd;
+  size_t lane_max;
+  int last_src;        /* recv comm: the stream of the last message */
+  unsigned lane_polls;
+
+  /* Receive side: bytes read ahead, by stream. */
+  socket_stream_t in[2];
 
   /* Wake-ups for rcoll's engine (socket_wait.c): helpers count finished
    * requests and poke event_fd when the calling thread sleeps in wait. */
@@ -216,6 +239,14 @@ rcollResult_t socket_iflush(void *comm, int n, void **data, const size_t *sizes,
                             void **req);
 rcollResult_t socket_test(void *request, int *done, size_t *sizes);
 rcollResult_t socket_close_comm(void *comm);
+
+/* socket_lane.c: the lane between a pair's two connections (net.h, pair). */
+rcollResult_t socket_pair(void *ctx, void *send_comm, void *recv_comm, int lower);
+#define SOCKET_LANE_EVERY 8
+/* The descriptor a stream of c is read from or written to. */
+static inline int socket_stream_fd(const struct socket_conn *c, int src) {
+  return src == SOCKET_LANE ? c->lane_fd : c->ctrl_fd;
+}
 
 /* socket_wait.c: blocking until a connection may progress. */
 rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us);

@@ -1,8 +1,8 @@
 /* Sleeping until a connection may progress. The engine calls socket_wait
- * after a pass in which nothing moved; it polls the control sockets (a header
- * or inline payload arriving, room to send queued headers, the peer closing)
- * and each connection's eventfd, which helper threads poke when they finish a
- * request's last piece while the calling thread sleeps.
+ * after a pass in which nothing moved; it polls the control sockets and
+ * lanes (a header or inline payload arriving, room to send queued headers,
+ * the peer closing) and each connection's eventfd, which helper threads poke
+ * when they finish a request's last piece while the calling thread sleeps.
  *
  * The handshake between a helper finishing and the caller going to sleep is
  * the classic store-then-load pair on both sides (completions, waiting), all
@@ -26,9 +26,11 @@ void socket_wake(socket_conn_t *c) {
   }
 }
 
-/* Whether the connection has control-socket bytes queued to send. */
+/* The stream a send comm has bytes queued on (the oldest request's), or -1. */
 static int socket_wants_out(const socket_conn_t *c) {
-  return c->is_send && c->ring_head != c->ring_tail;
+  if (!c->is_send || c->ring_head == c->ring_tail)
+    return -1;
+  return c->ring[c->ring_head % SOCKET_NREQS]->src;
 }
 
 /* Arms the connection; returns 1 when something already happened since the
@@ -57,7 +59,7 @@ static void socket_disarm(socket_conn_t *c, int rang) {
 }
 
 rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us) {
-  struct pollfd pfd[2 * SOCKET_WAIT_MAX];
+  struct pollfd pfd[3 * SOCKET_WAIT_MAX];
   int evidx[SOCKET_WAIT_MAX];
   int np = 0, ready = 0;
   if (n > SOCKET_WAIT_MAX)
@@ -67,9 +69,13 @@ rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us) {
     ready |= socket_arm(c);
     evidx[i] = np;
     pfd[np++] = (struct pollfd){.fd = c->event_fd, .events = POLLIN};
-    short ev = c->is_send ? (socket_wants_out(c) ? POLLOUT : 0) : POLLIN;
-    if (ev)
-      pfd[np++] = (struct pollfd){.fd = c->ctrl_fd, .events = ev};
+    int out = socket_wants_out(c);
+    if (out >= 0)
+      pfd[np++] = (struct pollfd){.fd = socket_stream_fd(c, out), .events = POLLOUT};
+    if (!c->is_send)
+      pfd[np++] = (struct pollfd){.fd = c->ctrl_fd, .events = POLLIN};
+    if (!c->is_send && c->lane_fd >= 0)
+      pfd[np++] = (struct pollfd){.fd = c->lane_fd, .events = POLLIN};
   }
   if (!ready && timeout_us > 0) {
     int ms = (int)((timeout_us + 999) / 1000);
