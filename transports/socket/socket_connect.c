@@ -56,6 +56,7 @@ static socket_pconn_t *socket_pconn_new(socket_ctx_t *ctx, const void *key, cons
       .secret = ctx->secret ? ctx->secret : h->secret,
       .conn_id = socket_random64(),
       .inline_max = ctx->inline_max,
+      .lane_max = (uint32_t)ctx->lane_max,
       .nsocks_total = (uint16_t)p->nsocks,
       .nthreads = (uint16_t)ctx->nthreads,
       .nsocks_per = (uint16_t)ctx->nsocks_per,

@@ -48,7 +48,6 @@ rcollResult_t socket_pair(void *vctx, void *send_comm, void *recv_comm, int lowe
   if (fd < 0)
     return rcoll_error(rcollSystemError, "socket: dup of the control socket %s %s failed: %s",
                        lower ? "to" : "from", owner->peer, strerror(errno));
-  user->lane_max = ctx->lane_max < user->inline_max ? ctx->lane_max : user->inline_max;
   user->lane_fd = fd;
   return rcollSuccess;
 }

@@ -21,7 +21,7 @@
 #include "net.h"
 #include "sockutil.h"
 
-#define SOCKET_MAGIC 0x31746b636f736372ull /* "rcsockt1": also versions the wire format */
+#define SOCKET_MAGIC 0x32746b636f736372ull /* "rcsockt2": also versions the wire format (2: the lane) */
 #define SOCKET_NREQS 32                    /* request slots per connection */
 #define SOCKET_MAX_THREADS 16
 #define SOCKET_MAX_DATA 64                 /* data sockets per connection */
@@ -47,7 +47,8 @@ typedef struct socket_hello {
   uint16_t nsocks_total;
   uint16_t nthreads;
   uint16_t nsocks_per;
-  uint32_t pad[2];
+  uint32_t lane_max; /* the sender's RCOLL_SOCKET_LANE: the receiver predicts its streams with it */
+  uint32_t pad;
 } socket_hello_t;
 
 /* Precedes every message on the control socket. */
@@ -184,8 +185,10 @@ typedef struct socket_conn {
    * messages up to lane_max bytes on it; a recv comm takes each message from
    * whichever stream holds the next sequence number (socket_hdr_take). */
   int lane_fd;
-  size_t lane_max;
-  int last_src;        /* recv comm: the stream of the last message */
+  size_t lane_max;     /* the sender's, at most inline_max */
+  int prev_small;      /* the last message sent or taken was at most lane_max bytes */
+  int peer_lane;       /* recv comm: a message came on the lane (the sender has one) */
+  int after_small;     /* recv comm: the stream of the last message that followed a small one */
   unsigned lane_polls;
 
   /* Receive side: bytes read ahead, by stream. */
@@ -243,6 +246,7 @@ rcollResult_t socket_close_comm(void *comm);
 /* socket_lane.c: the lane between a pair's two connections (net.h, pair). */
 rcollResult_t socket_pair(void *ctx, void *send_comm, void *recv_comm, int lower);
 #define SOCKET_LANE_EVERY 8
+#define SOCKET_LANE_CHECK 64
 /* The descriptor a stream of c is read from or written to. */
 static inline int socket_stream_fd(const struct socket_conn *c, int src) {
   return src == SOCKET_LANE ? c->lane_fd : c->ctrl_fd;
