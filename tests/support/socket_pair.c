@@ -11,6 +11,7 @@ void socket_pair_settings(rcoll_settings_t *s, const char *family, int nt, int n
   socket_settings(s)->socket_nthreads = nt;
   socket_settings(s)->nsocks_perthread = ns;
   socket_settings(s)->socket_inline = inl;
+  socket_settings(s)->socket_lane = 1024; /* the default; only test_socket_lane.c pairs */
   s->timeout = timeout;
 }
 
