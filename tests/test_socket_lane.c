@@ -240,6 +240,41 @@ Test(socket_lane, a_receiver_that_pairs_later_gets_every_message_in_order, .time
   both_close(&b);
 }
 
+/* The peer closes its comms right after its last message, which went on
+ * the control socket: the lane's end comes first to the reader, who must
+ * not take it for a failure. */
+Test(socket_lane, the_lanes_end_before_the_last_message_is_no_failure, .timeout = 30) {
+  both_t b;
+  both_open(&b, 1, 1);
+  pair_a(&b);
+  pair_b(&b);
+  char small[3][8], big[2000], got[3][8], gotbig[2000];
+  memset(big, 'z', sizeof big);
+  void *sreq[4];
+  for (int i = 0; i < 3; i++) {
+    memset(small[i], 'a' + i, sizeof small[i]);
+    cr_assert_eq(ops->isend(b.q.send, small[i], sizeof small[i], 0, NULL, &sreq[i]), rcollSuccess);
+  }
+  cr_assert_eq(ops->isend(b.q.send, big, sizeof big, 0, NULL, &sreq[3]), rcollSuccess);
+  for (int i = 0; i < 4; i++)
+    cr_assert_eq(th_wait_req(ops, sreq[i], NULL, 5000), rcollSuccess);
+  ops->close_send(b.q.send);
+  ops->close_recv(b.p.recv);
+  b.q.send = b.p.recv = NULL;
+  for (int i = 0; i < 4; i++) {
+    void *dst = i < 3 ? (void *)got[i] : (void *)gotbig, *req = NULL;
+    size_t cap = 4096, n = 0;
+    int tag = 0;
+    cr_assert_eq(ops->irecv(b.q.recv, 1, &dst, &cap, &tag, NULL, &req), rcollSuccess);
+    cr_assert_eq(th_wait_req(ops, req, &n, 5000), rcollSuccess, "message %d: %s", i, rcoll_error_text());
+    cr_assert_eq(n, i < 3 ? sizeof small[i] : sizeof big, "message %d", i);
+    cr_assert_eq(memcmp(dst, i < 3 ? (void *)small[i] : (void *)big, n), 0, "message %d", i);
+  }
+  cr_assert(((socket_conn_t *)b.q.recv)->peer_lane && ((socket_conn_t *)b.q.recv)->lane_closed,
+            "the small messages did not come on a lane that then ended");
+  both_close(&b);
+}
+
 /* ---- through the engine (lib/conn.c): who pairs, and when ---- */
 
 static void init_pair(rcollComm_t comms[2]) {

@@ -150,10 +150,15 @@ static void socket_delay_acks(socket_conn_t *c, int src) {
 }
 
 /* Reads ahead on stream src until `need` bytes are staged: 1 when they
- * are, 0 when the socket is empty, -1 once the connection failed. */
+ * are, 0 when the socket is empty, -1 once the connection failed. The end
+ * of the lane is no failure: the peer closes it with its comms, and its last
+ * messages may still be on their way on the control socket (TCP delivers a
+ * socket's data before its end, so nothing of the lane's is lost). */
 static int socket_stage_fill(socket_conn_t *c, int src, size_t need, const char *what) {
   socket_stream_t *in = &c->in[src];
   while (in->end - in->beg < need) {
+    if (src == SOCKET_LANE && c->lane_closed)
+      return 0;
     if (in->beg > 0) {
       memmove(in->stage, in->stage + in->beg, in->end - in->beg);
       in->end -= in->beg;
@@ -169,6 +174,10 @@ static int socket_stage_fill(socket_conn_t *c, int src, size_t need, const char 
       continue;
     if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
       return 0;
+    if (k == 0 && src == SOCKET_LANE) {
+      c->lane_closed = 1;
+      return 0;
+    }
     const char *lane = src == SOCKET_LANE ? " (on our connection to it, which it sends back over)" : "";
     if (k == 0)
       socket_conn_fail(c, rcollRemoteError, "socket: connection to %s closed by peer while %s%s", c->peer,

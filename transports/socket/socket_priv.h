@@ -189,6 +189,7 @@ typedef struct socket_conn {
   int prev_small;      /* the last message sent or taken was at most lane_max bytes */
   int peer_lane;       /* recv comm: a message came on the lane (the sender has one) */
   int after_small;     /* recv comm: the stream of the last message that followed a small one */
+  int lane_closed;     /* recv comm: the lane has ended (the peer closed its comms) */
   unsigned lane_polls;
 
   /* Receive side: bytes read ahead, by stream. */

@@ -74,7 +74,7 @@ rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us) {
       pfd[np++] = (struct pollfd){.fd = socket_stream_fd(c, out), .events = POLLOUT};
     if (!c->is_send)
       pfd[np++] = (struct pollfd){.fd = c->ctrl_fd, .events = POLLIN};
-    if (!c->is_send && c->lane_fd >= 0)
+    if (!c->is_send && c->lane_fd >= 0 && !c->lane_closed)
       pfd[np++] = (struct pollfd){.fd = c->lane_fd, .events = POLLIN};
   }
   if (!ready && timeout_us > 0) {
