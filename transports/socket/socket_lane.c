@@ -10,19 +10,20 @@
  * both directions, moves two.
  *
  * So once both directions to a peer exist, the higher rank sends its
- * messages up to RCOLL_SOCKET_LANE bytes back over the control socket of
- * the connection the lower rank made to it, and the lower rank reads them
- * there; each side's acknowledgements then ride on its own messages.
- * Larger messages keep their own connection: measured with every message
- * of both directions on one control socket (session 12, docs/execution.md),
- * medium ones got slower (4 KiB 7.0-7.8 to 7.7-8.9 us, 32 KiB 16-17 to
- * 17.3-18.6) and 64 KiB ones stalled, segments of one socket sent from two
- * cores arriving out of order over veth.
+ * messages up to RCOLL_SOCKET_LANE bytes that follow a small one
+ * (socket_isend) back over the control socket of the connection the lower
+ * rank made to it, and the lower rank reads them there; each side's
+ * acknowledgements then ride on its own messages. Larger messages keep
+ * their own connection: with every message of both directions on one
+ * control socket (docs/execution.md, "The lane"), medium ones got slower
+ * (4 KiB 7.0-7.8 to 7.7-8.9 us, 32 KiB 16-17 to 17.3-18.6) and 64 KiB ones
+ * stalled, segments of one socket sent from two cores arriving out of order
+ * over veth.
  *
- * Both messages streams of a direction carry one sequence of numbers, and
+ * Both message streams of a direction carry one sequence of numbers, and
  * the receiver takes each message from the stream that has the next one
  * (socket_io.c, socket_hdr_take), so neither end needs to know when the
- * other started using the lane, nor that the two use the same threshold. */
+ * other started using the lane. */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
