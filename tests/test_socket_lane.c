@@ -119,6 +119,18 @@ Test(socket_lane, the_lane_is_the_lower_ranks_connection, .timeout = 30) {
   cr_assert(((socket_conn_t *)b.q.send)->lane_fd < 0 && ((socket_conn_t *)b.q.recv)->lane_fd < 0,
             "a lane with RCOLL_SOCKET_LANE=0");
   both_close(&b);
+
+  /* Only A has RCOLL_SOCKET_LANE=0, as its hello on p tells B: B must not
+   * write a lane A never reads, and every message still arrives. */
+  both_open(&b, 1, 1);
+  ((socket_ctx_t *)b.p.sctx)->lane_max = 0;
+  ((socket_conn_t *)b.p.recv)->lane_max = 0;
+  pair_a(&b);
+  pair_b(&b);
+  cr_assert(((socket_conn_t *)b.q.send)->lane_fd < 0, "B writes a lane that A, set to 0, does not read");
+  const size_t sizes[] = {8, 8, 8, 40, 8};
+  th_exchange(&b.q, 5, sizes, 0, 4);
+  both_close(&b);
 }
 
 /* The point of it: a ping-pong of small messages takes one segment per

@@ -35,7 +35,10 @@
 rcollResult_t socket_pair(void *vctx, void *send_comm, void *recv_comm, int lower) {
   socket_ctx_t *ctx = vctx;
   socket_conn_t *s = send_comm, *r = recv_comm;
-  if (ctx->lane_max == 0)
+  /* The higher rank writes the lane only if the lower one reads it, which
+   * it does unless its RCOLL_SOCKET_LANE is 0 (its hello says so): ranks
+   * set differently must not leave messages where nobody looks. */
+  if (ctx->lane_max == 0 || (!lower && r->lane_max == 0))
     return rcollSuccess;
   /* The lower rank reads the lane on its send comm's socket; the higher
    * one writes it on its recv comm's. Each comm gets its own descriptor,
