@@ -142,17 +142,23 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 
 /* Each step pays a latency, a message per chunk, the whole vector's
  * transfer and its reduction; the fold and the hand-back each pay a step
- * more. Steps do not overlap (each needs the last one's result). */
+ * more. Steps do not overlap (each needs the last one's result). Where
+ * ranks share cores, every rank copies and adds the whole vector at every
+ * step at once with all the others (rcoll_cost_shared_bytes): without that, 64 KiB on 8 ranks on 2 cores
+ * stayed with recursive doubling at 145 us where Rabenseifner took 94, and
+ * 256 KiB on 4 ranks at 145 where Rabenseifner took 97 (shm processes,
+ * medians of 3 alternating rounds); 16 KiB stays its (44 against 48 us on
+ * 8 ranks, 12.5 against 14.1 on 4). */
 static double cost(const rcoll_tuner_t *t, double m, size_t c) {
   double gamma = rcoll_cost_beta(t->prm.reduce_gbps), cs = fmin((double)c, m), time = 0;
-  double k = rcoll_cost_chunks(m, c);
+  double k = rcoll_cost_chunks(m, c), share = rcoll_cost_shared_bytes(t);
   if (t->rhd_rem > 0) {
     rcoll_cost_link_t l = rcoll_cost_link(t, t->fold_cross, t->fold_share);
-    time += 2 * (l.lat + k * rcoll_cost_msg_us(l, cs) + m * l.b) + m * gamma;
+    time += 2 * (l.lat + k * rcoll_cost_msg_us(l, cs) + share * m * l.b) + share * m * gamma;
   }
   for (int s = 0; s < t->rhd_steps && s < RCOLL_TUNE_MAX_STEPS; s++) {
     rcoll_cost_link_t l = rcoll_cost_link(t, t->step_cross[s], t->step_share[s]);
-    time += l.lat + k * rcoll_cost_msg_us(l, cs) + m * (l.b + gamma);
+    time += l.lat + k * rcoll_cost_msg_us(l, cs) + share * m * (l.b + gamma);
   }
   return time;
 }

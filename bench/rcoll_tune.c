@@ -7,6 +7,8 @@
  *   -b 8 -e 256M -f 4    sizes (bytes of the whole vector), as in the perf tools
  *   -r                   ranks round robin over the nodes instead of in blocks
  *   -s                   machines run more ranks than they have cores
+ *   -p R                 machines run R ranks per core (R > 1 implies -s; tune_cost.h:
+ *                        rcoll_cost_shared_bytes)
  *   -w slots             receives in flight per connection (default RCOLL_NSLOTS)
  *   -m FILE              predicted vs measured: FILE is the output of a bench/XXX_perf run
  *                        of the collective (-c) on this topology (repeat -m for several);
@@ -27,11 +29,13 @@
 
 #include "config.h"
 #include "topo.h"
+#include "tune_cost.h"
 #include "tuner.h"
 
 typedef struct tool_opts {
   int nranks, nnodes, round_robin, coll; /* coll -1: all */
   int cores_shared, window;               /* window 0: RCOLL_NSLOTS */
+  double ranks_per_core;                  /* 0: not given */
   const char *intra, *inter;
   size_t min_bytes, max_bytes;
   double factor;
@@ -60,20 +64,27 @@ static int parse_coll(const char *s) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: rcoll_tune [-n ranks] [-N nodes] [-r] [-s] [-w slots] [-i intra-net] [-t inter-net]\n"
-                  "                  [-c collective|all] [-b min] [-e max] [-f factor] [-m perf-output]...\n");
+  fprintf(stderr, "usage: rcoll_tune [-n ranks] [-N nodes] [-r] [-s] [-p ranks-per-core] [-w slots]\n"
+                  "                  [-i intra-net] [-t inter-net] [-c collective|all]\n"
+                  "                  [-b min] [-e max] [-f factor] [-m perf-output]...\n");
   exit(2);
 }
 
 static void parse(int argc, char **argv, tool_opts_t *o) {
-  *o = (tool_opts_t){4, 2, 0, RCOLL_COLL_ALLREDUCE, 0, 0, "shm", "socket", 8, 256 << 20, 4, {NULL}, 0};
+  *o = (tool_opts_t){4, 2, 0, RCOLL_COLL_ALLREDUCE, 0, 0, 0, "shm", "socket", 8, 256 << 20, 4, {NULL}, 0};
   int c;
-  while ((c = getopt(argc, argv, "n:N:rsw:i:t:c:b:e:f:m:h")) != -1) {
+  while ((c = getopt(argc, argv, "n:N:rsp:w:i:t:c:b:e:f:m:h")) != -1) {
     switch (c) {
     case 'n': o->nranks = atoi(optarg); break;
     case 'N': o->nnodes = atoi(optarg); break;
     case 'r': o->round_robin = 1; break;
     case 's': o->cores_shared = 1; break;
+    case 'p':
+      o->ranks_per_core = atof(optarg);
+      if (!(o->ranks_per_core > 0))
+        usage();
+      o->cores_shared |= o->ranks_per_core > 1;
+      break;
     case 'w': o->window = atoi(optarg); break;
     case 'i': o->intra = optarg; break;
     case 't': o->inter = optarg; break;
@@ -220,6 +231,7 @@ int main(int argc, char **argv) {
     return 1;
   prm.window = o.window > 0 ? o.window : (int)s.nslots;
   prm.cores_shared = o.cores_shared;
+  prm.ranks_per_core = o.ranks_per_core;
   /* Ranks of one machine over shared memory get the flat board (lib/flat.h). */
   if (o.nnodes == 1 && strcmp(o.intra, "shm") == 0 && s.trace[0] == '\0')
     prm.flat_max = (size_t)s.flat_max;
@@ -232,6 +244,9 @@ int main(int argc, char **argv) {
          "chunk <= %zu; window %d%s%s\n", o.intra, prm.intra.alpha_us, prm.intra.gbps, o.inter,
          prm.inter.alpha_us, prm.inter.gbps, prm.reduce_gbps, prm.max_chunk, prm.window,
          prm.cores_shared ? "; cores shared" : "", prm.deterministic ? "; deterministic" : "");
+  if (prm.ranks_per_core > 1)
+    printf("# %.1f ranks per core: a byte of recursive doubling or the star costs %.2f times as much\n",
+           prm.ranks_per_core, rcoll_cost_shared_bytes(t));
   for (int c = 0; c < RCOLL_COLL_NKINDS; c++)
     if (!rcoll_coll_is_p2p(c) && (o.coll < 0 || o.coll == c))
       print_table(t, c, &o);

@@ -8,6 +8,10 @@
 
 double rcoll_cost_beta(double gbps) { return 1.0 / ((gbps > 1e-6 ? gbps : 1e-6) * 1e3); }
 
+double rcoll_cost_shared_bytes(const rcoll_tuner_t *t) {
+  return t->prm.ranks_per_core > 1 ? pow(t->prm.ranks_per_core, 0.75) : 1;
+}
+
 double rcoll_cost_msg_us(rcoll_cost_link_t l, double bytes) {
   return l.eng_us + (bytes > RCOLL_COST_BIG_MSG ? l.big_us : 0);
 }

@@ -61,6 +61,18 @@ typedef struct rcoll_cost_link {
  * message where the socket's figure is 60. */
 #define RCOLL_COST_SHARED_BIG 5.0
 
+/* How much longer a byte takes where ranks outnumber cores, for an
+ * algorithm whose every rank moves several whole vectors at once (recursive
+ * doubling, the star's hub and its n-1 peers): R^0.75 with R ranks per core
+ * (prm.ranks_per_core), 1 where each rank has a core. The other costs for
+ * shared cores were measured on algorithms that move about two vectors per
+ * rank (ring, Rabenseifner, hier) and keep full-speed bytes; without this,
+ * recursive doubling's extra vectors looked nearly free. Fitted on shm
+ * processes on 2 cores: recursive doubling's time grew with the vector at
+ * 1.3, 2.0 and 2.9 times its full-speed rate on 4, 6 and 8 ranks (R = 2,
+ * 3, 4); with R itself the tuner left it at 16 KiB on 16 ranks, where it
+ * took 261 us and Rabenseifner 344. */
+double rcoll_cost_shared_bytes(const rcoll_tuner_t *t);
 /* us per byte at gbps GB/s. */
 double rcoll_cost_beta(double gbps);
 /* Overhead of one message of `bytes` over l. */

@@ -49,6 +49,7 @@ typedef struct rcoll_tune_params {
   int deterministic;
   int window;           /* receives a connection keeps in flight (staging slots); 0: unbounded */
   int cores_shared;     /* some machine runs more ranks than it has cores */
+  double ranks_per_core; /* the most of the communicator's ranks per core of any machine; at most 1: a core each */
   size_t flat_max;      /* the flat board's largest all-reduce (lib/flat.h); 0: no board */
 } rcoll_tune_params_t;
 

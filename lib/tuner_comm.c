@@ -2,6 +2,7 @@
  * of one node and which serves ranks of different nodes, their properties,
  * and the RCOLL_ALGO / RCOLL_DETERMINISTIC / RCOLL_TUNE_* settings. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -129,6 +130,7 @@ void rcoll_tune_params_agree(const rcoll_tune_params_t *all, int nranks, rcoll_t
     if (p->window > 0 && (a.window <= 0 || p->window < a.window))
       a.window = p->window;
     a.cores_shared |= p->cores_shared;
+    a.ranks_per_core = fmax(a.ranks_per_core, p->ranks_per_core);
     a.flat_max = p->flat_max < a.flat_max ? p->flat_max : a.flat_max;
   }
   *out = a;
@@ -159,6 +161,8 @@ static const char *params_bad(const rcoll_tune_params_t *p) {
     why = "window negative or absurd";
   if (why == NULL && p->flat_max > 4096)
     why = "flat board larger than RCOLL_FLAT_MAX allows";
+  if (why == NULL && !(p->ranks_per_core >= 0 && p->ranks_per_core <= 1 << 20))
+    why = "ranks per core negative, absurd or not a number";
   return why;
 }
 
@@ -263,12 +267,11 @@ rcollResult_t rcoll_tune_measure_inter(struct rcoll_bootstrap *b, const rcoll_to
 
 /* ------------------------------------------------------------ creation */
 
-/* Whether this machine runs more of the communicator's ranks than it has
- * cores. */
-static int cores_shared_here(const struct rcollComm *c) {
-  int local = rcoll_comm_ranks_on_machine(c);
+/* How many of the communicator's ranks this machine runs per core (0 when
+ * it cannot tell); more than 1: cores are shared. */
+static double ranks_per_core_here(const struct rcollComm *c) {
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  return cpus > 0 && local > cpus;
+  return cpus > 0 ? (double)rcoll_comm_ranks_on_machine(c) / (double)cpus : 0;
 }
 
 /* Each rank's figures come from its own transports (a socket's speed from
@@ -302,7 +305,8 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
   rcoll_tune_params_t prm;
   RCOLL_CHECK(rcoll_tune_params_from_settings(&c->settings, names, links, c->chunk_bytes, &prm));
   prm.window = c->nslots;
-  prm.cores_shared = cores_shared_here(c);
+  prm.ranks_per_core = ranks_per_core_here(c);
+  prm.cores_shared = prm.ranks_per_core > 1;
   prm.flat_max = rcoll_flat_max(c); /* agreed by every rank already (rcoll_flat_open) */
   RCOLL_CHECK(rcoll_tune_params_exchange(c->bootstrap, c->rank, c->nranks, &prm));
   rcoll_tuner_t *t = malloc(sizeof *t);
@@ -313,13 +317,16 @@ rcollResult_t rcoll_tuner_create(struct rcollComm *c, rcoll_tuner_t **out) {
     free(t);
     return r;
   }
+  char shared[48] = "";
+  if (prm.cores_shared)
+    snprintf(shared, sizeof shared, ", cores shared (%.1f ranks per core)", prm.ranks_per_core);
   RCOLL_INFO(RCOLL_SUB_TUNE | RCOLL_SUB_INIT, "tune: rank %d: %d ranks on %d nodes (at most %d per node%s); "
              "intra %s %.1f us %.2f GB/s, inter %s %.1f us %.2f GB/s (link measured %.1f us one way), "
              "reduce %.1f GB/s, chunk <= %zu, window %d%s%s (agreed by all ranks)",
              c->rank, t->nranks, t->nnodes, t->ppn, t->uniform ? "" : ", uneven",
              names[0][0] ? names[0] : "-", prm.intra.alpha_us, prm.intra.gbps,
              names[1][0] ? names[1] : "-", prm.inter.alpha_us, prm.inter.gbps, measured, prm.reduce_gbps,
-             prm.max_chunk, prm.window, prm.cores_shared ? ", cores shared" : "",
+             prm.max_chunk, prm.window, shared,
              prm.deterministic ? ", deterministic" : "");
   *out = t;
   return rcollSuccess;

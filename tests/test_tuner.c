@@ -392,6 +392,58 @@ Test(tuner, star_for_small_vectors_where_cores_are_shared) {
   }
 }
 
+/* Where R ranks share each core, recursive doubling's log2 n whole vectors
+ * per rank are copied and added by all ranks at once, and the star's hub
+ * shares the cores with its peers' copies (rcoll_cost_shared_bytes).
+ * Measured, shm processes on 2 cores, medians of 3 alternating rounds (us):
+ * 8 ranks 64 KiB recdbl 145, Rabenseifner 94; 16 KiB 44 / 48; 4 ranks
+ * 256 KiB 145 / 97, 128 KiB 66 / 56, 64 KiB 30 / 29; 16 ranks 16 KiB
+ * 261 / 344; 8 ranks 4 KiB star 44.6, recdbl 33.2; 6 ranks 32 KiB star 80,
+ * tree 52. With a core per rank, or R unknown, the choices are the old
+ * ones. */
+static rcoll_tuner_t *shared_model(int nranks, double ranks_per_core) {
+  rcoll_tuner_t *t = model(nranks, 1, NULL, "", 0);
+  rcoll_tune_params_t prm = t->prm;
+  prm.cores_shared = ranks_per_core > 1;
+  prm.ranks_per_core = ranks_per_core;
+  rcoll_topo_t topo;
+  char ids[32][4] = {{0}};
+  for (int r = 0; r < nranks; r++)
+    strcpy(ids[r], "n0");
+  cr_assert_eq(rcoll_topo_build(&topo, ids[0], sizeof ids[0], nranks, 0), rcollSuccess);
+  cr_assert_eq(rcoll_tuner_setup(t, &topo, &prm), rcollSuccess);
+  rcoll_topo_free(&topo);
+  return t;
+}
+
+static int choice(int nranks, double ranks_per_core, size_t bytes) {
+  rcoll_tuner_t *t = shared_model(nranks, ranks_per_core);
+  int a = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, bytes).algo;
+  free(t);
+  return a;
+}
+
+Test(tuner, shared_cores_charge_the_extra_vectors) {
+  cr_assert_eq(choice(8, 4, 16 << 10), ALGO(recdbl));
+  cr_assert_eq(choice(8, 4, 64 << 10), ALGO(rabenseifner));
+  cr_assert_eq(choice(8, 4, 128 << 10), ALGO(rabenseifner));
+  cr_assert_eq(choice(4, 2, 64 << 10), ALGO(recdbl));
+  cr_assert_eq(choice(4, 2, 128 << 10), ALGO(rabenseifner));
+  cr_assert_eq(choice(4, 2, 256 << 10), ALGO(rabenseifner));
+  cr_assert_eq(choice(16, 8, 16 << 10), ALGO(recdbl));
+  cr_assert_neq(choice(8, 4, 4 << 10), ALGO(star));
+  cr_assert_neq(choice(6, 3, 32 << 10), ALGO(star));
+  /* A core per rank, or fewer ranks than cores: the model without R. */
+  for (int n = 4; n <= 8; n *= 2)
+    for (size_t b = 4; b <= (256u << 20); b *= 4) {
+      rcoll_tuner_t *t = model(n, 1, NULL, "", 0);
+      int without = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo;
+      free(t);
+      cr_assert_eq(choice(n, 1, b), without, "n=%d %zu B", n, b);
+      cr_assert_eq(choice(n, 0.5, b), without, "n=%d %zu B", n, b);
+    }
+}
+
 /* The flat board (algorithms/allreduce_flat.c) exists only where the
  * communicator mapped one (prm.flat_max, agreed at creation): there it
  * takes every all-reduce up to its slot, cores shared or not (one wait and

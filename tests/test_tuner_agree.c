@@ -74,9 +74,11 @@ Test(tuner_agree, merge_takes_the_conservative_figure_in_any_order) {
   p[0].deterministic = 1;
   p[0].window = 4, p[1].window = 2;
   p[1].cores_shared = 1;
+  p[0].ranks_per_core = 0.5, p[1].ranks_per_core = 4; /* the busiest machine's */
   rcoll_tune_params_agree(p, 2, &a);
   cr_assert_eq(a.window, 2);
   cr_assert_eq(a.cores_shared, 1);
+  cr_assert_float_eq(a.ranks_per_core, 4, 1e-12);
   cr_assert_eq(a.allowed & (1u << ALGO(tree)), 0u);
   cr_assert(a.allowed & (1u << ALGO(ring)));
   cr_assert_eq(a.deterministic, 1);
@@ -100,6 +102,15 @@ Test(tuner_agree, corrupt_parameters_of_a_rank_are_refused_naming_it) {
   p[0] = rank_params(0);
   p[0].reduce_gbps = INFINITY;
   cr_assert_eq(rcoll_tune_params_check(p, 3), rcollRemoteError);
+  p[0] = rank_params(0);
+  p[2].ranks_per_core = NAN;
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollRemoteError);
+  cr_assert(strstr(rcoll_error_text(), "rank 2") && strstr(rcoll_error_text(), "ranks per core"), "%s",
+            rcoll_error_text());
+  p[2].ranks_per_core = -1;
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollRemoteError);
+  p[2].ranks_per_core = 4;
+  cr_assert_eq(rcoll_tune_params_check(p, 3), rcollSuccess, "%s", rcoll_error_text());
 }
 
 Test(tuner_agree, agreed_ranks_choose_alike_where_unagreed_ones_do_not) {
