@@ -9,7 +9,7 @@
 double rcoll_cost_beta(double gbps) { return 1.0 / ((gbps > 1e-6 ? gbps : 1e-6) * 1e3); }
 
 double rcoll_cost_shared_bytes(const rcoll_tuner_t *t) {
-  return t->prm.ranks_per_core > 1 ? pow(t->prm.ranks_per_core, 0.75) : 1;
+  return t->nnodes == 1 && t->prm.ranks_per_core > 1 ? pow(t->prm.ranks_per_core, 0.75) : 1;
 }
 
 double rcoll_cost_msg_us(rcoll_cost_link_t l, double bytes) {
