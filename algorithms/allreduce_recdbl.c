@@ -143,8 +143,9 @@ static void plan(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
 /* Each step pays a latency, a message per chunk, the whole vector's
  * transfer and its reduction; the fold and the hand-back each pay a step
  * more. Steps do not overlap (each needs the last one's result). Where
- * ranks share cores, every rank copies and adds the whole vector at every
- * step at once with all the others (rcoll_cost_shared_bytes): without that, 64 KiB on 8 ranks on 2 cores
+ * ranks of one node share its cores, every rank copies and adds the whole
+ * vector at every step at once with all the others
+ * (rcoll_cost_shared_bytes): without that, 64 KiB on 8 ranks on 2 cores
  * stayed with recursive doubling at 145 us where Rabenseifner took 94, and
  * 256 KiB on 4 ranks at 145 where Rabenseifner took 97 (shm processes,
  * medians of 3 alternating rounds); 16 KiB stays its (44 against 48 us on

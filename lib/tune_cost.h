@@ -74,8 +74,8 @@ typedef struct rcoll_cost_link {
  * tuner left it at 16 KiB on 16 ranks, where it took 261 us and
  * Rabenseifner 344. Across nodes it kept winning where the factor would
  * have moved the choice: 2 namespaces x 4 ranks on 2 cores, 32 KiB, 219 us
- * against Rabenseifner's 276 (8 alternating rounds); 2 x 2 ranks 58 against
- * 78. */
+ * against Rabenseifner's 276 (8 alternating rounds); 2 x 2 ranks, 58 against
+ * 78 (5 rounds, the old build against one with the factor there). */
 double rcoll_cost_shared_bytes(const rcoll_tuner_t *t);
 /* us per byte at gbps GB/s. */
 double rcoll_cost_beta(double gbps);
