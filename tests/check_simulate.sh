@@ -3,8 +3,8 @@
 # (tests/bin/simulate: rcollCommInitAll over shared memory) simulate a group
 # of one all-reduce each; the estimate must be the time bench/rcoll_tune
 # prints for the algorithm it chooses for that size on the same placement
-# (one node, shm; -s when the ranks outnumber the cores, as the communicator
-# sees it), and both must choose the same algorithm. The driver also fails
+# (one node, shm; -p ranks-per-core when the ranks outnumber the cores, as
+# the communicator sees it), and both must choose the same algorithm. The driver also fails
 # when the simulated group ran (a buffer changed) or left the communicators
 # unusable.
 set -uo pipefail
@@ -15,10 +15,11 @@ export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-60}
 cores=$(nproc)
 failed=0
 for n in 2 4; do
-  shared=; [[ $n -gt $cores ]] && shared=-s
+  shared=; [[ $n -gt $cores ]] && shared="-p $(awk -v n="$n" -v c="$cores" 'BEGIN {print n / c}')"
   for bytes in 8 65536 16777216; do
     out=$(timeout 300 "$SIM" "$n" "$bytes" 2>&1) || { echo "   FAILED: $n ranks, $bytes B: $out"; failed=1; continue; }
     read -r est algo < <(awk '/^estimated_us/ {print $2, $4}' <<<"$out")
+    # shellcheck disable=SC2086 # $shared is an option and its value, or nothing
     table=$("$TUNE" -n "$n" -N 1 -i shm $shared -c allreduce -b "$bytes" -e "$bytes")
     # The header names the columns; the row has bytes, one time per column, choice, chunk.
     read -r want choice < <(awk '/^# +bytes/ {for (i = 3; i <= NF; i++) col[i - 2] = $i; next}
