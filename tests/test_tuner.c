@@ -401,23 +401,11 @@ Test(tuner, star_for_small_vectors_where_cores_are_shared) {
  * 261 / 344; 8 ranks 4 KiB star 44.6, recdbl 33.2; 6 ranks 32 KiB star 80,
  * tree 52. With a core per rank, R unknown, or several nodes, the choices
  * are the old ones. */
-static rcoll_tuner_t *shared_model(int nranks, double ranks_per_core) {
-  rcoll_tuner_t *t = model(nranks, 1, NULL, "", 0);
-  rcoll_tune_params_t prm = t->prm;
-  prm.cores_shared = ranks_per_core > 1;
-  prm.ranks_per_core = ranks_per_core;
-  rcoll_topo_t topo;
-  char ids[32][4] = {{0}};
-  for (int r = 0; r < nranks; r++)
-    strcpy(ids[r], "n0");
-  cr_assert_eq(rcoll_topo_build(&topo, ids[0], sizeof ids[0], nranks, 0), rcollSuccess);
-  cr_assert_eq(rcoll_tuner_setup(t, &topo, &prm), rcollSuccess);
-  rcoll_topo_free(&topo);
-  return t;
-}
-
+/* n ranks on one node, R ranks per core (the choice reads t->prm). */
 static int choice(int nranks, double ranks_per_core, size_t bytes) {
-  rcoll_tuner_t *t = shared_model(nranks, ranks_per_core);
+  rcoll_tuner_t *t = model(nranks, 1, NULL, "", 0);
+  t->prm.cores_shared = ranks_per_core > 1;
+  t->prm.ranks_per_core = ranks_per_core;
   int a = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, bytes).algo;
   free(t);
   return a;
