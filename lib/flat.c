@@ -84,6 +84,7 @@ struct rcoll_flat {
   uint64_t *known_done; /* per peer: a `done` it is known to have reached */
   const rcoll_algorithm_t *algo; /* algorithms/allreduce_flat.c, as the tuner returns it */
   rcoll_fp_t fp;        /* the running board call's fingerprint (call.h) */
+  rcoll_flat_stats_t stats;
 };
 
 /* What two ranks' calls must agree on besides the count. */
@@ -229,6 +230,12 @@ void rcoll_flat_close(struct rcollComm *c) {
   if (f == NULL)
     return;
   atomic_store_explicit(&flat_ctl(f, c->rank)->closed, 1, memory_order_release);
+  if (f->stats.calls > 0)
+    RCOLL_INFO(RCOLL_SUB_INIT, "rank %d: flat board: %llu calls, %.2f passes a call, %.1f%% of calls "
+               "waited %d passes or more, %llu sleeps", c->rank, (unsigned long long)f->stats.calls,
+               (double)f->stats.passes / (double)f->stats.calls,
+               100.0 * (double)f->stats.long_waits / (double)f->stats.calls, FLAT_CLOCK_EVERY,
+               (unsigned long long)f->stats.sleeps);
   munmap(f->base, f->map_bytes);
   free(f->known_done);
   free(f);
@@ -447,8 +454,11 @@ static rcollResult_t flat_wait(struct rcollComm *c, uint64_t seq, uint32_t desc,
     int missing = posted ? flat_poll(c, seq, desc, count, &err) : last_missing;
     if (missing < 0)
       return err;
-    if (posted && missing == 0)
+    if (posted && missing == 0) {
+      c->flat->stats.passes += passes;
+      c->flat->stats.long_waits += passes >= FLAT_CLOCK_EVERY;
       return rcollSuccess;
+    }
     if (c->aborted || c->revoked)
       return rcoll_error(rcollInvalidUsage, "rank %d: communicator %s during collective #%llu", c->rank,
                          c->aborted ? "aborted" : "revoked (rcollCommRevoke or rcollCommShrink)",
@@ -482,6 +492,7 @@ static rcollResult_t flat_wait(struct rcollComm *c, uint64_t seq, uint32_t desc,
         sched_yield();
       continue;
     }
+    c->flat->stats.sleeps++;
     flat_sleep(c, seq, desc, count);
   }
 }
@@ -492,6 +503,7 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
   if (fp == NULL)
     return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
   c->active++;
+  c->flat->stats.calls++;
   uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, a->dtype, a->op, 0);
   flat_publish(c, fp->seq, desc | FLAT_ON_BOARD, a->count, RCOLL_FP_NONE, FLAT_NAME);
   if (c->fr != NULL)
@@ -589,3 +601,7 @@ rcollResult_t rcoll_flat_step_timeout(struct rcollComm *c, const rcoll_step_t *s
 }
 
 const rcoll_algorithm_t *rcoll_flat_algorithm(const struct rcollComm *c) { return c->flat->algo; }
+
+rcoll_flat_stats_t rcoll_flat_stats(const struct rcollComm *c) {
+  return c->flat != NULL ? c->flat->stats : (rcoll_flat_stats_t){0};
+}

@@ -48,6 +48,20 @@ size_t rcoll_flat_max(const struct rcollComm *c);
  * rcoll_flat_max); numbers it and records it like any call. */
 rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t *a, rcollRedOp_t user_op);
 
+/* How this rank's board calls waited, counted since creation and logged
+ * at destroy (RCOLL_DEBUG=INFO, subsystem INIT). A pass is a round of a
+ * wait that found a peer missing. Where ranks share cores, each pass
+ * yields to a peer, and few calls need 8 or more (under 2 % with 4 ranks
+ * on 2 cores); a rank whose calls mostly do spins alone on a core while
+ * its peers queue on another (docs/execution.md, "More ranks than cores"). */
+typedef struct rcoll_flat_stats {
+  uint64_t calls;  /* board calls this rank ran outside the engine */
+  uint64_t passes; /* rounds of their waits that found a peer missing */
+  uint64_t long_waits; /* calls whose wait took FLAT_CLOCK_EVERY (8) passes or more */
+  uint64_t sleeps; /* futex sleeps in those waits */
+} rcoll_flat_stats_t;
+rcoll_flat_stats_t rcoll_flat_stats(const struct rcollComm *c);
+
 /* The algorithm "flat" as the tuner returns it (tuner.h: desc). */
 const rcoll_algorithm_t *rcoll_flat_algorithm(const struct rcollComm *c);
 /* Whether an all-reduce with these arguments (checked, host buffers, not

@@ -5,7 +5,8 @@
  * board (the flight recorder's algorithm); and the ways a board call can go
  * wrong: a rank in a group meeting one outside it, board calls between
  * engine calls that let a rank run ahead (its slot is reused only once
- * read), a peer that leaves, and RCOLL_FLAT_MAX=0. */
+ * read), a peer that leaves, and RCOLL_FLAT_MAX=0; and that each rank
+ * counts its board calls and how they waited. */
 #include <criterion/criterion.h>
 #include <dirent.h>
 #include <pthread.h>
@@ -32,6 +33,7 @@ typedef struct job {
   char error[512];
   double out[MAXC]; /* the last result, widened, to compare across ranks */
   size_t board_max;
+  rcoll_flat_stats_t stats; /* at the end, before destroy */
 } job_t;
 
 static double now_s(void) {
@@ -169,7 +171,14 @@ static void *rank_main(void *arg) {
     snprintf(j->error, sizeof j->error, "%s", rcollGetLastError(comm));
     rcollCommAbort(comm);
     return NULL;
+  } else if (j->scenario == 4) { /* rank 1 comes 30 ms late to call 100 of 200 */
+    for (int call = 0; call < 200 && j->fail == rcollSuccess; call++) {
+      if (j->rank == 1 && call == 100)
+        nanosleep(&(struct timespec){0, 30 * 1000 * 1000}, NULL);
+      one(j, comm, rcollFloat32, rcollSum, 2, call, board);
+    }
   }
+  j->stats = rcoll_flat_stats(comm);
   if ((r = rcollCommDestroy(comm)) != rcollSuccess)
     failed(j, r);
   return NULL;
@@ -253,6 +262,30 @@ Test(flat, off_with_flat_max_0) {
   run(jobs, 3, 0);
   cr_assert_eq(jobs[0].board_max, 0);
   expect_ok(jobs, 3, "RCOLL_FLAT_MAX=0");
+}
+
+/* Each rank counts the board calls it ran and how their waits went: the
+ * rank left waiting 30 ms spun, then slept; with RCOLL_ALGO leaving the
+ * board out, nothing is counted. */
+Test(flat, counts_calls_passes_and_sleeps) {
+  job_t jobs[MAXR];
+  run(jobs, 2, 4);
+  expect_ok(jobs, 2, "a late rank");
+  for (int r = 0; r < 2; r++)
+    cr_assert_eq(jobs[r].stats.calls, 200, "rank %d: %llu board calls counted", r,
+                 (unsigned long long)jobs[r].stats.calls);
+  cr_assert_geq(jobs[0].stats.sleeps, 1, "rank 0 waited 30 ms without sleeping");
+  cr_assert_geq(jobs[0].stats.long_waits, 1, "rank 0's wait of 30 ms is not counted long");
+  cr_assert_geq(jobs[0].stats.passes, 8 * jobs[0].stats.long_waits, "rank 0: %llu passes, %llu long waits",
+                (unsigned long long)jobs[0].stats.passes, (unsigned long long)jobs[0].stats.long_waits);
+  setenv("RCOLL_ALGO", "ring,recdbl,tree,chain", 1);
+  run(jobs, 2, 4);
+  unsetenv("RCOLL_ALGO");
+  expect_ok(jobs, 2, "RCOLL_ALGO without flat");
+  for (int r = 0; r < 2; r++)
+    cr_assert(jobs[r].stats.calls == 0 && jobs[r].stats.passes == 0 && jobs[r].stats.long_waits == 0 &&
+                  jobs[r].stats.sleeps == 0,
+              "rank %d: board counts without board calls", r);
 }
 
 /* The board is the all-reduce algorithm "flat": RCOLL_ALGO leaves it out
