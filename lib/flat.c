@@ -12,7 +12,13 @@
  * saw every peer's slot for k - 1 if k - 1 was a board call; a peer writes
  * that only after it finished m. When calls the engine ran come between,
  * r does not know: it waits (rarely, and briefly) for every peer's `done`,
- * the last board call it finished reading. */
+ * the last board call it finished reading.
+ *
+ * One file of about 600 lines, on purpose for now: the two proofs above and
+ * the sleeping flag's fence pairing (flat_post, flat_sleep) span posting,
+ * polling, sleeping and waiting, and read best beside each other. Creation
+ * (rcoll_flat_open/close) is the part that could move out, behind a
+ * private header for the layout, when the file next grows. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
