@@ -11,6 +11,7 @@
  *
  * Local threads meet under one mutex; local thread 0, which is the main
  * thread (MPI_THREAD_FUNNELED suffices), talks to the other processes. */
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -20,6 +21,25 @@
 #endif
 
 #include "common_impl.h"
+
+#ifdef RCOLL_HAVE_MPI
+/* Completes a nonblocking MPI call, yielding between tests. MPICH's blocking
+ * collectives poll without yielding: where ranks outnumber cores, a rank
+ * that waits in one runs whole scheduler slices, and the kernel then holds
+ * its core-mate back for about as long (EEVDF runs only tasks that have not
+ * had more than their share). The first timed calls after the bench's
+ * barrier took 0.2-2 ms where the rest took 3 us (4 ranks on 2 cores, 64 B,
+ * -I 1), adding up to 2.5 us to a 2000-call mean; with this wait, 3-7 us. */
+static void mpi_wait(MPI_Request *rq) {
+  int done = 0;
+  for (;;) {
+    MPI_Test(rq, &done, MPI_STATUS_IGNORE);
+    if (done)
+      return;
+    sched_yield();
+  }
+}
+#endif
 
 static int env_int(const char *name) {
   const char *s = getenv(name);
@@ -165,12 +185,15 @@ static double proc_reduce(bench_world_t *w, double v, int how) {
     return v;
 #ifdef RCOLL_HAVE_MPI
   if (w->launch == BENCH_LAUNCH_MPI) {
+    MPI_Request rq;
     if (how == BENCH_RED_RANK0) {
-      MPI_Bcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+      MPI_Ibcast(&v, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD, &rq);
+      mpi_wait(&rq);
       return v;
     }
     MPI_Op op = how == BENCH_RED_MIN ? MPI_MIN : how == BENCH_RED_MAX ? MPI_MAX : MPI_SUM;
-    MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, op, MPI_COMM_WORLD);
+    MPI_Iallreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, op, MPI_COMM_WORLD, &rq);
+    mpi_wait(&rq);
     return v;
   }
 #endif
@@ -197,7 +220,9 @@ static void proc_gather_lines(bench_world_t *w, char *out) {
   }
 #ifdef RCOLL_HAVE_MPI
   if (w->launch == BENCH_LAUNCH_MPI) {
-    MPI_Gather(w->lines, (int)local, MPI_CHAR, out, (int)local, MPI_CHAR, 0, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Igather(w->lines, (int)local, MPI_CHAR, out, (int)local, MPI_CHAR, 0, MPI_COMM_WORLD, &rq);
+    mpi_wait(&rq);
     return;
   }
 #endif
@@ -216,7 +241,9 @@ static void proc_gather_doubles(bench_world_t *w, const double *v, int n, double
   }
 #ifdef RCOLL_HAVE_MPI
   if (w->launch == BENCH_LAUNCH_MPI) {
-    MPI_Gather(v, n, MPI_DOUBLE, out, n, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    MPI_Request rq;
+    MPI_Igather(v, n, MPI_DOUBLE, out, n, MPI_DOUBLE, 0, MPI_COMM_WORLD, &rq);
+    mpi_wait(&rq);
     return;
   }
 #endif
