@@ -181,10 +181,22 @@ static void comm_spin_policy(struct rcollComm *c) {
 /* A home core (home_core.c) for each rank of this machine, in rank order,
  * where at least one other rank here is reached over the network (another
  * network namespace: shared memory and its flat board wait without the
- * kernel) and every rank can have a core of its own. */
+ * kernel) and every rank can have a core of its own. Where the ranks
+ * outnumber the cores instead, an even spread of them (flat.h:
+ * rcoll_flat_balance). Either only for threads that nobody bound. */
 static void comm_home_policy(struct rcollComm *c) {
   c->home_cpu = -1;
-  if (!c->settings.home_core || c->spin_yield != RCOLL_YIELD_AT_CLOCK)
+  c->balance = 0;
+  cpu_set_t mask;
+  long online = sysconf(_SC_NPROCESSORS_ONLN);
+  if (!c->settings.home_core || online <= 0 || sched_getaffinity(0, sizeof mask, &mask) != 0)
+    return;
+  if (c->spin_yield == RCOLL_YIELD_EVERY_PASS) {
+    c->balance = CPU_COUNT(&mask) == online;
+    c->home_cores = CPU_COUNT(&mask);
+    return;
+  }
+  if (c->spin_yield != RCOLL_YIELD_AT_CLOCK)
     return;
   int index = 0, n = 0, over_net = 0;
   for (int r = 0; r < c->nranks; r++) {
@@ -194,9 +206,7 @@ static void comm_home_policy(struct rcollComm *c) {
     n++;
     over_net |= r != c->rank && !(rcoll_peer_net(c, r)->caps & RCOLL_NET_CAP_LOCAL_ONLY);
   }
-  cpu_set_t mask;
-  long online = sysconf(_SC_NPROCESSORS_ONLN);
-  if (!over_net || online <= 0 || sched_getaffinity(0, sizeof mask, &mask) != 0)
+  if (!over_net)
     return;
   c->home_cpu = rcoll_home_core_choose(index, n, &mask, (int)online);
   c->home_cores = CPU_COUNT(&mask);

@@ -95,6 +95,7 @@ struct rcollComm {
   int home_cpu;    /* core the calling thread returns to while it waits; -1: none (home_core.h) */
   int home_cores;  /* cores in the creating thread's affinity, the whole machine's */
   uint64_t home_moves; /* times a call moved its thread home (engine.c) */
+  int balance;     /* ranks here outnumber the cores: calls even out their spread (flat.h) */
 
   rcoll_bootstrap_t *bootstrap;
   rcoll_topo_t topo;

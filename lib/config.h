@@ -100,7 +100,8 @@
     "Microseconds a wait spins before it yields the core, then sleeps")                          \
   X(INT_IN(0, 1), home_core, "HOME_CORE", NULL, "1",                                             \
     "1: where ranks of one machine talk over the network, one core per rank, each waiting "      \
-    "thread returns to its own while in a call (threads nobody bound only); 0: never")           \
+    "thread returns to its own while in a call; where they outnumber its cores, a call moves a "  \
+    "rank off a core that holds 2 more than another (threads nobody bound only); 0: never")      \
   X(INT_IN(0, 1), pin_threads, "PIN_THREADS", NULL, "1", "1: pin progress threads near their NIC or GPU (hwloc); 0: never") \
   X(STR, net_gdr_level, "NET_GDR_LEVEL", "NCCL_NET_GDR_LEVEL", "PHB",                            \
     "GPUDirect RDMA for device buffers: LOC (0) never; PIX, PXB, PHB, SYS (1..5) whenever the "  \

@@ -485,6 +485,8 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
   struct rcollComm *c = plans[0]->comm;
   if (!engine_device(c)) /* a call starts: where the last sleep's wake-up left it? (home_core.c) */
     c->home_moves += rcoll_home_core_return(c->home_cpu, c->home_cores);
+  if (c->balance && c->flat != NULL)
+    rcoll_flat_balance(c);
   for (;;) {
     int moved = 0, busy = 0;
     rcollResult_t err = rcollSuccess;

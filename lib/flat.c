@@ -39,6 +39,7 @@
 #include "comm.h"
 #include "flat.h"
 #include "flight_recorder.h"
+#include "home_core.h"
 #include "log.h"
 #include "pidns.h"
 #include "reduce.h"
@@ -53,6 +54,9 @@
  * 64 B, 2000 calls, 4 alternating rounds: 1.97-3.12 us with 1000 us of
  * spin, 2.02-5.26 with 50 (8 B alike; 8 processes 5.5-6.2 both ways). */
 #define FLAT_SPIN_SHARED_X 20
+/* Calls between two looks at every rank's core (rcoll_flat_balance): n
+ * lines read from other cores and a system call, a few ns a call here. */
+#define FLAT_BALANCE_EVERY 64
 
 /* A rank's control area; only its owner writes it, except `word`. */
 typedef struct flat_ctl {
@@ -64,6 +68,7 @@ typedef struct flat_ctl {
   _Atomic uint32_t closed;    /* the owner destroyed or aborted its communicator */
   _Atomic int32_t cur_root;   /* that call's root, RCOLL_FP_NONE without one */
   int32_t pid;
+  _Atomic int32_t cpu;        /* the core its last call started on, plus one; 0: none yet */
   uint64_t ns_key;            /* pidns.h: the pid means something here only if this is ours */
   _Atomic uint64_t cur_algo[RCOLL_FP_ALGO / 8 + 1]; /* that call's algorithm's name (rcoll_fp_t.algo) */
 } flat_ctl_t;
@@ -88,6 +93,8 @@ struct rcoll_flat {
   size_t map_bytes, max, slot_bytes, stride;
   uint64_t ns_key;
   uint64_t *known_done; /* per peer: a `done` it is known to have reached */
+  int *cpus;            /* per rank: its core, as rcoll_flat_balance last read it */
+  uint64_t balance_tick;
   const rcoll_algorithm_t *algo; /* algorithms/allreduce_flat.c, as the tuner returns it */
   rcoll_fp_t fp;        /* the running board call's fingerprint (call.h) */
   rcoll_flat_stats_t stats;
@@ -199,9 +206,14 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
   /* The agreed size lays the board out inside the file rank 0 made. */
   struct rcoll_flat *f = ok && mine != NULL ? calloc(1, sizeof *f) : NULL;
   uint64_t *known = f != NULL ? calloc((size_t)c->nranks, sizeof *known) : NULL;
+  int *cpus = known != NULL ? calloc((size_t)c->nranks, sizeof *cpus) : NULL;
+  if (cpus == NULL) {
+    free(known);
+    known = NULL;
+  }
   if (f != NULL && known != NULL) {
     *f = (struct rcoll_flat){.base = mine, .map_bytes = bytes, .max = max, .known_done = known,
-                             .ns_key = rcoll_pid_ns_key()};
+                             .cpus = cpus, .ns_key = rcoll_pid_ns_key()};
     for (int i = 0; rcoll_algorithms[i] != NULL; i++)
       if (rcoll_algorithms[i]->coll == RCOLL_COLL_ALLREDUCE && strcmp(rcoll_algorithms[i]->name, FLAT_NAME) == 0)
         f->algo = rcoll_algorithms[i];
@@ -222,6 +234,7 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
     c->flat = f;
     RCOLL_INFO(RCOLL_SUB_INIT, "flat board: all-reduces up to %zu B meet in shared memory", max);
   } else {
+    free(cpus);
     free(known);
     free(f);
     if (mine != NULL)
@@ -238,12 +251,13 @@ void rcoll_flat_close(struct rcollComm *c) {
   atomic_store_explicit(&flat_ctl(f, c->rank)->closed, 1, memory_order_release);
   if (f->stats.calls > 0)
     RCOLL_INFO(RCOLL_SUB_INIT, "rank %d: flat board: %llu calls, %.2f passes a call, %.1f%% of calls "
-               "waited %d passes or more, %llu sleeps", c->rank, (unsigned long long)f->stats.calls,
-               (double)f->stats.passes / (double)f->stats.calls,
+               "waited %d passes or more, %llu sleeps, %llu moves to a less crowded core", c->rank,
+               (unsigned long long)f->stats.calls, (double)f->stats.passes / (double)f->stats.calls,
                100.0 * (double)f->stats.long_waits / (double)f->stats.calls, FLAT_CLOCK_EVERY,
-               (unsigned long long)f->stats.sleeps);
+               (unsigned long long)f->stats.sleeps, (unsigned long long)f->stats.moves);
   munmap(f->base, f->map_bytes);
   free(f->known_done);
+  free(f->cpus);
   free(f);
   c->flat = NULL;
 }
@@ -510,6 +524,8 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
     return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
   c->active++;
   c->flat->stats.calls++;
+  if (c->balance)
+    rcoll_flat_balance(c);
   uint32_t desc = flat_desc(RCOLL_COLL_ALLREDUCE, a->dtype, a->op, 0);
   flat_publish(c, fp->seq, desc | FLAT_ON_BOARD, a->count, RCOLL_FP_NONE, FLAT_NAME);
   if (c->fr != NULL)
@@ -528,6 +544,26 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
   c->plan.algo = NULL;
   c->active--;
   return r;
+}
+
+/* ---- where ranks outnumber cores --------------------------------------- */
+
+void rcoll_flat_balance(struct rcollComm *c) {
+  struct rcoll_flat *f = c->flat;
+  flat_ctl_t *ctl = flat_ctl(f, c->rank);
+  int cpu = sched_getcpu(); /* glibc's rseq area: no system call */
+  if (cpu >= 0 && atomic_load_explicit(&ctl->cpu, memory_order_relaxed) != cpu + 1)
+    atomic_store_explicit(&ctl->cpu, cpu + 1, memory_order_relaxed);
+  cpu_set_t mask;
+  if (cpu < 0 || ++f->balance_tick % FLAT_BALANCE_EVERY != 0 || sched_getaffinity(0, sizeof mask, &mask) != 0)
+    return;
+  for (int j = 0; j < c->nranks; j++)
+    f->cpus[j] = (int)atomic_load_explicit(&flat_ctl(f, j)->cpu, memory_order_relaxed) - 1;
+  int to = rcoll_home_core_rebalance(f->cpus, c->nranks, c->rank, &mask);
+  if (to >= 0 && (cpu = rcoll_home_core_go(to, c->home_cores)) >= 0) {
+    atomic_store_explicit(&ctl->cpu, cpu + 1, memory_order_relaxed);
+    f->stats.moves++;
+  }
 }
 
 /* ---- the engine's side ----------------------------------------------- */

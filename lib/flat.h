@@ -59,8 +59,16 @@ typedef struct rcoll_flat_stats {
   uint64_t passes; /* rounds of their waits that found a peer missing */
   uint64_t long_waits; /* calls whose wait took FLAT_CLOCK_EVERY (8) passes or more */
   uint64_t sleeps; /* futex sleeps in those waits */
+  uint64_t moves;  /* times rcoll_flat_balance moved this rank to a less crowded core */
 } rcoll_flat_stats_t;
 rcoll_flat_stats_t rcoll_flat_stats(const struct rcollComm *c);
+
+/* Where the communicator's ranks outnumber the machine's cores (c->balance):
+ * called where a call starts, publishes the core this rank runs on, and
+ * every FLAT_BALANCE_EVERY calls moves it to a core with 2 or more ranks
+ * fewer than its own when it is the one to go (home_core.h:
+ * rcoll_home_core_rebalance). */
+void rcoll_flat_balance(struct rcollComm *c);
 
 /* The algorithm "flat" as the tuner returns it (tuner.h: desc). */
 const rcoll_algorithm_t *rcoll_flat_algorithm(const struct rcollComm *c);

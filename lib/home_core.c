@@ -16,7 +16,11 @@
  * places the thread as it likes, and threads the caller creates inherit the
  * mask it set, never ours. A hop away from a shared core, tried first, did
  * not hold: both ranks must know which core is theirs, or the next wake-up
- * packs them again (branch exp/core-hop-s12). */
+ * packs them again (branch exp/core-hop-s12).
+ *
+ * Where ranks outnumber cores the same move evens out how many share each
+ * core (rcoll_home_core_rebalance; the flat board publishes each rank's
+ * core and checks every FLAT_BALANCE_EVERY calls). */
 #include "home_core.h"
 
 #include "log.h"
@@ -31,6 +35,26 @@ int rcoll_home_core_choose(int index, int n, const cpu_set_t *mask, int online) 
     if (CPU_ISSET(cpu, mask) && seen++ == index)
       return cpu;
   return -1;
+}
+
+int rcoll_home_core_rebalance(const int *cpus, int n, int me, const cpu_set_t *mask) {
+  int mine = cpus[me], crowd = 0;
+  for (int j = 0; j < n && mine >= 0; j++) {
+    if (cpus[j] < 0 || (cpus[j] == mine && j > me))
+      return -1; /* the picture is not complete, or a higher rank here moves */
+    crowd += cpus[j] == mine;
+  }
+  int least = -1, fewest = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE && mine >= 0 && (least < 0 || fewest > 0); cpu++) {
+    if (!CPU_ISSET(cpu, mask) || cpu == mine)
+      continue;
+    int k = 0;
+    for (int j = 0; j < n; j++)
+      k += cpus[j] == cpu;
+    if (least < 0 || k < fewest)
+      least = cpu, fewest = k;
+  }
+  return least >= 0 && crowd - fewest >= 2 ? least : -1;
 }
 
 int rcoll_home_core_go(int cpu, int cores_at_init) {

@@ -17,6 +17,17 @@ int rcoll_home_core_choose(int index, int n, const cpu_set_t *mask, int online);
  * not move. */
 int rcoll_home_core_go(int cpu, int cores_at_init);
 
+/* Where the ranks of one machine outnumber its cores, every wait yields
+ * and never leaves the run queue, so the kernel's balancer sees no idle
+ * core to fill, and a split of 4 ranks on 2 cores as 3 and 1 can last a
+ * whole short run: the lone rank's yields find nobody to run (18-20 passes
+ * a call where the others took 1). Given the core each of the n ranks of
+ * the machine last started a call on (cpus[j]; -1: not known yet), returns
+ * the core of mask that rank me should move to, or -1. Only the
+ * highest-numbered rank of a core holding 2 or more ranks more than the
+ * emptiest core of mask moves: one rank per crowded core and check. */
+int rcoll_home_core_rebalance(const int *cpus, int n, int me, const cpu_set_t *mask);
+
 /* The calling thread's home: that of the first communicator it waited in
  * with one, -1 before. A thread keeps it: two communicators that gave it
  * different homes would otherwise move it at every call (a world group

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "comm.h"
+#include "flat.h"
 #include "home_core.h"
 #include "rcoll.h"
 
@@ -35,6 +36,32 @@ Test(home_core, choose) {
   cr_assert_eq(rcoll_home_core_choose(0, 5, &all4, 4), -1, "more ranks than cores");
   cr_assert_eq(rcoll_home_core_choose(2, 2, &all4, 4), -1, "index past the ranks");
   cr_assert_eq(rcoll_home_core_choose(-1, 2, &all4, 4), -1);
+}
+
+/* Where ranks outnumber cores: the highest-numbered rank of a core with 2
+ * or more ranks than the emptiest moves there; nobody else, and nobody
+ * while a rank's core is not known. */
+Test(home_core, rebalance) {
+  cpu_set_t two = cpus(2, (int[]){0, 1}), four = cpus(4, (int[]){0, 1, 2, 3});
+  int three_one[] = {0, 0, 0, 1};
+  for (int me = 0; me < 4; me++)
+    cr_assert_eq(rcoll_home_core_rebalance(three_one, 4, me, &two), me == 2 ? 1 : -1, "3 and 1: rank %d", me);
+  int all_on_one[] = {1, 1, 1, 1};
+  for (int me = 0; me < 4; me++)
+    cr_assert_eq(rcoll_home_core_rebalance(all_on_one, 4, me, &two), me == 3 ? 0 : -1, "4 and 0: rank %d", me);
+  int even[] = {0, 1, 1, 0}, three_two[] = {0, 0, 0, 1, 1}, unknown[] = {0, 0, -1, 0};
+  for (int me = 0; me < 4; me++) {
+    cr_assert_eq(rcoll_home_core_rebalance(even, 4, me, &two), -1, "2 and 2: rank %d", me);
+    cr_assert_eq(rcoll_home_core_rebalance(unknown, 4, me, &two), -1, "a core not known: rank %d", me);
+  }
+  for (int me = 0; me < 5; me++)
+    cr_assert_eq(rcoll_home_core_rebalance(three_two, 5, me, &two), -1, "3 and 2: rank %d", me);
+  /* Four cores: the emptiest (3) takes the top rank of each crowded one. */
+  int spread[] = {0, 0, 0, 1, 1, 2};
+  for (int me = 0; me < 6; me++)
+    cr_assert_eq(rcoll_home_core_rebalance(spread, 6, me, &four), me == 2 || me == 4 ? 3 : -1, "rank %d", me);
+  cpu_set_t only0 = cpus(1, (int[]){0});
+  cr_assert_eq(rcoll_home_core_rebalance(three_one, 4, 2, &only0), -1, "no other core in the mask");
 }
 
 /* Two cores of the calling thread's mask, or a skip. */
@@ -183,4 +210,107 @@ Test(home_core, none_over_shared_memory_with_more_ranks_than_cores_or_when_off, 
   run(jobs, 2, "socket");
   unsetenv("RCOLL_HOME_CORE");
   cr_assert(jobs[0].home == -1 && jobs[1].home == -1, "RCOLL_HOME_CORE=0: %d %d", jobs[0].home, jobs[1].home);
+}
+
+/* Ranks outnumbering cores, over shared memory: cores + 2 rank threads
+ * start their calls 3 on the mask's first core and 1 on each other core
+ * (each narrows its mask there and gives it back), and the kernel has no
+ * reason to move them within a few hundred short calls, so the check every
+ * 64 calls moves the third rank of the first core. The kernel may still
+ * move one first: up to 3 tries. */
+typedef struct crowd {
+  rcollUniqueId id;
+  int rank, nranks, home_core, bad, cpu_first;
+  pthread_barrier_t *lined_up;
+  rcollResult_t fail;
+  rcoll_flat_stats_t stats;
+  char error[512];
+  cpu_set_t before, after;
+} crowd_t;
+
+static void *crowd_rank(void *arg) {
+  crowd_t *j = arg;
+  rcollConfig_t cfg = RCOLL_CONFIG_INITIALIZER;
+  cfg.netName = "shm";
+  cfg.timeoutMs = 60000;
+  sched_getaffinity(0, sizeof j->before, &j->before);
+  rcollComm_t comm;
+  if ((j->fail = rcollCommInitRankConfig(&comm, j->nranks, j->id, j->rank, &cfg)) != rcollSuccess) {
+    snprintf(j->error, sizeof j->error, "%s", rcollGetLastError(NULL));
+    pthread_barrier_wait(j->lined_up);
+    return NULL;
+  }
+  pthread_barrier_wait(j->lined_up); /* a sleep, whose wake-up may place it anywhere: before the move */
+  float x[8];
+  cpu_set_t there;
+  CPU_ZERO(&there);
+  CPU_SET(j->home_core, &there);
+  sched_setaffinity(0, sizeof there, &there);
+  j->cpu_first = sched_getcpu();
+  sched_setaffinity(0, sizeof j->before, &j->before);
+  for (int call = 0; call < 256 && j->fail == rcollSuccess; call++) {
+    for (int i = 0; i < 8; i++)
+      x[i] = (float)(j->rank + i + call);
+    if ((j->fail = rcollAllReduce(x, x, 8, rcollFloat32, rcollSum, comm, NULL)) != rcollSuccess)
+      snprintf(j->error, sizeof j->error, "%s", rcollGetLastError(comm));
+    for (int i = 0; i < 8; i++)
+      j->bad += x[i] != (float)(j->nranks * (i + call) + j->nranks * (j->nranks - 1) / 2);
+  }
+  j->stats = rcoll_flat_stats(comm);
+  sched_getaffinity(0, sizeof j->after, &j->after);
+  rcollResult_t r = rcollCommDestroy(comm);
+  if (j->fail == rcollSuccess)
+    j->fail = r;
+  return NULL;
+}
+
+/* Runs cores + 2 ranks placed as above; returns the moves of the rank
+ * that should move, after checking every rank's results and mask. */
+static uint64_t crowd_run(crowd_t *jobs, int n, const int *core) {
+  rcollUniqueId id;
+  cr_assert_eq(rcollGetUniqueId(&id), rcollSuccess, "%s", rcollGetLastError(NULL));
+  pthread_barrier_t lined_up;
+  pthread_barrier_init(&lined_up, NULL, (unsigned)n);
+  pthread_t th[8];
+  for (int r = 0; r < n; r++) {
+    jobs[r] = (crowd_t){.id = id, .rank = r, .nranks = n, .lined_up = &lined_up,
+                        .home_core = core[r < 3 ? 0 : r - 2]};
+    cr_assert_eq(pthread_create(&th[r], NULL, crowd_rank, &jobs[r]), 0);
+  }
+  for (int r = 0; r < n; r++)
+    pthread_join(th[r], NULL);
+  pthread_barrier_destroy(&lined_up);
+  uint64_t others = 0;
+  for (int r = 0; r < n; r++) {
+    cr_assert_eq(jobs[r].fail, rcollSuccess, "rank %d: %s", r, jobs[r].error);
+    cr_assert_eq(jobs[r].bad, 0, "rank %d: %d wrong elements", r, jobs[r].bad);
+    cr_assert_eq(jobs[r].stats.calls, 256, "rank %d: %llu board calls", r, (unsigned long long)jobs[r].stats.calls);
+    cr_assert(CPU_EQUAL(&jobs[r].after, &jobs[r].before), "rank %d: the thread's mask changed", r);
+    cr_assert_eq(jobs[r].cpu_first, jobs[r].home_core, "rank %d: not on core %d", r, jobs[r].home_core);
+    others += r != 2 ? jobs[r].stats.moves : 0;
+  }
+  cr_assert_leq(others, 3, "ranks that should stay moved %llu times", (unsigned long long)others);
+  return jobs[2].stats.moves;
+}
+
+Test(home_core, more_ranks_than_cores_a_crowded_core_gives_one_up, .timeout = 120) {
+  int cores = whole_machine();
+  if (cores < 2 || cores + 2 > 8)
+    cr_skip_test("%d cores: the test places cores + 2 <= 8 ranks on 2 or more", cores);
+  cpu_set_t mask;
+  sched_getaffinity(0, sizeof mask, &mask);
+  int core[8], k = 0;
+  for (int c = 0; c < CPU_SETSIZE && k < cores; c++)
+    if (CPU_ISSET(c, &mask))
+      core[k++] = c;
+  crowd_t jobs[8];
+  uint64_t moved = 0;
+  for (int try = 0; try < 3 && moved == 0; try++)
+    moved = crowd_run(jobs, cores + 2, core);
+  cr_assert_geq(moved, 1, "3 ranks on core %d, 1 on each other: the third never moved in 3 tries", core[0]);
+  setenv("RCOLL_HOME_CORE", "0", 1);
+  moved = crowd_run(jobs, cores + 2, core);
+  unsetenv("RCOLL_HOME_CORE");
+  for (int r = 0; r < cores + 2; r++)
+    cr_assert_eq(jobs[r].stats.moves, 0, "RCOLL_HOME_CORE=0: rank %d moved", r);
 }
