@@ -207,11 +207,7 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
   struct rcoll_flat *f = ok && mine != NULL ? calloc(1, sizeof *f) : NULL;
   uint64_t *known = f != NULL ? calloc((size_t)c->nranks, sizeof *known) : NULL;
   int *cpus = known != NULL ? calloc((size_t)c->nranks, sizeof *cpus) : NULL;
-  if (cpus == NULL) {
-    free(known);
-    known = NULL;
-  }
-  if (f != NULL && known != NULL) {
+  if (cpus != NULL) {
     *f = (struct rcoll_flat){.base = mine, .map_bytes = bytes, .max = max, .known_done = known,
                              .cpus = cpus, .ns_key = rcoll_pid_ns_key()};
     for (int i = 0; rcoll_algorithms[i] != NULL; i++)
@@ -223,7 +219,7 @@ rcollResult_t rcoll_flat_open(struct rcollComm *c) {
     ctl->ns_key = f->ns_key;
   }
   memset(all, 0, (size_t)c->nranks * sizeof *all);
-  all[c->rank].ok = known != NULL;
+  all[c->rank].ok = cpus != NULL;
   if (r == rcollSuccess && ok) /* the second round: every rank mapped it */
     r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
   for (int i = 0; i < c->nranks && ok; i++)
