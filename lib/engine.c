@@ -10,7 +10,12 @@
  * yields, then sleeps in short naps: with more ranks than cores that is what
  * lets the other ranks run. Nothing waits forever: RCOLL_TIMEOUT without any
  * progress fails the call, naming the peer the oldest unfinished step waits
- * for. */
+ * for.
+ *
+ * About 600 lines, one subject: posting and testing steps, the loop, and
+ * its waits. Copies out (copy_out.c), the flat board (flat.c) and device
+ * work (cuda/) are already elsewhere. If it grows, the waits (engine_idle,
+ * stalled_error, engine_oldest: about 150 lines) are the part to move. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>

@@ -14,11 +14,14 @@
  * r does not know: it waits (rarely, and briefly) for every peer's `done`,
  * the last board call it finished reading.
  *
- * One file of about 600 lines, on purpose for now: the two proofs above and
+ * One file of about 650 lines, on purpose for now: the two proofs above and
  * the sleeping flag's fence pairing (flat_post, flat_sleep) span posting,
  * polling, sleeping and waiting, and read best beside each other. Creation
- * (rcoll_flat_open/close) is the part that could move out, behind a
- * private header for the layout, when the file next grows. */
+ * (rcoll_flat_open/close) and the spread over cores (rcoll_flat_balance,
+ * whose decision already lives in home_core.c) are the parts to move out,
+ * behind a private header for the control area's layout, which both read;
+ * that split is the next change to this file, kept out of session 18's
+ * last minutes so as not to land a refactoring without its own CI run. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
