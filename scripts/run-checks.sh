@@ -61,15 +61,19 @@ run_criterion() {
 }
 
 run_scripts() {
-  local results=$1 script rc
+  local results=$1 script rc log
   shift
   for script in "$@"; do
     echo "== $script"
+    # A copy of the output for the summary's failures. Through a process
+    # substitution, which nobody waits for: a daemon a script leaves behind
+    # holding its stdout cannot hold up the run.
+    log="$results/$(echo "$script" | tr '/' '_').log"
     if [[ -x "$script" ]]; then
-      timeout -k 10 "$FILE_TIMEOUT" "./$script"
+      timeout -k 10 "$FILE_TIMEOUT" "./$script" > >(tee "$log") 2>&1
     else
       echo "warning: $script is not executable; running it with bash" >&2
-      timeout -k 10 "$FILE_TIMEOUT" bash "$script"
+      timeout -k 10 "$FILE_TIMEOUT" bash "$script" > >(tee "$log") 2>&1
     fi
     rc=$?
     case $rc in
@@ -82,7 +86,7 @@ run_scripts() {
 }
 
 summary() {
-  local results=$1 passed=0 failed=0 skipped=0 p f s label line
+  local results=$1 passed=0 failed=0 skipped=0 p f s label line log
   echo
   echo "==================== test summary ===================="
   shopt -s nullglob
@@ -97,6 +101,19 @@ summary() {
     failed=1
   fi
   [[ $skipped -gt 0 ]] && echo "($skipped skipped)"
+  # CI shows only the tail of this output: the failures come again here, last,
+  # each with the end of its log, so that a failed run names what failed.
+  if [[ $failed -gt 0 ]]; then
+    echo "==================== failures ===================="
+    for res in "$results"/*.res; do
+      IFS=$'\t' read -r counts line <"$res"
+      read -r p f s label <<<"$counts"
+      [[ $f -eq 0 ]] && continue
+      echo "--- $label: $line"
+      log="$results/$(echo "$label" | tr '/' '_').log"
+      [[ -f $log ]] && tail -n 20 "$log"
+    done
+  fi
   echo "$passed passed, $failed failed"
   [[ $failed -eq 0 ]]
 }
