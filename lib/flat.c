@@ -1,10 +1,8 @@
 /* The flat board (flat.h): one shared segment per communicator whose ranks
- * all share a machine, where tiny all-reduces meet.
- *
- * Layout: a rank's area is its control area (FLAT_CTL), then its two slots
- * (call k uses slot k & 1). A slot's first line holds the call number, the
- * owner's sleeping flag, the call's description, its count and the first
- * 40 bytes of its vector; larger vectors continue in the lines after it.
+ * all share a machine, where tiny all-reduces meet. This file is the
+ * protocol: posting, polling, sleeping and waiting, and the engine's side.
+ * The layout is in flat_priv.h, creation in flat_open.c, the spread over
+ * cores in flat_balance.c.
  *
  * Why no rank waits for its readers: rank r writes call k into the slot
  * that call m <= k - 2 used. A peer j that had not read it yet would still
@@ -14,42 +12,28 @@
  * r does not know: it waits (rarely, and briefly) for every peer's `done`,
  * the last board call it finished reading.
  *
- * One file of about 650 lines, on purpose for now: the two proofs above and
- * the sleeping flag's fence pairing (flat_post, flat_sleep) span posting,
- * polling, sleeping and waiting, and read best beside each other. Creation
- * (rcoll_flat_open/close) and the spread over cores (rcoll_flat_balance,
- * whose decision already lives in home_core.c) are the parts to move out,
- * behind a private header for the control area's layout, which both read;
- * that split is the next change to this file, kept out of session 18's
- * last minutes so as not to land a refactoring without its own CI run. */
+ * The proof above and the sleeping flag's fence pairing (flat_post,
+ * flat_sleep) span posting, polling, sleeping and waiting, which is why
+ * those stay together in this one file. */
 #include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
 #include "comm.h"
-#include "flat.h"
+#include "flat_priv.h"
 #include "flight_recorder.h"
-#include "home_core.h"
 #include "log.h"
-#include "pidns.h"
 #include "reduce.h"
 
-#define FLAT_LINE 64
 #define FLAT_SLEEP_US 10000 /* most one futex sleep lasts: abort and the timeout are seen within it */
-#define FLAT_CLOCK_EVERY 8  /* passes between readings of the clock, as the engine's spin */
 /* Where ranks outnumber cores a board wait yields on every pass for this
  * many times RCOLL_SPIN_US before it sleeps: a yielding rank stays in the
  * run queue and is back as soon as its peers have run, where a sleeper
@@ -57,66 +41,13 @@
  * 64 B, 2000 calls, 4 alternating rounds: 1.97-3.12 us with 1000 us of
  * spin, 2.02-5.26 with 50 (8 B alike; 8 processes 5.5-6.2 both ways). */
 #define FLAT_SPIN_SHARED_X 20
-/* Calls between two looks at every rank's core (rcoll_flat_balance): n
- * lines read from other cores and a system call, a few ns a call here. */
-#define FLAT_BALANCE_EVERY 64
 
-/* A rank's control area; only its owner writes it, except `word`. */
-typedef struct flat_ctl {
-  _Atomic uint64_t done;      /* board calls up to this number are read: their slots are free */
-  _Atomic uint64_t cur_seq;   /* the collective it last entered; 0 while cur_* change */
-  _Atomic uint64_t cur_count;
-  _Atomic uint32_t cur_desc;  /* flat_desc() of that call, FLAT_ON_BOARD if it runs here */
-  _Atomic uint32_t word;      /* futex word: a peer that finds the owner asleep bumps it */
-  _Atomic uint32_t closed;    /* the owner destroyed or aborted its communicator */
-  _Atomic int32_t cur_root;   /* that call's root, RCOLL_FP_NONE without one */
-  int32_t pid;
-  _Atomic int32_t cpu;        /* the core its last call started on, plus one; 0: none yet */
-  uint64_t ns_key;            /* pidns.h: the pid means something here only if this is ours */
-  _Atomic uint64_t cur_algo[RCOLL_FP_ALGO / 8 + 1]; /* that call's algorithm's name (rcoll_fp_t.algo) */
-} flat_ctl_t;
-#define FLAT_CTL 128 /* two lines */
-_Static_assert(sizeof(flat_ctl_t) <= FLAT_CTL, "a control area is two cache lines");
-
-typedef struct flat_slot {
-  _Atomic uint64_t seq;       /* the call whose vector this holds; stored last */
-  _Atomic uint32_t sleeping;  /* the owner sleeps on its `word` waiting in this call */
-  uint32_t desc;
-  uint64_t count;
-  unsigned char data[];       /* 40 bytes in this line, the rest after it */
-} flat_slot_t;
-#define FLAT_SLOT_HDR 24
-_Static_assert(offsetof(flat_slot_t, data) == FLAT_SLOT_HDR, "the slot header is 24 bytes");
-
-#define FLAT_ON_BOARD (1u << 31)
-static const char FLAT_NAME[RCOLL_FP_ALGO] = "flat"; /* as fingerprints name the algorithm */
-
-struct rcoll_flat {
-  unsigned char *base;
-  size_t map_bytes, max, slot_bytes, stride;
-  uint64_t ns_key;
-  uint64_t *known_done; /* per peer: a `done` it is known to have reached */
-  int *cpus;            /* per rank: its core, as rcoll_flat_balance last read it */
-  uint64_t balance_tick;
-  const rcoll_algorithm_t *algo; /* algorithms/allreduce_flat.c, as the tuner returns it */
-  rcoll_fp_t fp;        /* the running board call's fingerprint (call.h) */
-  rcoll_flat_stats_t stats;
-};
+static const char FLAT_NAME[RCOLL_FP_ALGO] = FLAT_ALGO_NAME; /* zero-padded, as fingerprints hold it */
 
 /* What two ranks' calls must agree on besides the count. */
 static uint32_t flat_desc(int kind, int dtype, int op, int device) {
   return (uint32_t)kind | (uint32_t)dtype << 8 | (uint32_t)(uint8_t)op << 16 | (uint32_t)!!device << 24;
 }
-
-static flat_ctl_t *flat_ctl(const struct rcoll_flat *f, int rank) {
-  return (flat_ctl_t *)(f->base + (size_t)rank * f->stride);
-}
-
-static flat_slot_t *flat_slot(const struct rcoll_flat *f, int rank, uint64_t seq) {
-  return (flat_slot_t *)(f->base + (size_t)rank * f->stride + FLAT_CTL + (seq & 1) * f->slot_bytes);
-}
-
-static size_t flat_round(size_t n) { return (n + FLAT_LINE - 1) / FLAT_LINE * FLAT_LINE; }
 
 size_t rcoll_flat_max(const struct rcollComm *c) { return c->flat != NULL ? c->flat->max : 0; }
 
@@ -126,139 +57,6 @@ int rcoll_flat_takes(struct rcollComm *c, const rcoll_coll_args_t *a, size_t byt
     return 0;
   *ch = rcoll_tune_choose(c->plan.tuner, RCOLL_COLL_ALLREDUCE, bytes); /* remembered by size */
   return ch->desc == c->flat->algo;
-}
-
-/* ---- creation -------------------------------------------------------- */
-
-typedef struct flat_offer {
-  int32_t ok;       /* this rank can use a board */
-  int32_t max;      /* its RCOLL_FLAT_MAX */
-  char path[RCOLL_SETTING_STR_MAX + 48]; /* rank 0: the file it made */
-} flat_offer_t;
-
-/* Whether this rank may use a board: every peer over shared memory, and no
- * setting that wants the plans. */
-static int flat_wanted(const struct rcollComm *c) {
-  if (c->settings.flat_max <= 0 || c->nranks < 2 || c->settings.trace[0] != '\0')
-    return 0;
-  for (int p = 0; p < c->nranks; p++) {
-    const rcoll_transport_ops_t *ops = rcoll_peer_net(c, p);
-    if (p != c->rank && (ops == NULL || strcmp(ops->name, "shm") != 0))
-      return 0;
-  }
-  return 1;
-}
-
-static size_t flat_bytes(int nranks, size_t max, size_t *slot_bytes, size_t *stride) {
-  *slot_bytes = flat_round(FLAT_SLOT_HDR + max);
-  *stride = FLAT_CTL + 2 * *slot_bytes;
-  return (size_t)nranks * *stride;
-}
-
-static void *flat_map(const char *path, size_t bytes, int create) {
-  int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT | O_EXCL : 0), 0600);
-  if (fd < 0)
-    return NULL;
-  void *m = MAP_FAILED;
-  if (!create || ftruncate(fd, (off_t)bytes) == 0)
-    m = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  return m == MAP_FAILED ? NULL : m;
-}
-
-rcollResult_t rcoll_flat_open(struct rcollComm *c) {
-  static _Atomic unsigned made;
-  if (c->nranks < 2)
-    return rcollSuccess;
-  flat_offer_t *all = calloc((size_t)c->nranks, sizeof *all);
-  if (all == NULL)
-    return rcoll_error(rcollSystemError, "rank %d: out of memory opening the flat board", c->rank);
-  flat_offer_t *me = &all[c->rank];
-  me->ok = flat_wanted(c);
-  me->max = (int32_t)c->settings.flat_max;
-  size_t slot_bytes, stride, bytes = flat_bytes(c->nranks, (size_t)me->max, &slot_bytes, &stride);
-  void *mine = NULL;
-  char made_path[sizeof me->path] = "";
-  if (c->rank == 0 && me->ok) {
-    /* Named as the shm transport names its segments (pid, pid namespace,
-     * number, random), so that its sweep removes the file of a rank 0 that
-     * died before it could unlink it. */
-    struct stat ns;
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    snprintf(me->path, sizeof me->path, "%s/rcoll-shm-%d-%u-%u-%016llx", c->settings.shm_dir, (int)getpid(),
-             stat("/proc/self/ns/pid", &ns) == 0 ? (unsigned)ns.st_ino : 0u, atomic_fetch_add(&made, 1),
-             (unsigned long long)(ts.tv_nsec ^ ts.tv_sec << 30 ^ (uintptr_t)c));
-    snprintf(made_path, sizeof made_path, "%s", me->path);
-    if ((mine = flat_map(me->path, bytes, 1)) == NULL) {
-      me->ok = 0;
-      RCOLL_INFO(RCOLL_SUB_INIT, "flat board: cannot make %s: %s", me->path, strerror(errno));
-    }
-  }
-  rcollResult_t r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
-  int ok = r == rcollSuccess;
-  size_t max = SIZE_MAX;
-  for (int i = 0; i < c->nranks && ok; i++) {
-    ok = all[i].ok;
-    max = (size_t)all[i].max < max ? (size_t)all[i].max : max;
-  }
-  all[0].path[sizeof all[0].path - 1] = '\0';
-  if (ok && c->rank != 0 && (mine = flat_map(all[0].path, bytes = flat_bytes(c->nranks, (size_t)all[0].max,
-                                                                          &slot_bytes, &stride), 0)) == NULL)
-    RCOLL_INFO(RCOLL_SUB_INIT, "flat board: cannot map %s: %s", all[0].path, strerror(errno));
-  /* The agreed size lays the board out inside the file rank 0 made. */
-  struct rcoll_flat *f = ok && mine != NULL ? calloc(1, sizeof *f) : NULL;
-  uint64_t *known = f != NULL ? calloc((size_t)c->nranks, sizeof *known) : NULL;
-  int *cpus = known != NULL ? calloc((size_t)c->nranks, sizeof *cpus) : NULL;
-  if (cpus != NULL) {
-    *f = (struct rcoll_flat){.base = mine, .map_bytes = bytes, .max = max, .known_done = known,
-                             .cpus = cpus, .ns_key = rcoll_pid_ns_key()};
-    for (int i = 0; rcoll_algorithms[i] != NULL; i++)
-      if (rcoll_algorithms[i]->coll == RCOLL_COLL_ALLREDUCE && strcmp(rcoll_algorithms[i]->name, FLAT_NAME) == 0)
-        f->algo = rcoll_algorithms[i];
-    flat_bytes(c->nranks, max, &f->slot_bytes, &f->stride);
-    flat_ctl_t *ctl = flat_ctl(f, c->rank);
-    ctl->pid = (int32_t)getpid();
-    ctl->ns_key = f->ns_key;
-  }
-  memset(all, 0, (size_t)c->nranks * sizeof *all);
-  all[c->rank].ok = cpus != NULL;
-  if (r == rcollSuccess && ok) /* the second round: every rank mapped it */
-    r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
-  for (int i = 0; i < c->nranks && ok; i++)
-    ok = all[i].ok;
-  if (made_path[0] != '\0') /* rank 0: mapped everywhere, or given up: no file is left */
-    unlink(made_path);
-  if (ok && r == rcollSuccess) {
-    c->flat = f;
-    RCOLL_INFO(RCOLL_SUB_INIT, "flat board: all-reduces up to %zu B meet in shared memory", max);
-  } else {
-    free(cpus);
-    free(known);
-    free(f);
-    if (mine != NULL)
-      munmap(mine, bytes);
-  }
-  free(all);
-  return r;
-}
-
-void rcoll_flat_close(struct rcollComm *c) {
-  struct rcoll_flat *f = c->flat;
-  if (f == NULL)
-    return;
-  atomic_store_explicit(&flat_ctl(f, c->rank)->closed, 1, memory_order_release);
-  if (f->stats.calls > 0)
-    RCOLL_INFO(RCOLL_SUB_INIT, "rank %d: flat board: %llu calls, %.2f passes a call, %.1f%% of calls "
-               "waited %d passes or more, %llu sleeps, %llu moves to a less crowded core", c->rank,
-               (unsigned long long)f->stats.calls, (double)f->stats.passes / (double)f->stats.calls,
-               100.0 * (double)f->stats.long_waits / (double)f->stats.calls, FLAT_CLOCK_EVERY,
-               (unsigned long long)f->stats.sleeps, (unsigned long long)f->stats.moves);
-  munmap(f->base, f->map_bytes);
-  free(f->known_done);
-  free(f->cpus);
-  free(f);
-  c->flat = NULL;
 }
 
 /* ---- the protocol ---------------------------------------------------- */
@@ -543,26 +341,6 @@ rcollResult_t rcoll_flat_allreduce(struct rcollComm *c, const rcoll_coll_args_t 
   c->plan.algo = NULL;
   c->active--;
   return r;
-}
-
-/* ---- where ranks outnumber cores --------------------------------------- */
-
-void rcoll_flat_balance(struct rcollComm *c) {
-  struct rcoll_flat *f = c->flat;
-  flat_ctl_t *ctl = flat_ctl(f, c->rank);
-  int cpu = sched_getcpu(); /* glibc's rseq area: no system call */
-  if (cpu >= 0 && atomic_load_explicit(&ctl->cpu, memory_order_relaxed) != cpu + 1)
-    atomic_store_explicit(&ctl->cpu, cpu + 1, memory_order_relaxed);
-  cpu_set_t mask;
-  if (cpu < 0 || ++f->balance_tick % FLAT_BALANCE_EVERY != 0 || sched_getaffinity(0, sizeof mask, &mask) != 0)
-    return;
-  for (int j = 0; j < c->nranks; j++)
-    f->cpus[j] = (int)atomic_load_explicit(&flat_ctl(f, j)->cpu, memory_order_relaxed) - 1;
-  int to = rcoll_home_core_rebalance(f->cpus, c->nranks, c->rank, &mask);
-  if (to >= 0 && (cpu = rcoll_home_core_go(to, c->home_cores)) >= 0) {
-    atomic_store_explicit(&ctl->cpu, cpu + 1, memory_order_relaxed);
-    f->stats.moves++;
-  }
 }
 
 /* ---- the engine's side ----------------------------------------------- */
