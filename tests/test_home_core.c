@@ -265,8 +265,9 @@ static void *crowd_rank(void *arg) {
 }
 
 /* Runs cores + 2 ranks placed as above; returns the moves of the rank
- * that should move, after checking every rank's results and mask. */
-static uint64_t crowd_run(crowd_t *jobs, int n, const int *core) {
+ * that should move, and in *others those of the rest, after checking every
+ * rank's results and mask. */
+static uint64_t crowd_run(crowd_t *jobs, int n, const int *core, uint64_t *others) {
   rcollUniqueId id;
   cr_assert_eq(rcollGetUniqueId(&id), rcollSuccess, "%s", rcollGetLastError(NULL));
   pthread_barrier_t lined_up;
@@ -280,16 +281,15 @@ static uint64_t crowd_run(crowd_t *jobs, int n, const int *core) {
   for (int r = 0; r < n; r++)
     pthread_join(th[r], NULL);
   pthread_barrier_destroy(&lined_up);
-  uint64_t others = 0;
+  *others = 0;
   for (int r = 0; r < n; r++) {
     cr_assert_eq(jobs[r].fail, rcollSuccess, "rank %d: %s", r, jobs[r].error);
     cr_assert_eq(jobs[r].bad, 0, "rank %d: %d wrong elements", r, jobs[r].bad);
     cr_assert_eq(jobs[r].stats.calls, 256, "rank %d: %llu board calls", r, (unsigned long long)jobs[r].stats.calls);
     cr_assert(CPU_EQUAL(&jobs[r].after, &jobs[r].before), "rank %d: the thread's mask changed", r);
     cr_assert_eq(jobs[r].cpu_first, jobs[r].home_core, "rank %d: not on core %d", r, jobs[r].home_core);
-    others += r != 2 ? jobs[r].stats.moves : 0;
+    *others += r != 2 ? jobs[r].stats.moves : 0;
   }
-  cr_assert_leq(others, 3, "ranks that should stay moved %llu times", (unsigned long long)others);
   return jobs[2].stats.moves;
 }
 
@@ -304,12 +304,15 @@ Test(home_core, more_ranks_than_cores_a_crowded_core_gives_one_up, .timeout = 12
     if (CPU_ISSET(c, &mask))
       core[k++] = c;
   crowd_t jobs[8];
-  uint64_t moved = 0;
-  for (int try = 0; try < 3 && moved == 0; try++)
-    moved = crowd_run(jobs, cores + 2, core);
+  /* A try where the kernel moved ranks too may make the others move: it
+   * counts as failed, not the test. */
+  uint64_t moved = 0, others = 0;
+  for (int try = 0; try < 3 && (moved == 0 || others > 3); try++)
+    moved = crowd_run(jobs, cores + 2, core, &others);
   cr_assert_geq(moved, 1, "3 ranks on core %d, 1 on each other: the third never moved in 3 tries", core[0]);
+  cr_assert_leq(others, 3, "ranks that should stay moved %llu times", (unsigned long long)others);
   setenv("RCOLL_HOME_CORE", "0", 1);
-  moved = crowd_run(jobs, cores + 2, core);
+  moved = crowd_run(jobs, cores + 2, core, &others);
   unsetenv("RCOLL_HOME_CORE");
   for (int r = 0; r < cores + 2; r++)
     cr_assert_eq(jobs[r].stats.moves, 0, "RCOLL_HOME_CORE=0: rank %d moved", r);
