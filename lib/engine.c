@@ -12,10 +12,12 @@
  * progress fails the call, naming the peer the oldest unfinished step waits
  * for.
  *
- * About 600 lines, one subject: posting and testing steps, the loop, and
- * its waits. Copies out (copy_out.c), the flat board (flat.c) and device
- * work (cuda/) are already elsewhere. If it grows, the waits (engine_idle,
- * stalled_error, engine_oldest: about 150 lines) are the part to move. */
+ * One subject: posting and testing steps, the loop, and its errors. Its
+ * idle wait (engine_idle.c), copies out (copy_out.c), the flat board
+ * (flat.c) and device work (cuda/) are elsewhere; engine_priv.h is what
+ * engine.c and engine_idle.c share. If it grows again, the flight
+ * recorder's and the trace's waits (engine_fr_wait, idle_trace_*) are the
+ * next part to move. */
 #include <sched.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,6 +28,7 @@
 #include "comm.h"
 #include "copy_out.h"
 #include "device.h"
+#include "engine_priv.h"
 #include "flat.h"
 #include "flight_recorder.h"
 #include "home_core.h"
@@ -33,9 +36,6 @@
 #include "reduce.h"
 #include "trace.h"
 
-/* Steps examined per pass: far more than can be in flight at once. (Traces
- * give a connection as many lanes as this, trace_write.c.) */
-#define ENGINE_WINDOW 512
 /* A wait this long is recorded in the flight recorder (how far the call
  * got): long enough never to cost a call that is merely slow to start. */
 #define ENGINE_FR_WAIT_US 100000
@@ -53,14 +53,6 @@ static int deps_done(const rcoll_plan_t *p, const rcoll_step_t *st) {
     if (st->dep[k] != RCOLL_NO_DEP && p->steps[st->dep[k]].state != RCOLL_STEP_DONE)
       return 0;
   return 1;
-}
-
-/* Whether the comm's CUDA proxy is running one of its device plans. A comm
- * without device state (c->cuda is made at its first device call) is never
- * executing one: the check skips the call through the device table on the
- * host path, where the engine asks on every pass (device.h). */
-static inline int engine_device(const struct rcollComm *c) {
-  return c->cuda != NULL && rcoll_device_ops.executing(c);
 }
 
 /* " in allreduce #17 (...): 3 of 12 steps done, ..." for a step of a host
@@ -345,77 +337,6 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
   return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);
 }
 
-/* Collects the distinct connections that posted steps wait on, for the
- * transport of the first one; *mixed is set when others use another. */
-static int engine_wait_set(rcoll_plan_t **plans, int nplans, void **comms, int max,
-                           const rcoll_transport_ops_t **net, int *mixed) {
-  int n = 0;
-  *net = NULL;
-  *mixed = 0;
-  for (int i = 0; i < nplans; i++) {
-    rcoll_plan_t *p = plans[i];
-    int seen = 0;
-    for (int k = p->head; k < p->nsteps && seen < ENGINE_WINDOW && n < max; k++) {
-      rcoll_step_t *st = &p->steps[k];
-      if (st->state != RCOLL_STEP_POSTED || st->kind == RCOLL_STEP_COPY) /* a board step: no connection */
-        continue;
-      seen++;
-      const rcoll_transport_ops_t *ops = rcoll_peer_net(p->comm, st->peer);
-      if (*net == NULL)
-        *net = ops;
-      if (ops != *net) {
-        *mixed = 1;
-        continue;
-      }
-      rcoll_peer_t *pe = &p->comm->peers[st->peer];
-      void *c = st->kind == RCOLL_STEP_SEND ? pe->send_comm : pe->recv_comm;
-      int dup = 0;
-      for (int j = 0; j < n && !dup; j++)
-        dup = comms[j] == c;
-      if (!dup)
-        comms[n++] = c;
-    }
-  }
-  return n;
-}
-
-/* Waits without burning a core: spin for spin_us (a reply usually comes
- * within microseconds when the peer runs), yielding now and then when a
- * peer is reached through the kernel's network stack (comm_spin_policy): on these
- * VMs loopback packets are often delivered by ksoftirqd, which a pure spin
- * keeps off the CPU (8-byte all-reduce, 2 threads on 2 cores: 1.5 ms with a
- * 1 ms pure spin, 51 us with a yielding one). Then sleep in the transport until
- * a connection may progress. The sleep is capped so that abort and the
- * timeout are noticed promptly, and kept short when connections of another
- * transport are waited on too (one transport cannot watch the other's). */
-static void engine_idle(rcoll_plan_t **plans, int nplans, int64_t idle_us, int64_t spin_us) {
-  if (engine_device(plans[0]->comm)) {
-    rcoll_device_ops.idle(idle_us, spin_us);
-    return;
-  }
-  if (idle_us < spin_us) {
-    if (plans[0]->comm->spin_yield != RCOLL_YIELD_NEVER)
-      sched_yield();
-    return;
-  }
-  void *comms[64];
-  const rcoll_transport_ops_t *net;
-  int mixed;
-  int n = engine_wait_set(plans, nplans, comms, 64, &net, &mixed);
-  if (n == 0) {
-    sched_yield();
-    return;
-  }
-  rcoll_trace_t *trace = plans[0]->comm->trace;
-  int64_t slept_at = trace != NULL ? rcoll_trace_now() : 0;
-  net->wait(comms, n, mixed ? 200 : 10000);
-  /* A woken thread may have been put beside its waker (home_core.c). */
-  struct rcollComm *c = plans[0]->comm;
-  c->home_moves += rcoll_home_core_return(c->home_cpu, c->home_cores);
-  if (trace != NULL)
-    rcoll_trace_net_wait(trace, slept_at, n);
-}
-
 /* The first failure of a communicator dumps its flight recorder (after
  * rcoll_fr_run_end recorded how the calls ended). */
 static rcollResult_t engine_fail(rcoll_plan_t **plans, int nplans, rcollResult_t r) {
@@ -548,7 +469,7 @@ static rcollResult_t engine_loop(rcoll_plan_t **plans, int nplans) {
       for (int i = 0; i < nplans; i++)
         if (plans[i]->head < plans[i]->nsteps)
           return stalled_error(plans[i], (now - last_progress) / 1000);
-    engine_idle(plans, nplans, now - last_progress, spin_us);
+    rcoll_engine_idle(plans, nplans, now - last_progress, spin_us);
   }
 }
 
