@@ -149,15 +149,22 @@ static void socket_delay_acks(socket_conn_t *c, int src) {
 #endif
 }
 
+/* 1 once stream src has ended (socket_stage_fill). */
+static int socket_stream_ended(const socket_conn_t *c, int src) {
+  return src == SOCKET_LANE ? c->lane_closed : c->ctrl_closed;
+}
+
 /* Reads ahead on stream src until `need` bytes are staged: 1 when they
  * are, 0 when the socket is empty, -1 once the connection failed. The end
- * of the lane is no failure: the peer closes it with its comms, and its last
- * messages may still be on their way on the control socket (TCP delivers a
- * socket's data before its end, so nothing of the lane's is lost). */
+ * of one stream while the other is open is no failure: the peer closes both
+ * with its comms, and its last messages may still be on the other (TCP
+ * delivers a socket's data before its end, so nothing is lost, but the two
+ * sockets' ends arrive in either order). socket_hdr_take fails once both
+ * have ended. */
 static int socket_stage_fill(socket_conn_t *c, int src, size_t need, const char *what) {
   socket_stream_t *in = &c->in[src];
   while (in->end - in->beg < need) {
-    if (src == SOCKET_LANE && c->lane_closed)
+    if (socket_stream_ended(c, src))
       return 0;
     if (in->beg > 0) {
       memmove(in->stage, in->stage + in->beg, in->end - in->beg);
@@ -176,6 +183,10 @@ static int socket_stage_fill(socket_conn_t *c, int src, size_t need, const char 
       return 0;
     if (k == 0 && src == SOCKET_LANE) {
       c->lane_closed = 1;
+      return 0;
+    }
+    if (k == 0 && c->lane_fd >= 0 && !c->lane_closed) {
+      c->ctrl_closed = 1;
       return 0;
     }
     const char *lane = src == SOCKET_LANE ? " (on our connection to it, which it sends back over)" : "";
@@ -299,7 +310,7 @@ static int socket_hdr_take(socket_conn_t *c, socket_req_t *r) {
   }
   for (int k = 0; k < nsrc; k++) {
     int src = k == 0 ? first : !first;
-    if (k == 1 && !ahead && ++c->lane_polls % every != 0)
+    if (k == 1 && !ahead && !socket_stream_ended(c, first) && ++c->lane_polls % every != 0)
       return 0;
     socket_stream_t *in = &c->in[src];
     int rc = socket_stage_fill(c, src, sizeof r->hdr, "waiting for a message header");
@@ -327,6 +338,11 @@ static int socket_hdr_take(socket_conn_t *c, socket_req_t *r) {
       return -1;
     }
     ahead = 1;
+  }
+  if (c->ctrl_closed && c->lane_closed) {
+    socket_conn_fail(c, rcollRemoteError, "socket: connection to %s closed by peer while waiting for a "
+                     "message header (on both its sockets)", c->peer);
+    return -1;
   }
   return 0;
 }
@@ -557,6 +573,11 @@ void socket_conn_destroy(socket_conn_t *c) {
   for (int s = 0; s < c->ndata; s++)
     close(c->data[s].fd);
   close(c->ctrl_fd);
+  /* A send comm's lane is a descriptor of the socket its recv comm reads,
+   * which closing this one leaves open: end our direction of it, so the
+   * reader learns now that nothing more comes (socket_hdr_take). */
+  if (c->lane_fd >= 0 && c->is_send)
+    shutdown(c->lane_fd, SHUT_WR);
   if (c->lane_fd >= 0)
     close(c->lane_fd);
   close(c->event_fd);

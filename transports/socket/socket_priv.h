@@ -190,6 +190,7 @@ typedef struct socket_conn {
   int peer_lane;       /* recv comm: a message came on the lane (the sender has one) */
   int after_small;     /* recv comm: the stream of the last message that followed a small one */
   int lane_closed;     /* recv comm: the lane has ended (the peer closed its comms) */
+  int ctrl_closed;     /* recv comm: the control socket ended while the lane was open */
   unsigned lane_polls;
 
   /* Receive side: bytes read ahead, by stream. */

@@ -72,7 +72,7 @@ rcollResult_t socket_wait(void *const *comms, int n, int64_t timeout_us) {
     int out = socket_wants_out(c);
     if (out >= 0)
       pfd[np++] = (struct pollfd){.fd = socket_stream_fd(c, out), .events = POLLOUT};
-    if (!c->is_send)
+    if (!c->is_send && !c->ctrl_closed)
       pfd[np++] = (struct pollfd){.fd = c->ctrl_fd, .events = POLLIN};
     if (!c->is_send && c->lane_fd >= 0 && !c->lane_closed)
       pfd[np++] = (struct pollfd){.fd = c->lane_fd, .events = POLLIN};
