@@ -19,9 +19,12 @@
 static pthread_mutex_t units_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t units_cv = PTHREAD_COND_INITIALIZER;
 
+/* Deadlines are on CLOCK_MONOTONIC, with the waits that take a clock
+ * (pthread_cond_clockwait, pthread_clockjoin_np): a step of the wall clock
+ * (CI's once moved 12 s mid-run) must not stretch a bounded wait. */
 static struct timespec deadline_in(int64_t ms) {
   struct timespec ts;
-  clock_gettime(CLOCK_REALTIME, &ts);
+  clock_gettime(CLOCK_MONOTONIC, &ts);
   ts.tv_sec += ms / 1000;
   ts.tv_nsec += (long)(ms % 1000) * 1000000L;
   if (ts.tv_nsec >= 1000000000L) {
@@ -325,7 +328,7 @@ static int unit_wait_arrivals(rcoll_cuda_unit_t *u) {
   pthread_mutex_lock(&units_mu);
   while (u->arrived < u->nplans - 1 && !u->owner->comm->aborted) {
     struct timespec ts = deadline_in(100);
-    pthread_cond_timedwait(&units_cv, &units_mu, &ts);
+    pthread_cond_clockwait(&units_cv, &units_mu, CLOCK_MONOTONIC, &ts);
   }
   int all = u->arrived == u->nplans - 1;
   pthread_mutex_unlock(&units_mu);
@@ -373,7 +376,7 @@ static void unit_park(rcoll_cuda_unit_t *u) {
   pthread_cond_broadcast(&units_cv);
   while (!u->done) {
     struct timespec ts = deadline_in(100);
-    pthread_cond_timedwait(&units_cv, &units_mu, &ts);
+    pthread_cond_clockwait(&units_cv, &units_mu, CLOCK_MONOTONIC, &ts);
   }
   pthread_mutex_unlock(&units_mu);
 }
@@ -392,7 +395,7 @@ static rcoll_cuda_node_t *proxy_next(rcoll_cuda_comm_t *cc) {
   pthread_mutex_lock(&cc->mu);
   while (cc->head == NULL && !cc->stop) {
     struct timespec ts = deadline_in(100);
-    pthread_cond_timedwait(&cc->cv, &cc->mu, &ts);
+    pthread_cond_clockwait(&cc->cv, &cc->mu, CLOCK_MONOTONIC, &ts);
   }
   rcoll_cuda_node_t *n = cc->head;
   pthread_mutex_unlock(&cc->mu);
@@ -461,7 +464,7 @@ int rcoll_cuda_proxy_stop(rcoll_cuda_comm_t *cc, int64_t timeout_ms) {
   pthread_cond_broadcast(&cc->cv);
   pthread_mutex_unlock(&cc->mu);
   struct timespec ts = deadline_in(timeout_ms);
-  if (pthread_timedjoin_np(cc->thread, NULL, &ts) != 0)
+  if (pthread_clockjoin_np(cc->thread, NULL, CLOCK_MONOTONIC, &ts) != 0)
     return 0;
   cc->thread_started = 0;
   return 1;
@@ -472,7 +475,7 @@ rcollResult_t rcoll_cuda_proxy_drain(rcoll_cuda_comm_t *cc, int64_t timeout_ms) 
   int e = 0;
   pthread_mutex_lock(&cc->mu);
   while (cc->queued > 0 && e != ETIMEDOUT)
-    e = pthread_cond_timedwait(&cc->cv, &cc->mu, &ts);
+    e = pthread_cond_clockwait(&cc->cv, &cc->mu, CLOCK_MONOTONIC, &ts);
   int left = cc->queued;
   pthread_mutex_unlock(&cc->mu);
   if (left > 0)
