@@ -143,6 +143,18 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
   done
 done
+# Where the proxy's time goes (the issue asks for it at 8 B): one more run of 2
+# ranks on the one GPU at the smallest and the largest size, with the
+# accounts each rank logs when its comm goes (INFO, subsystem P2P).
+section "the CUDA proxy's accounts, 2 ranks on the one GPU"
+for z in $(tr ' ' '\n' <<<"$SIZES" | grep -v '^$' | sed -n '1p;$p'); do
+  over_budget && break
+  (export RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=P2P
+   launch 2 120 "accounts-$z" bench/allreduce_perf -G -b "$z" -e "$z" -n 20 -w 3 -c 1 -d float -o sum) \
+    >/dev/null
+  grep -h "CUDA proxy:" "$WORK/accounts-$z".rank*.log | sed "s/^.*rcoll INFO /  $z B, 20+3 calls: /" |
+    tee -a "$SUMMARY"
+done
 [[ $MPS == yes ]] && echo quit | nvidia-cuda-mps-control
 over_budget && say "time budget reached: the rounds above are all there is"
 section "tables"
