@@ -194,6 +194,13 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
     coll_log(d, a, comm, "flat", ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes);
     return rcoll_flat_allreduce(comm, a, user_op);
   }
+  /* On one node, with RCOLL_CUDA_DIRECT, a device all-reduce is one kernel. */
+  if (!group && device >= 0 && d->coll == RCOLL_COLL_ALLREDUCE &&
+      rcoll_device_ops.allreduce_direct(comm, a->sendbuff, a->recvbuff, a->count, a->dtype, a->op,
+                                        stream, device, &r)) {
+    coll_log(d, a, comm, "cuda-direct", 0);
+    return r;
+  }
   /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */
   if (group || device >= 0 || !rcoll_plan_cache_hit(comm, d->coll, a)) {
     r = coll_plan_call(d, a, comm, device);

@@ -54,14 +54,23 @@ static uint64_t comm_id_hash(const rcollUniqueId *id) {
   return h;
 }
 
-/* Fingerprints are sent only when every rank sends them: a rank without
- * them would read another's fingerprint as data. */
-static void comm_fingerprint_policy(struct rcollComm *c) {
+/* What every rank must agree on. Fingerprints are sent only when every rank
+ * sends them: a rank without them would read another's fingerprint as data. */
+static void comm_agreed_policies(struct rcollComm *c) {
   c->fingerprint = 1;
   for (int r = 0; r < c->nranks; r++)
     c->fingerprint &= (c->infos[r].flags & RCOLL_RANK_FINGERPRINT) != 0;
   if (!c->fingerprint && c->settings.fingerprint && c->rank == 0)
     RCOLL_WARN("RCOLL_FINGERPRINT is off on some ranks: no call fingerprints on this communicator");
+  /* The direct device all-reduce is another protocol on the wire: all ranks
+   * of one node take it, or none does. */
+  int direct = c->nranks > 1 && c->topo.nnodes == 1;
+  for (int r = 0; r < c->nranks; r++)
+    direct &= (c->infos[r].flags & RCOLL_RANK_CUDA_DIRECT) != 0;
+  c->cuda_direct = direct;
+  if (!direct && c->settings.cuda_direct && c->rank == 0)
+    RCOLL_WARN("RCOLL_CUDA_DIRECT: not every rank has it on with CUDA IPC allowed, or the ranks "
+               "span several nodes: device all-reduces go through the proxy");
 }
 
 const char *rcoll_comm_peer_name(const struct rcollComm *comm, int peer, char *buf, size_t len) {
@@ -251,7 +260,7 @@ static rcollResult_t comm_finish(struct rcollComm *c, rcollResult_t r, const cha
   if (r == rcollSuccess) {
     comm_spin_policy(c);
     comm_home_policy(c);
-    comm_fingerprint_policy(c);
+    comm_agreed_policies(c);
     c->id_hash = comm_id_hash(id);
   }
   if (r == rcollSuccess)

@@ -43,6 +43,7 @@ typedef struct rcoll_rank_info {
 
 #define RCOLL_RANK_TRACING 1u
 #define RCOLL_RANK_FINGERPRINT 2u /* RCOLL_FINGERPRINT is on (call.h) */
+#define RCOLL_RANK_CUDA_DIRECT 4u /* RCOLL_CUDA_DIRECT is on and CUDA IPC allowed (lib/cuda/direct.c) */
 
 /* The first message on every connection: who sent it (conn.c). */
 typedef struct rcoll_conn_hello {
@@ -150,6 +151,7 @@ struct rcollComm {
   int *fp_peers;          /* scratch of rcoll_fp_insert: the peers a call touches, */
   int *fp_mark;           /* and each one's place in that list plus 1 (0: not touched) */
   int fingerprint;        /* every rank sends fingerprints (RCOLL_FINGERPRINT) */
+  int cuda_direct;        /* every rank runs device all-reduces as one kernel (RCOLL_CUDA_DIRECT) */
   uint64_t id_hash;       /* names the communicator in dumps: the same on all its ranks */
   struct rcoll_fr *fr;    /* flight recorder (flight_recorder.h); NULL when off */
   struct rcoll_flat *flat; /* the flat board (flat.h); NULL when the ranks do not share one */

@@ -109,7 +109,13 @@
   X(INT_IN(0, 1), p2p_disable, "P2P_DISABLE", "NCCL_P2P_DISABLE", "0",                           \
     "1: no CUDA IPC between ranks of one node; device data is staged through host memory")       \
   X(STR_OF("auto,memop,kernel"), cuda_wait, "CUDA_WAIT", NULL, "auto",                           \
-    "How a stream waits for a device call: auto or memop (cuStreamWaitValue32), kernel (spin)")
+    "How a stream waits for a device call: auto or memop (cuStreamWaitValue32), kernel (spin)")  \
+  X(INT_IN(0, 1), cuda_direct, "CUDA_DIRECT", NULL, "0",                                        \
+    "1: all-reduces on device buffers between ranks that all share a node run as one kernel "   \
+    "launch on the caller's stream, reading each other's buffers through CUDA IPC, no proxy "   \
+    "(lib/cuda/direct.c); off unless every rank has it on; not yet measured on a GPU")          \
+  X(INT_IN(4096, 268435456), cuda_direct_chunk, "CUDA_DIRECT_CHUNK", NULL, "1048576",           \
+    "Bytes one block of the direct all-reduce moves per round; each rank's IPC box holds 32")
 
 #define RCOLL_SETTING_STR_MAX 256
 

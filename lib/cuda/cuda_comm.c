@@ -20,6 +20,7 @@
 typedef struct cuda_ctrl {
   _Atomic uint32_t flag;
   uint32_t timed_out;
+  uint32_t direct_failed; /* direct_kernel.h: RCOLL_DIRECT_FAILED */
 } cuda_ctrl_t;
 
 /* cudaSetDevice even when the device is already the current one: it makes
@@ -105,6 +106,8 @@ static rcollResult_t comm_resources(rcoll_cuda_comm_t *cc) {
     return comm_cuda_error(cc, "cudaHostGetDevicePointer of the stream flag", r);
   cc->flag_dev = (rcoll_cu_deviceptr_t)(uintptr_t)dev;
   cc->timed_out_dev = cc->flag_dev + offsetof(cuda_ctrl_t, timed_out);
+  cc->direct_failed = &((cuda_ctrl_t *)ctrl)->direct_failed;
+  cc->direct_failed_dev = cc->flag_dev + offsetof(cuda_ctrl_t, direct_failed);
   void *scratch = NULL;
   size_t bytes = (size_t)c->nscratch * c->chunk_bytes;
   r = a->malloc(&scratch, bytes);
@@ -144,6 +147,7 @@ static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
                : cc->comm->timeout_ms < 1000 ? cc->comm->timeout_ms : 1000;
   for (int p = 0; cc->peers != NULL && drain && p < cc->comm->nranks; p++)
     rcoll_ipc_tx_drain(&cc->peers[p].tx, ms);
+  rcoll_cuda_direct_free(cc, drain);
   for (int p = 0; cc->peers != NULL && p < cc->comm->nranks; p++) {
     slots_free(&cc->peers[p].send, cc->comm, p, 1);
     slots_free(&cc->peers[p].recv, cc->comm, p, 0);

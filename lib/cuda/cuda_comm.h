@@ -21,6 +21,7 @@
 
 #include "comm.h"
 #include "cuda/cuda_api.h"
+#include "cuda/direct.h"
 #include "cuda/ipc.h"
 #include "memtype.h"
 
@@ -92,6 +93,11 @@ typedef struct rcoll_cuda_comm {
    * that finished; wait_timed_out is set by the wait kernel. */
   _Atomic uint32_t *flag;
   rcoll_cu_deviceptr_t flag_dev, timed_out_dev;
+  /* The direct all-reduce (direct.h) and the mapped word its kernels report
+   * a wait that gave up in. */
+  rcoll_cuda_direct_t direct;
+  uint32_t *direct_failed;
+  rcoll_cu_deviceptr_t direct_failed_dev;
   uint32_t next_seq;    /* last seq given to a unit owned by this comm */
   char *dev_scratch;    /* device twin of comm->scratch (nscratch x chunk_bytes) */
   rcoll_cuda_peer_t *peers;

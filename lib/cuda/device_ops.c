@@ -13,6 +13,7 @@ const rcoll_device_ops_t rcoll_device_ops = {
     .mem_query = rcoll_cuda_mem_query,
     .group_has_device = rcoll_cuda_group_has_device,
     .submit = rcoll_cuda_submit,
+    .allreduce_direct = rcoll_cuda_direct_allreduce,
     .group_divert = rcoll_cuda_group_divert,
     .drain_plans = rcoll_cuda_drain_plans,
     .executing = rcoll_cuda_executing,

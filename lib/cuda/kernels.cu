@@ -17,6 +17,34 @@
 
 #include "reduce_math.h"
 
+static __device__ __forceinline__ unsigned long long rcoll_globaltimer_ns(void) {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+/* A load that bypasses L1 (ld.global.cg): what another SM or GPU wrote since
+ * this SM last read the line must be seen. */
+template <typename T> static __device__ __forceinline__ T rcoll_dk_load(const T *p) {
+  T v;
+  if constexpr (sizeof(T) == 1) {
+    unsigned char u = __ldcg((const unsigned char *)p);
+    memcpy(&v, &u, 1);
+  } else if constexpr (sizeof(T) == 2) {
+    unsigned short u = __ldcg((const unsigned short *)p);
+    memcpy(&v, &u, 2);
+  } else if constexpr (sizeof(T) == 4) {
+    unsigned int u = __ldcg((const unsigned int *)p);
+    memcpy(&v, &u, 4);
+  } else {
+    unsigned long long u = __ldcg((const unsigned long long *)p);
+    memcpy(&v, &u, 8);
+  }
+  return v;
+}
+
+#include "cuda/direct_kernel.h"
+
 /* Grid-stride loops: any grid size covers any count; module.c sizes the
  * grid to fill the GPU without launching more blocks than elements. */
 #define RCOLL_REDUCE_KERNEL(op, sfx, T)                                                      \
@@ -54,12 +82,6 @@ RCOLL_TYPE_KERNELS(bf16, uint16_t)
 RCOLL_TYPE_KERNELS(e4m3, uint8_t)
 RCOLL_TYPE_KERNELS(e5m2, uint8_t)
 
-static __device__ __forceinline__ unsigned long long rcoll_globaltimer_ns(void) {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-
 /* Holds the stream until *flag reaches value (the same cyclic comparison as
  * CU_STREAM_WAIT_VALUE_GEQ, so counters may wrap). One thread polls a word
  * of mapped pinned host memory, sleeping between reads so that it costs the
@@ -77,3 +99,13 @@ extern "C" __global__ void rcoll_k_wait_flag(const volatile uint32_t *flag, uint
     __nanosleep(2000);
   }
 }
+
+/* The direct all-reduce (direct_kernel.h): rcoll_k_direct_<op>_<type>, one
+ * block of RCOLL_DIRECT_THREADS per channel. */
+#define RCOLL_DIRECT_KERNEL(op, sfx, T)                                                          \
+  RCOLL_DIRECT_BODY(op, sfx, T)                                                                  \
+  extern "C" __global__ void __launch_bounds__(RCOLL_DIRECT_THREADS)                             \
+      rcoll_k_direct_##op##_##sfx(rcoll_direct_args_t a) {                                       \
+    rcoll_direct_##op##_##sfx(&a, blockIdx.x, threadIdx.x, blockDim.x);                          \
+  }
+RCOLL_DIRECT_ALL(RCOLL_DIRECT_KERNEL)

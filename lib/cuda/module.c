@@ -7,6 +7,8 @@
  * idle, which a library cannot know. */
 #include "cuda/module.h"
 
+#include "cuda/direct_kernel.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -23,6 +25,7 @@ typedef struct cuda_module {
   rcoll_cu_function_t reduce[rcollNumTypes][MODULE_REDUCE_OPS];
   rcoll_cu_function_t avg[rcollNumTypes];
   rcoll_cu_function_t wait;
+  rcoll_cu_function_t direct[rcollNumTypes][MODULE_REDUCE_OPS];
 } cuda_module_t;
 
 static cuda_module_t modules[MODULE_MAX_DEVICES];
@@ -43,8 +46,12 @@ int rcoll_cuda_kernel_name(int kind, rcollDataType_t t, rcollRedOp_t op, char *b
     return -1;
   if (kind == RCOLL_CUDA_K_REDUCE && ((int)op < 0 || op >= rcollNumOps))
     return -1;
+  if (kind == RCOLL_CUDA_K_DIRECT && ((int)op < 0 || op >= rcollNumOps))
+    return -1;
   if (kind == RCOLL_CUDA_K_AVG)
     snprintf(buf, len, "rcoll_k_avg_%s", type_sfx[t]);
+  else if (kind == RCOLL_CUDA_K_DIRECT)
+    snprintf(buf, len, "rcoll_k_direct_%s_%s", op_name[op], type_sfx[t]);
   else
     snprintf(buf, len, "rcoll_k_%s_%s", op_name[op], type_sfx[t]);
   return 0;
@@ -85,6 +92,9 @@ static rcollResult_t module_resolve(const rcoll_cuda_api_t *a, cuda_module_t *m)
       RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_REDUCE, (rcollDataType_t)t, (rcollRedOp_t)op,
                             &m->reduce[t][op]));
       RCOLL_CHECK(module_preload(a, m->reduce[t][op]));
+      RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_DIRECT, (rcollDataType_t)t, (rcollRedOp_t)op,
+                            &m->direct[t][op]));
+      RCOLL_CHECK(module_preload(a, m->direct[t][op]));
     }
     RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_AVG, (rcollDataType_t)t, rcollAvg, &m->avg[t]));
     RCOLL_CHECK(module_preload(a, m->avg[t]));
@@ -195,6 +205,23 @@ rcollResult_t rcoll_cuda_launch_wait(rcoll_cu_deviceptr_t flag_dev, uint32_t val
   int r = api->cu_launch_kernel(m->wait, 1, 1, 1, 1, 1, 1, 0, stream, params, NULL);
   if (r != 0)
     return rcoll_error(rcollUnhandledCudaError, "cuda: launching the stream wait kernel failed "
+                       "(CUresult %d)", r);
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_cuda_launch_direct(const struct rcoll_direct_args *args, rcollDataType_t t,
+                                       rcollRedOp_t op, unsigned nblocks, rcoll_cuda_stream_t stream) {
+  if ((int)t < 0 || t >= rcollNumTypes || (int)op < 0 || op >= rcollNumOps)
+    return rcoll_error(rcollInvalidArgument, "cuda: direct all-reduce with type %d op %d", (int)t, (int)op);
+  const rcoll_cuda_api_t *api;
+  cuda_module_t *m;
+  RCOLL_CHECK(module_current(&api, &m));
+  rcoll_direct_args_t copy = *args; /* the launch reads the parameter through a non-const pointer */
+  void *params[] = {&copy};
+  int r = api->cu_launch_kernel(m->direct[t][op == rcollAvg ? rcollSum : op], nblocks, 1, 1,
+                                RCOLL_DIRECT_THREADS, 1, 1, 0, stream, params, NULL);
+  if (r != 0)
+    return rcoll_error(rcollUnhandledCudaError, "cuda: launching the direct all-reduce failed "
                        "(CUresult %d)", r);
   return rcollSuccess;
 }

@@ -14,7 +14,12 @@
 extern const unsigned char rcoll_cuda_fatbin[];
 extern const size_t rcoll_cuda_fatbin_size;
 
-enum rcoll_cuda_kernel_kind { RCOLL_CUDA_K_REDUCE = 0, RCOLL_CUDA_K_AVG, RCOLL_CUDA_K_WAIT };
+enum rcoll_cuda_kernel_kind {
+  RCOLL_CUDA_K_REDUCE = 0,
+  RCOLL_CUDA_K_AVG,
+  RCOLL_CUDA_K_WAIT,
+  RCOLL_CUDA_K_DIRECT, /* rcoll_k_direct_<op>_<type>: the direct all-reduce (direct_kernel.h) */
+};
 
 /* Writes the kernel's name (rcoll_k_sum_f32, rcoll_k_avg_bf16,
  * rcoll_k_wait_flag) into buf; avg reduces with the sum kernel. Returns -1
@@ -39,6 +44,12 @@ rcollResult_t rcoll_cuda_finish(void *buf, size_t count, rcollDataType_t t, rcol
 rcollResult_t rcoll_cuda_launch_wait(rcoll_cu_deviceptr_t flag_dev, uint32_t value,
                                      uint64_t timeout_ns, rcoll_cu_deviceptr_t timed_out_dev,
                                      rcoll_cuda_stream_t stream);
+
+struct rcoll_direct_args;
+/* The direct all-reduce's kernel for (t, op) with nblocks blocks on stream
+ * (avg is the sum kernel; args->avg divides). */
+rcollResult_t rcoll_cuda_launch_direct(const struct rcoll_direct_args *args, rcollDataType_t t,
+                                       rcollRedOp_t op, unsigned nblocks, rcoll_cuda_stream_t stream);
 
 /* Blocks of `threads` for `count` elements: enough to fill a large GPU,
  * never more than there are elements. */

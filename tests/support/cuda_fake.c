@@ -10,12 +10,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda/direct_kernel.h"
 #include "cuda/module.h"
 #include "reduce.h"
 
 #define FAKE_MAX_ALLOCS 4096
 
-enum fake_op_kind { FAKE_OP_COPY, FAKE_OP_KERNEL, FAKE_OP_EVENT, FAKE_OP_WAIT, FAKE_OP_HOST };
+enum fake_op_kind { FAKE_OP_COPY, FAKE_OP_KERNEL, FAKE_OP_EVENT, FAKE_OP_WAIT, FAKE_OP_HOST, FAKE_OP_DIRECT };
 
 typedef struct fake_fn {
   int kind; /* rcoll_cuda_kernel_kind */
@@ -40,6 +41,7 @@ typedef struct fake_op {
   uint32_t value;
   void (*host)(void *);
   void *host_arg;
+  rcoll_direct_args_t *direct; /* FAKE_OP_DIRECT: the kernel's parameter, copied */
   struct fake_op *next;
 } fake_op_t;
 
@@ -63,7 +65,7 @@ static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_alloc_t fake_allocs[FAKE_MAX_ALLOCS];
 static int fake_nallocs;
 static fake_stream_t *fake_legacy;
-static fake_fn_t fake_fns[RCOLL_CUDA_K_WAIT + 1][rcollNumTypes][rcollNumOps];
+static fake_fn_t fake_fns[RCOLL_CUDA_K_DIRECT + 1][rcollNumTypes][rcollNumOps];
 
 static const fake_alloc_t *fake_find(const void *p) {
   const char *c = p;
@@ -114,6 +116,10 @@ static void fake_run(fake_op_t *op) {
   case FAKE_OP_COPY: memmove(op->dst, op->src, op->bytes); break;
   case FAKE_OP_EVENT: atomic_store(&op->event->pending, 0); break;
   case FAKE_OP_HOST: op->host(op->host_arg); break;
+  case FAKE_OP_DIRECT:
+    fake_direct_run(op->direct, op->fn->t, op->fn->op);
+    free(op->direct);
+    break;
   case FAKE_OP_WAIT:
     while ((int32_t)(atomic_load(op->flag) - op->value) < 0) {
       struct timespec ts = {0, 50000};
@@ -347,7 +353,7 @@ static int f_module_unload(rcoll_cu_module_t m) { (void)m; return 0; }
 static int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_t m, const char *name) {
   (void)m;
   char buf[64];
-  for (int kind = RCOLL_CUDA_K_REDUCE; kind <= RCOLL_CUDA_K_WAIT; kind++)
+  for (int kind = RCOLL_CUDA_K_REDUCE; kind <= RCOLL_CUDA_K_DIRECT; kind++)
     for (int t = 0; t < rcollNumTypes; t++)
       for (int op = 0; op < rcollNumOps; op++) {
         rcoll_cuda_kernel_name(kind, (rcollDataType_t)t, (rcollRedOp_t)op, buf, sizeof buf);
@@ -382,6 +388,13 @@ static int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsigned gz
     op.flag = (const _Atomic uint32_t *)(uintptr_t)*(rcoll_cu_deviceptr_t *)params[0];
     op.value = *(uint32_t *)params[1];
     atomic_store(&fake_stats.last_wait_value, op.value);
+  } else if (fn->kind == RCOLL_CUDA_K_DIRECT) {
+    atomic_fetch_add(&fake_stats.direct_kernels, 1);
+    op.kind = FAKE_OP_DIRECT;
+    op.direct = malloc(sizeof *op.direct);
+    if (op.direct == NULL)
+      return 2;
+    memcpy(op.direct, params[0], sizeof *op.direct);
   } else if (fn->kind == RCOLL_CUDA_K_REDUCE) {
     atomic_fetch_add(&fake_stats.reduce_kernels, 1);
     for (int i = 0; i < 3; i++)

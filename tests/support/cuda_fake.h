@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "cuda/cuda_api.h"
+#include "rcoll.h"
 
 /* What the tests look at. */
 struct fake_stats {
@@ -28,8 +29,13 @@ struct fake_stats {
                                  load may synchronize the context (module.c) */
   _Atomic int deadlocks;      /* waits for the driver lock that gave up (cuda_fake.c) */
   _Atomic int events_created;
+  _Atomic int direct_kernels; /* rcoll_k_direct_* launches */
 };
 extern struct fake_stats fake_stats;
+
+struct rcoll_direct_args;
+/* Runs a direct all-reduce kernel's blocks (cuda_fake_direct.c). */
+void fake_direct_run(const struct rcoll_direct_args *a, rcollDataType_t t, rcollRedOp_t op);
 
 /* Makes the fake the library's CUDA table, with a legacy default stream. */
 void fake_cuda_install(void);

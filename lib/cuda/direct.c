@@ -1,0 +1,276 @@
+/* The direct all-reduce's host side (direct.h): the box exchange at the
+ * first call, each call's launch, and the end. */
+#include "cuda/direct.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "bootstrap.h"
+#include "clock.h"
+#include "cuda/cuda_comm.h"
+#include "cuda/module.h"
+#include "cuda/unit.h"
+#include "group.h"
+#include "log.h"
+#include "pidns.h"
+#include "reduce.h"
+
+/* A block for every 64 KiB of the vector, up to RCOLL_DIRECT_MAX_BLOCKS:
+ * one block keeps a small call's latency to one chain of flags; large calls
+ * need many to reach the memory's bandwidth. */
+#define DIRECT_BYTES_PER_BLOCK ((size_t)64 << 10)
+
+typedef struct direct_offer {
+  int32_t ok;
+  rcoll_ipc_hello_t hello; /* the box: handle, address, and whose process */
+} direct_offer_t;
+
+static size_t box_bytes(const rcoll_cuda_direct_t *d) {
+  return RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_MAX_BLOCKS * d->chunk_bytes;
+}
+
+static void direct_release(rcoll_cuda_direct_t *d) {
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  for (int q = 0; q < RCOLL_DIRECT_MAX_RANKS; q++)
+    if (d->opened[q])
+      a->ipc_close_mem_handle(d->boxes[q]);
+  if (d->box != NULL)
+    a->free(d->box);
+  if (d->done != NULL)
+    a->event_destroy(d->done);
+  memset(d->boxes, 0, sizeof d->boxes);
+  memset(d->opened, 0, sizeof d->opened);
+  d->box = NULL;
+  d->done = NULL;
+}
+
+/* Our box with its flags at 0, and its offer to the others. */
+static int direct_make_box(rcoll_cuda_comm_t *cc, direct_offer_t *me) {
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  rcoll_cuda_direct_t *d = &cc->direct;
+  void *box = NULL, *zeros = calloc(1, RCOLL_DIRECT_HDR_BYTES);
+  int r = zeros == NULL ? -1 : a->malloc(&box, box_bytes(d));
+  d->box = box;
+  if (r == 0)
+    r = a->memcpy_async(box, zeros, RCOLL_DIRECT_HDR_BYTES, RCOLL_CUDA_MEMCPY_DEFAULT, cc->stream);
+  if (r == 0)
+    r = a->stream_synchronize(cc->stream);
+  if (r == 0)
+    r = a->event_create_with_flags(&d->done, RCOLL_CUDA_EVENT_DISABLE_TIMING);
+  me->hello = (rcoll_ipc_hello_t){.magic = RCOLL_IPC_MAGIC, .pid = getpid(),
+                                  .ns_key = rcoll_pid_ns_key(), .device = cc->device,
+                                  .slot_bytes = box_bytes(d), .ring_addr = (uint64_t)(uintptr_t)box};
+  if (r == 0)
+    r = a->ipc_get_mem_handle(&me->hello.handle, box);
+  free(zeros);
+  if (r != 0)
+    RCOLL_WARN("rank %d: the direct all-reduce's %zu-byte box on device %d: %s; device "
+               "all-reduces go through the proxy", cc->comm->rank, box_bytes(d), cc->device,
+               r < 0 ? "out of host memory" : rcoll_cuda_strerror(r));
+  return r == 0;
+}
+
+static int direct_map(rcoll_cuda_comm_t *cc, const direct_offer_t *all) {
+  struct rcollComm *c = cc->comm;
+  rcoll_cuda_direct_t *d = &cc->direct;
+  for (int q = 0; q < c->nranks; q++) {
+    const rcoll_ipc_hello_t *h = &all[q].hello;
+    if (q == c->rank || rcoll_ipc_same_process(h)) {
+      d->boxes[q] = (char *)(uintptr_t)h->ring_addr;
+      continue;
+    }
+    void *p = NULL;
+    int r = rcoll_cuda_api()->ipc_open_mem_handle(&p, h->handle, RCOLL_CUDA_IPC_LAZY_PEER_ACCESS);
+    if (r != 0) {
+      RCOLL_WARN("rank %d: cudaIpcOpenMemHandle of rank %d's direct all-reduce box (device %d) "
+                 "failed: %s; device all-reduces go through the proxy", c->rank, q, (int)h->device,
+                 rcoll_cuda_strerror(r));
+      return 0;
+    }
+    d->boxes[q] = p;
+    d->opened[q] = 1;
+  }
+  return 1;
+}
+
+/* Two rounds over the bootstrap, as the flat board: every rank offers its
+ * box, then says whether it mapped them all. Any refusal turns the direct
+ * path off on every rank, which then agree on the proxy. Only a failing
+ * bootstrap (a dead peer) is an error. */
+static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
+  struct rcollComm *c = cc->comm;
+  rcoll_cuda_direct_t *d = &cc->direct;
+  d->chunk_bytes = (size_t)c->settings.cuda_direct_chunk / 256 * 256;
+  /* The box's allocation and mapping may synchronize the device: first let
+   * the proxy finish what streams may be waiting for. */
+  RCOLL_CHECK(rcoll_cuda_proxy_drain(cc, c->timeout_ms));
+  direct_offer_t *all = calloc((size_t)c->nranks, sizeof *all);
+  if (all == NULL)
+    return rcoll_error(rcollSystemError, "rank %d: out of memory for the direct all-reduce", c->rank);
+  int saved = -1;
+  int entered = rcoll_cuda_device_enter(cc->device, &saved) == 0;
+  all[c->rank].ok = entered && direct_make_box(cc, &all[c->rank]);
+  rcollResult_t r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
+  int ok = r == rcollSuccess;
+  for (int q = 0; q < c->nranks && ok; q++)
+    ok = all[q].ok && all[q].hello.magic == RCOLL_IPC_MAGIC;
+  ok = ok && direct_map(cc, all);
+  memset(all, 0, (size_t)c->nranks * sizeof *all);
+  all[c->rank].ok = ok;
+  if (r == rcollSuccess)
+    r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
+  for (int q = 0; q < c->nranks && ok; q++)
+    ok = all[q].ok;
+  free(all);
+  if (!ok || r != rcollSuccess)
+    direct_release(d);
+  rcoll_cuda_device_leave(saved);
+  d->state = ok && r == rcollSuccess ? RCOLL_DIRECT_ON : RCOLL_DIRECT_OFF;
+  if (d->state == RCOLL_DIRECT_ON)
+    RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
+               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC", c->rank,
+               c->nranks, box_bytes(d));
+  return r;
+}
+
+/* Calls on another stream than the last one start after it: their kernels
+ * share the box. Waited for on the host, as it is rare. */
+static rcollResult_t direct_after_last(rcoll_cuda_comm_t *cc, rcollStream_t stream) {
+  rcoll_cuda_direct_t *d = &cc->direct;
+  if (d->calls == 0 || d->stream == stream)
+    return rcollSuccess;
+  int64_t deadline = rcoll_now_ms() + cc->comm->timeout_ms;
+  int r;
+  while ((r = rcoll_cuda_api()->event_query(d->done)) == RCOLL_CUDA_ERROR_NOT_READY) {
+    if (rcoll_now_ms() > deadline)
+      return rcoll_error(rcollSystemError, "rank %d: rcollAllReduce: the previous direct "
+                         "all-reduce (on another stream) did not end within RCOLL_TIMEOUT",
+                         cc->comm->rank);
+    struct timespec ts = {0, 20000};
+    nanosleep(&ts, NULL);
+  }
+  return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: waiting for the "
+                                             "previous direct all-reduce: %s", cc->comm->rank,
+                                             rcoll_cuda_strerror(r));
+}
+
+/* What an earlier kernel's wait gave up on, as the error of this call. */
+static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
+  static const char *const what[] = {"input in its box", "reduced slice", "reading our box"};
+  uint32_t f = *(volatile uint32_t *)cc->direct_failed;
+  if (f == 0)
+    return rcollSuccess;
+  unsigned peer = (f - 1) & 255, kind = (f - 1) >> 8;
+  rcollResult_t r = rcoll_error(rcollSystemError, "rank %d: a direct all-reduce gave up after "
+                                "RCOLL_TIMEOUT waiting for rank %u (its %s); the results of that "
+                                "call and the ones queued after it are wrong", cc->comm->rank, peer,
+                                kind < 3 ? what[kind] : "?");
+  rcoll_comm_set_error(cc->comm, r);
+  return r;
+}
+
+static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const void *in, void *out, size_t count,
+                                   rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream) {
+  struct rcollComm *c = cc->comm;
+  rcoll_cuda_direct_t *d = &cc->direct;
+  size_t es = rcoll_type_size(t), bytes = count * es;
+  uint64_t nb = (bytes + DIRECT_BYTES_PER_BLOCK - 1) / DIRECT_BYTES_PER_BLOCK;
+  nb = nb < 1 ? 1 : nb > RCOLL_DIRECT_MAX_BLOCKS ? RCOLL_DIRECT_MAX_BLOCKS : nb;
+  uint64_t cap = d->chunk_bytes / es;           /* elements a region holds */
+  uint64_t rounds = (count + nb * cap - 1) / (nb * cap);
+  rcoll_direct_args_t a = {.out = out, .in = in, .count = count,
+                           .chunk = (count + rounds * nb - 1) / (rounds * nb), /* even stretches */
+                           .base = d->rounds, .timeout_ns = (uint64_t)c->timeout_ms * 1000000u,
+                           .failed = (uint32_t *)(uintptr_t)cc->direct_failed_dev,
+                           .rounds = (uint32_t)rounds, .nblocks = (uint32_t)nb,
+                           .nranks = (uint32_t)c->nranks, .rank = (uint32_t)c->rank,
+                           .avg = op == rcollAvg};
+  memcpy(a.box, d->boxes, sizeof a.box);
+  memcpy(a.last, d->last, sizeof a.last);
+  RCOLL_CHECK(rcoll_cuda_launch_direct(&a, t, op, (unsigned)nb, stream));
+  d->rounds += rounds;
+  for (uint64_t b = 0; b < nb; b++)
+    d->last[b] = d->rounds;
+  d->stream = stream;
+  d->calls++;
+  int r = rcoll_cuda_api()->event_record(d->done, stream);
+  return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord "
+                                             "after a direct all-reduce: %s", c->rank,
+                                             rcoll_cuda_strerror(r));
+}
+
+int rcoll_cuda_direct_allreduce(struct rcollComm *c, const void *in, void *out, size_t count,
+                                rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream,
+                                int device, rcollResult_t *r) {
+  /* PreMulSum ops (beyond rcollNumOps) carry a scalar: the proxy has them. */
+  if (!c->cuda_direct || rcoll_group_active() || (int)op < 0 || op >= rcollNumOps ||
+      c->nranks > RCOLL_DIRECT_MAX_RANKS)
+    return 0;
+  rcoll_cuda_comm_t *cc = NULL;
+  *r = rcoll_cuda_comm_get(c, device, &cc);
+  if (*r == rcollSuccess && cc->direct.state == RCOLL_DIRECT_UNTRIED)
+    *r = direct_setup(cc);
+  if (*r != rcollSuccess)
+    return 1;
+  if (cc->direct.state != RCOLL_DIRECT_ON)
+    return 0;
+  *r = direct_failed(cc);
+  if (*r == rcollSuccess)
+    *r = direct_after_last(cc, stream);
+  int saved = -1;
+  if (*r == rcollSuccess && rcoll_cuda_device_enter(cc->device, &saved) != 0)
+    *r = rcoll_error(rcollUnhandledCudaError, "rank %d: cannot select device %d", c->rank, cc->device);
+  else if (*r == rcollSuccess)
+    *r = direct_launch(cc, in, out, count, t, op, stream);
+  rcoll_cuda_device_leave(saved);
+  return 1;
+}
+
+/* 1 once every peer has said DONE for every region's last use (read from
+ * our own box, which only we free). */
+static int direct_peers_done(rcoll_cuda_comm_t *cc, uint64_t *hdr) {
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  rcoll_cuda_direct_t *d = &cc->direct;
+  if (a->memcpy_async(hdr, d->box, RCOLL_DIRECT_HDR_BYTES, RCOLL_CUDA_MEMCPY_DEFAULT, cc->stream) != 0 ||
+      a->stream_synchronize(cc->stream) != 0)
+    return 1; /* nothing to wait for on a broken device */
+  for (uint32_t q = 0; q < (uint32_t)cc->comm->nranks; q++)
+    for (uint32_t b = 0; q != (uint32_t)cc->comm->rank && b < RCOLL_DIRECT_MAX_BLOCKS; b++)
+      if (*rcoll_direct_flag((char *)hdr, RCOLL_DIRECT_DONE, q, b) < d->last[b])
+        return 0;
+  return 1;
+}
+
+void rcoll_cuda_direct_free(rcoll_cuda_comm_t *cc, int drain) {
+  rcoll_cuda_direct_t *d = &cc->direct;
+  if (d->box == NULL)
+    return;
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  struct rcollComm *c = cc->comm;
+  int64_t ms = c->async_error == rcollSuccess && drain ? c->timeout_ms
+               : c->timeout_ms < 1000 ? c->timeout_ms : 1000;
+  int64_t deadline = rcoll_now_ms() + ms;
+  int saved = -1;
+  rcoll_cuda_device_enter(cc->device, &saved);
+  /* Our last kernel still writes flags into the peers' boxes. */
+  while (d->calls > 0 && a->event_query(d->done) == RCOLL_CUDA_ERROR_NOT_READY &&
+         rcoll_now_ms() < deadline) {
+    struct timespec ts = {0, 100000};
+    nanosleep(&ts, NULL);
+  }
+  if (d->calls > 0 && a->event_query(d->done) == RCOLL_CUDA_ERROR_NOT_READY) {
+    RCOLL_WARN("rank %d: a direct all-reduce kernel still runs; its box is left", c->rank);
+    rcoll_cuda_device_leave(saved);
+    return;
+  }
+  uint64_t *hdr = drain && d->calls > 0 ? malloc(RCOLL_DIRECT_HDR_BYTES) : NULL;
+  while (hdr != NULL && !direct_peers_done(cc, hdr) && rcoll_now_ms() < deadline) {
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, NULL);
+  }
+  free(hdr);
+  direct_release(d);
+  rcoll_cuda_device_leave(saved);
+}

@@ -1,0 +1,192 @@
+/* The direct all-reduce's device side (lib/cuda/direct.c says when it runs):
+ * what one block of the kernel does, written once for two compilers. nvcc
+ * builds it into the kernels of kernels.cu (one block per CUDA block, its
+ * threads sharing the loops); the host fake of the CUDA table
+ * (tests/support/cuda_fake_direct.c) runs the same function with one
+ * "thread" per block, so the unit tests run the protocol the GPU runs.
+ *
+ * The protocol. Every rank owns a box in its device memory, mapped by every
+ * other rank of the node through CUDA IPC: a header of flags, then one
+ * region per block. A call is cut into rounds; in each round block b of
+ * every rank handles the same stretch of the vector, split into one slice
+ * per rank, in three phases:
+ *   A. wait until every peer is done with our region's last use, copy our
+ *      input stretch into the region, say READY;
+ *   B. wait for every peer's READY, reduce our slice over all regions in
+ *      rank order (so every rank ends with the same bits), write it to our
+ *      region and to the output, say REDUCED;
+ *   C. wait for every peer's REDUCED, copy their slices from their regions
+ *      to the output, say DONE.
+ * A flag is written by its owner into every peer's box and polled in the
+ * waiter's own box: remote stores, local polling. The writer's data stores
+ * come first, then the block's barrier, then a system fence, then the flag;
+ * the waiter reads the flag, fences, and reads the data past the L1 cache
+ * (another SM, or another GPU, wrote it).
+ *
+ * Blocks never wait for other blocks of their own rank, only for the block
+ * with the same index on the other ranks, so blocks may run in any order
+ * (and the host fake runs them one after the other). Every wait gives up
+ * after timeout_ns, saying whom it waited for in *failed. */
+#ifndef RCOLL_CUDA_DIRECT_KERNEL_H
+#define RCOLL_CUDA_DIRECT_KERNEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "reduce_math.h"
+
+#define RCOLL_DIRECT_MAX_RANKS 8
+#define RCOLL_DIRECT_MAX_BLOCKS 32
+#define RCOLL_DIRECT_THREADS 512
+#define RCOLL_DIRECT_FLAG_WORDS 16 /* one flag per 128-byte line */
+#define RCOLL_DIRECT_HDR_BYTES ((size_t)3 * RCOLL_DIRECT_MAX_RANKS * RCOLL_DIRECT_MAX_BLOCKS * 128)
+
+enum { RCOLL_DIRECT_READY = 0, RCOLL_DIRECT_REDUCED = 1, RCOLL_DIRECT_DONE = 2 };
+
+/* The kernel's one parameter, passed by value. */
+typedef struct rcoll_direct_args {
+  void *out;
+  const void *in;
+  uint64_t count;      /* elements of the call */
+  uint64_t chunk;      /* elements one block handles per round */
+  uint64_t base;       /* sequence number of the round before this call's first */
+  uint64_t timeout_ns; /* for each wait */
+  uint32_t *failed;    /* mapped host word: 0, or what a wait gave up on (below) */
+  uint32_t rounds, nblocks, nranks, rank, avg;
+  char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
+  /* The round at which block b last used its region (0: never), from the
+   * calls before this one, which may have used fewer blocks. */
+  uint64_t last[RCOLL_DIRECT_MAX_BLOCKS];
+} rcoll_direct_args_t;
+
+/* *failed after a wait gave up: 1 + peer + 256 x phase (READY, REDUCED, DONE). */
+#define RCOLL_DIRECT_FAILED(peer, kind) (1u + (uint32_t)(peer) + 256u * (uint32_t)(kind))
+
+#if defined(__CUDACC__)
+#define RCOLL_DK_FN static __device__ __forceinline__
+#define RCOLL_DK_SYNC() __syncthreads()
+#define RCOLL_DK_SYNC_OR(x) __syncthreads_or(x)
+#define RCOLL_DK_FENCE() __threadfence_system()
+#define RCOLL_DK_FLAG_LOAD(p) (*(const volatile uint64_t *)(p))
+#define RCOLL_DK_FLAG_STORE(p, v) (*(volatile uint64_t *)(p) = (v))
+#define RCOLL_DK_PAUSE() __nanosleep(100)
+#define RCOLL_DK_LOAD(p) rcoll_dk_load(p) /* kernels.cu: past L1 */
+#define RCOLL_DK_NOW_NS() rcoll_globaltimer_ns()
+#else
+#include <sched.h>
+#include <time.h>
+#define RCOLL_DK_FN static inline
+#define RCOLL_DK_SYNC() ((void)0)
+#define RCOLL_DK_SYNC_OR(x) (x)
+#define RCOLL_DK_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#define RCOLL_DK_FLAG_LOAD(p) __atomic_load_n((const uint64_t *)(p), __ATOMIC_ACQUIRE)
+#define RCOLL_DK_FLAG_STORE(p, v) __atomic_store_n((uint64_t *)(p), (v), __ATOMIC_RELEASE)
+#define RCOLL_DK_PAUSE() sched_yield()
+#define RCOLL_DK_LOAD(p) (*(p))
+static inline uint64_t rcoll_dk_now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+#define RCOLL_DK_NOW_NS() rcoll_dk_now_ns()
+#endif
+
+/* Flag `kind` that rank `from` set for block b, in the box `box`. */
+RCOLL_DK_FN uint64_t *rcoll_direct_flag(char *box, int kind, uint32_t from, uint32_t b) {
+  size_t line = ((size_t)kind * RCOLL_DIRECT_MAX_RANKS + from) * RCOLL_DIRECT_MAX_BLOCKS + b;
+  return (uint64_t *)(void *)box + line * RCOLL_DIRECT_FLAG_WORDS;
+}
+
+/* Every thread of the block returns 1 when the wait gave up. */
+RCOLL_DK_FN int rcoll_direct_wait(const rcoll_direct_args_t *a, int kind, uint32_t b,
+                                  uint64_t value, uint32_t tid) {
+  int bad = 0;
+  if (tid == 0) {
+    uint64_t t0 = RCOLL_DK_NOW_NS();
+    for (uint32_t q = 0; q < a->nranks && !bad; q++) {
+      const uint64_t *f = rcoll_direct_flag(a->box[a->rank], kind, q, b);
+      while (q != a->rank && RCOLL_DK_FLAG_LOAD(f) < value && !bad) {
+        if (RCOLL_DK_NOW_NS() - t0 > a->timeout_ns) {
+          *(volatile uint32_t *)a->failed = RCOLL_DIRECT_FAILED(q, kind);
+          bad = 1;
+        }
+        RCOLL_DK_PAUSE();
+      }
+    }
+    RCOLL_DK_FENCE();
+  }
+  return RCOLL_DK_SYNC_OR(bad);
+}
+
+/* After the whole block's stores: flag `kind` = value in every peer's box. */
+RCOLL_DK_FN void rcoll_direct_say(const rcoll_direct_args_t *a, int kind, uint32_t b,
+                                  uint64_t value, uint32_t tid) {
+  RCOLL_DK_SYNC();
+  if (tid == 0) {
+    RCOLL_DK_FENCE();
+    for (uint32_t q = 0; q < a->nranks; q++)
+      if (q != a->rank)
+        RCOLL_DK_FLAG_STORE(rcoll_direct_flag(a->box[q], kind, a->rank, b), value);
+  }
+}
+
+/* Slice q of a stretch of n elements among nranks: [lo, hi). */
+#define RCOLL_DIRECT_SLICE(n, q, nranks) ((n) * (uint64_t)(q) / (nranks))
+
+/* rcoll_direct_<op>_<sfx>(args, block, thread, threads): one block's part of
+ * the whole call; returns 1 when a wait gave up. */
+#define RCOLL_DIRECT_BODY(op, sfx, T)                                                           \
+  RCOLL_DK_FN int rcoll_direct_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t b,          \
+                                            uint32_t tid, uint32_t nt) {                        \
+    const uint32_t n = a->nranks, me = a->rank;                                                 \
+    T *out = (T *)a->out;                                                                       \
+    const T *in = (const T *)a->in;                                                             \
+    for (uint32_t k = 0; k < a->rounds; k++) {                                                  \
+      const uint64_t g = a->base + k + 1;                                                       \
+      const uint64_t start = ((uint64_t)k * a->nblocks + b) * a->chunk;                         \
+      const uint64_t len = start >= a->count ? 0                                                \
+                           : a->count - start < a->chunk ? a->count - start : a->chunk;         \
+      const size_t region = RCOLL_DIRECT_HDR_BYTES + (size_t)b * a->chunk * sizeof(T);          \
+      T *mine = (T *)(void *)(a->box[me] + region);                                             \
+      if (rcoll_direct_wait(a, RCOLL_DIRECT_DONE, b, k == 0 ? a->last[b] : g - 1, tid))         \
+        return 1;                                                                               \
+      for (uint64_t i = tid; i < len; i += nt)                                                  \
+        mine[i] = in[start + i];                                                                \
+      rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
+      if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
+        return 1;                                                                               \
+      for (uint64_t i = RCOLL_DIRECT_SLICE(len, me, n) + tid; i < RCOLL_DIRECT_SLICE(len, me + 1, n); \
+           i += nt) {                                                                           \
+        T acc = RCOLL_DK_LOAD((const T *)(const void *)(a->box[0] + region) + i);               \
+        for (uint32_t q = 1; q < n; q++)                                                        \
+          acc = rcoll_##op##_##sfx(acc, RCOLL_DK_LOAD((const T *)(const void *)(a->box[q] + region) + i)); \
+        if (a->avg)                                                                             \
+          acc = rcoll_avg_##sfx(acc, (int)n);                                                   \
+        mine[i] = acc;                                                                          \
+        out[start + i] = acc;                                                                   \
+      }                                                                                         \
+      rcoll_direct_say(a, RCOLL_DIRECT_REDUCED, b, g, tid);                                     \
+      if (rcoll_direct_wait(a, RCOLL_DIRECT_REDUCED, b, g, tid))                                \
+        return 1;                                                                               \
+      for (uint32_t q = 0; q < n; q++) {                                                        \
+        const T *theirs = (const T *)(const void *)(a->box[q] + region);                        \
+        for (uint64_t i = RCOLL_DIRECT_SLICE(len, q, n) + tid;                                  \
+             q != me && i < RCOLL_DIRECT_SLICE(len, q + 1, n); i += nt)                         \
+          out[start + i] = RCOLL_DK_LOAD(theirs + i);                                           \
+      }                                                                                         \
+      rcoll_direct_say(a, RCOLL_DIRECT_DONE, b, g, tid);                                        \
+    }                                                                                           \
+    return 0;                                                                                   \
+  }
+
+/* The element types in rcollDataType_t order, and the ops (avg is sum, then
+ * the divide in the same pass). */
+#define RCOLL_DIRECT_TYPES(X, op)                                                               \
+  X(op, i8, int8_t) X(op, u8, uint8_t) X(op, i32, int32_t) X(op, u32, uint32_t)                 \
+  X(op, i64, int64_t) X(op, u64, uint64_t) X(op, f16, uint16_t) X(op, f32, float)               \
+  X(op, f64, double) X(op, bf16, uint16_t) X(op, e4m3, uint8_t) X(op, e5m2, uint8_t)
+#define RCOLL_DIRECT_ALL(X)                                                                     \
+  RCOLL_DIRECT_TYPES(X, sum) RCOLL_DIRECT_TYPES(X, prod) RCOLL_DIRECT_TYPES(X, max)             \
+  RCOLL_DIRECT_TYPES(X, min)
+
+#endif

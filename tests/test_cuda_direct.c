@@ -1,0 +1,158 @@
+/* The direct all-reduce (RCOLL_CUDA_DIRECT, lib/cuda/direct.h) on the host
+ * fake of CUDA: ranks are threads, and the kernel is the block function of
+ * lib/cuda/direct_kernel.h compiled for the host (tests/support/
+ * cuda_fake_direct.c), so the flags, rounds, region reuse between calls of
+ * different sizes, in-place calls and the arithmetic are the GPU's. What it
+ * cannot show is speed, or memory ordering on a GPU: tests/gpu/ does. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "rcoll.h"
+#include "support/conformance_ref.h"
+#include "support/cuda_fake.h"
+#include "support/cuda_ranks.h"
+
+static void direct_setup(void) {
+  cuda_ranks_setup();
+  setenv("RCOLL_CUDA_DIRECT", "1", 1);
+  /* 4 KiB regions: 1024 floats, so larger calls take many rounds. */
+  setenv("RCOLL_CUDA_DIRECT_CHUNK", "4096", 1);
+}
+
+TestSuite(cuda_direct, .init = direct_setup, .timeout = 120);
+
+/* Sizes in a row on one communicator: one block, many blocks, many rounds,
+ * and back, so that a call finds regions last used by a call with other
+ * blocks and rounds. Each out of place, then in place. */
+static const size_t sizes[] = {1, 7, 1000, 16385, 300000, 3, 70000, 1031};
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+
+static void sums_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  for (size_t k = 0; k < NSIZES && x->result == rcollSuccess; k++) {
+    size_t n = sizes[k];
+    float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4);
+    cuda_ranks_fill(a, n, x->rank);
+    x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
+    if (x->result == rcollSuccess)
+      x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+    fake_stream_sync(s);
+    for (size_t i = 0; i < n; i++)
+      x->wrong += (b[i] != cuda_ranks_sum_of(x->nranks, i)) + (a[i] != cuda_ranks_sum_of(x->nranks, i));
+    fake_free(a);
+    fake_free(b);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+static void run_sums(int n) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(n, 0, sums_in_a_row, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), n * 2 * (int)NSIZES);
+  cr_expect_eq(atomic_load(&fake_stats.reduce_kernels), 0, "an all-reduce went through the proxy");
+}
+
+Test(cuda_direct, two_ranks_sizes_in_a_row) { run_sums(2); }
+Test(cuda_direct, three_ranks_sizes_in_a_row) { run_sums(3); }
+Test(cuda_direct, four_ranks_sizes_in_a_row) { run_sums(4); }
+
+/* Every type and op against the reference arithmetic (bit for bit, but
+ * fp8 sums within their rounding), on a count that leaves a short slice. */
+static void every_type_and_op(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = 1031;
+  for (int t = 0; t < rcollNumTypes && x->result == rcollSuccess; t++)
+    for (int op = 0; op < rcollNumOps && x->result == rcollSuccess; op++) {
+      size_t es = ref_type_size((rcollDataType_t)t);
+      uint64_t seed = ref_hash((uint64_t)(t * 16 + op));
+      char *a = cuda_ranks_dev_alloc(n * es), *b = cuda_ranks_dev_alloc(n * es);
+      for (size_t i = 0; i < n; i++)
+        ref_store(a, (rcollDataType_t)t, i, ref_input((rcollDataType_t)t, (rcollRedOp_t)op, seed, x->rank, i));
+      x->result = rcollAllReduce(a, b, n, (rcollDataType_t)t, (rcollRedOp_t)op, comm, s);
+      fake_stream_sync(s);
+      for (size_t i = 0; i < n; i++) {
+        uint64_t want = ref_reduce((rcollDataType_t)t, (rcollRedOp_t)op, x->nranks, seed, i);
+        int ok = ref_accepts((rcollDataType_t)t, (rcollRedOp_t)op, x->nranks, seed, i,
+                             ref_load(b, (rcollDataType_t)t, i), want);
+        if (!ok && x->wrong++ < 3)
+          cr_log_warn("rank %d: %s %s element %zu wrong", x->rank, ref_type_names[t], ref_op_names[op], i);
+      }
+      fake_free(a);
+      fake_free(b);
+    }
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, every_type_and_op_three_ranks) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(3, 0, every_type_and_op, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 3 * rcollNumTypes * rcollNumOps);
+}
+
+/* Calls on two streams in turn: each starts after the other's last. */
+static void two_streams(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s[2] = {cuda_ranks_stream_new(), cuda_ranks_stream_new()};
+  const size_t n = 5000;
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
+  for (int k = 0; k < 6 && x->result == rcollSuccess; k++)
+    x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollMax, comm, s[k % 2]);
+  fake_stream_sync(s[0]);
+  fake_stream_sync(s[1]);
+  for (size_t i = 0; i < n; i++)
+    x->wrong += a[i] != cuda_ranks_input(x->nranks - 1, i);
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s[0]);
+  rcoll_cuda_api()->stream_destroy(s[1]);
+}
+
+Test(cuda_direct, calls_on_two_streams_in_turn) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 0, two_streams, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 2 * 6);
+}
+
+/* Without the setting every device all-reduce goes through the proxy. */
+Test(cuda_direct, off_by_default) {
+  unsetenv("RCOLL_CUDA_DIRECT");
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 0, sums_in_a_row, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 0);
+  cr_expect_gt(atomic_load(&fake_stats.reduce_kernels), 0);
+}
+
+/* Rank 1 makes the first call, then not the second: rank 0's kernel gives
+ * up after RCOLL_TIMEOUT, and its next call fails naming rank 1 and what
+ * it waited for. Rank 1 keeps its box until rank 0's kernel is over. */
+static void one_rank_stops(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = 100;
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
+  x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  if (x->rank == 1) {
+    sleep(4);
+  } else if (x->result == rcollSuccess) {
+    double t0 = cuda_ranks_now_ms();
+    x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+    fake_stream_sync(s);
+    double waited = cuda_ranks_now_ms() - t0;
+    rcollResult_t r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+    const char *msg = rcollGetLastError(comm);
+    cr_log_info("rank 0 after %.0f ms: %s", waited, msg);
+    x->wrong += r == rcollSuccess || strstr(msg, "waiting for rank 1") == NULL ||
+                strstr(msg, "input in its box") == NULL;
+    x->wrong += waited < 1500 || waited > 3900;
+  }
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, a_rank_that_stops_calling_is_named) {
+  setenv("RCOLL_TIMEOUT", "2", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 0, one_rank_stops, ctx);
+}
