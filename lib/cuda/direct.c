@@ -180,13 +180,16 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const void *in, void *
   nb = nb < 1 ? 1 : nb > RCOLL_DIRECT_MAX_BLOCKS ? RCOLL_DIRECT_MAX_BLOCKS : nb;
   uint64_t cap = d->chunk_bytes / es;           /* elements a region holds */
   uint64_t rounds = (count + nb * cap - 1) / (nb * cap);
+  /* Even stretches of whole 16-byte vectors (cap is whole vectors too). */
+  uint64_t vec = 16 / es, chunk = (count + rounds * nb - 1) / (rounds * nb);
   rcoll_direct_args_t a = {.out = out, .in = in, .count = count,
-                           .chunk = (count + rounds * nb - 1) / (rounds * nb), /* even stretches */
+                           .chunk = (chunk + vec - 1) / vec * vec, .region_bytes = d->chunk_bytes,
                            .base = d->rounds, .timeout_ns = (uint64_t)c->timeout_ms * 1000000u,
                            .failed = (uint32_t *)(uintptr_t)cc->direct_failed_dev,
                            .rounds = (uint32_t)rounds, .nblocks = (uint32_t)nb,
                            .nranks = (uint32_t)c->nranks, .rank = (uint32_t)c->rank,
-                           .avg = op == rcollAvg};
+                           .avg = op == rcollAvg,
+                           .vec = (((uintptr_t)in | (uintptr_t)out) & 15) == 0};
   memcpy(a.box, d->boxes, sizeof a.box);
   memcpy(a.last, d->last, sizeof a.last);
   RCOLL_CHECK(rcoll_cuda_launch_direct(&a, t, op, (unsigned)nb, stream));

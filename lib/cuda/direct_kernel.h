@@ -32,6 +32,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "reduce_math.h"
 
@@ -49,10 +50,13 @@ typedef struct rcoll_direct_args {
   const void *in;
   uint64_t count;      /* elements of the call */
   uint64_t chunk;      /* elements one block handles per round */
+  uint64_t region_bytes; /* block b's region in a box starts b regions past the header: fixed,
+                          * as calls of other sizes (chunks) reuse the regions */
   uint64_t base;       /* sequence number of the round before this call's first */
   uint64_t timeout_ns; /* for each wait */
   uint32_t *failed;    /* mapped host word: 0, or what a wait gave up on (below) */
   uint32_t rounds, nblocks, nranks, rank, avg;
+  uint32_t vec; /* in and out are 16-byte aligned (chunk is whole vectors): 16-byte loads */
   char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
   /* The round at which block b last used its region (0: never), from the
    * calls before this one, which may have used fewer blocks. */
@@ -71,6 +75,9 @@ typedef struct rcoll_direct_args {
 #define RCOLL_DK_FLAG_STORE(p, v) (*(volatile uint64_t *)(p) = (v))
 #define RCOLL_DK_PAUSE() __nanosleep(100)
 #define RCOLL_DK_LOAD(p) rcoll_dk_load(p) /* kernels.cu: past L1 */
+#define RCOLL_DK_VEC_T uint4
+#define RCOLL_DK_LOAD16(p) __ldcg((const uint4 *)(const void *)(p))
+#define RCOLL_DK_STORE16(p, v) (*(uint4 *)(void *)(p) = (v))
 #define RCOLL_DK_NOW_NS() rcoll_globaltimer_ns()
 #else
 #include <sched.h>
@@ -83,6 +90,17 @@ typedef struct rcoll_direct_args {
 #define RCOLL_DK_FLAG_STORE(p, v) __atomic_store_n((uint64_t *)(p), (v), __ATOMIC_RELEASE)
 #define RCOLL_DK_PAUSE() sched_yield()
 #define RCOLL_DK_LOAD(p) (*(p))
+typedef struct rcoll_dk_vec {
+  unsigned char b[16];
+} rcoll_dk_vec_t;
+#define RCOLL_DK_VEC_T rcoll_dk_vec_t
+static inline rcoll_dk_vec_t rcoll_dk_load16(const void *p) {
+  rcoll_dk_vec_t v;
+  memcpy(&v, p, 16);
+  return v;
+}
+#define RCOLL_DK_LOAD16(p) rcoll_dk_load16(p)
+#define RCOLL_DK_STORE16(p, v) memcpy((p), &(v), 16)
 static inline uint64_t rcoll_dk_now_ns(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -130,49 +148,106 @@ RCOLL_DK_FN void rcoll_direct_say(const rcoll_direct_args_t *a, int kind, uint32
   }
 }
 
-/* Slice q of a stretch of n elements among nranks: [lo, hi). */
-#define RCOLL_DIRECT_SLICE(n, q, nranks) ((n) * (uint64_t)(q) / (nranks))
+/* Slices are whole 16-byte vectors (but the last): slice q of a stretch of
+ * len elements is [q*w, (q+1)*w) cut at len, w = ceil(len / nranks)
+ * rounded up to vec_elems. */
+RCOLL_DK_FN uint64_t rcoll_direct_slice(uint64_t len, uint32_t q, uint32_t nranks, uint64_t vec_elems) {
+  uint64_t w = (len + nranks - 1) / nranks;
+  w = (w + vec_elems - 1) / vec_elems * vec_elems;
+  return q * w < len ? q * w : len;
+}
+
+/* The block copies bytes: 16 at a time when vec (both ends 16-byte
+ * aligned), then the rest one by one. */
+RCOLL_DK_FN void rcoll_direct_copy(char *dst, const char *src, uint64_t bytes, int vec, uint32_t tid,
+                                   uint32_t nt) {
+  uint64_t done = 0;
+  if (vec) {
+    done = bytes / 16 * 16;
+    for (uint64_t i = (uint64_t)tid * 16; i < done; i += (uint64_t)nt * 16) {
+      RCOLL_DK_VEC_T w = RCOLL_DK_LOAD16(src + i);
+      RCOLL_DK_STORE16(dst + i, w);
+    }
+  }
+  for (uint64_t i = done + tid; i < bytes; i += nt)
+    dst[i] = RCOLL_DK_LOAD(src + i);
+}
 
 /* rcoll_direct_<op>_<sfx>(args, block, thread, threads): one block's part of
- * the whole call; returns 1 when a wait gave up. */
+ * the whole call; returns 1 when a wait gave up. Our own slice is read from
+ * our input, never copied into the box: only the slices the peers reduce
+ * are. The reduce takes 16 bytes of every rank at a time when vec. */
 #define RCOLL_DIRECT_BODY(op, sfx, T)                                                           \
+  RCOLL_DK_FN T rcoll_direct_src_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t q, size_t region, \
+                                       uint64_t at, uint64_t i) {                               \
+    return q == a->rank ? RCOLL_DK_LOAD((const T *)a->in + at + i)                              \
+                        : RCOLL_DK_LOAD((const T *)(const void *)(a->box[q] + region) + i);     \
+  }                                                                                             \
+  RCOLL_DK_FN void rcoll_direct_reduce_##op##_##sfx(const rcoll_direct_args_t *a, size_t region, \
+                                                    uint64_t at, uint64_t lo, uint64_t hi,      \
+                                                    uint32_t tid, uint32_t nt) {                \
+    enum { V = 16 / sizeof(T) };                                                                \
+    T *mine = (T *)(void *)(a->box[a->rank] + region), *out = (T *)a->out + at;                 \
+    uint64_t vend = a->vec ? lo + (hi - lo) / V * V : lo;                                       \
+    for (uint64_t i = lo + (uint64_t)tid * V; i < vend; i += (uint64_t)nt * V) {                \
+      T acc[V], v[V];                                                                           \
+      const char *src0 = a->rank == 0 ? (const char *)((const T *)a->in + at + i)               \
+                                      : (const char *)((const T *)(const void *)(a->box[0] + region) + i); \
+      RCOLL_DK_VEC_T w = RCOLL_DK_LOAD16(src0);                                                 \
+      memcpy(acc, &w, 16);                                                                      \
+      for (uint32_t q = 1; q < a->nranks; q++) {                                                \
+        const char *src = q == a->rank ? (const char *)((const T *)a->in + at + i)              \
+                                       : (const char *)((const T *)(const void *)(a->box[q] + region) + i); \
+        w = RCOLL_DK_LOAD16(src);                                                               \
+        memcpy(v, &w, 16);                                                                      \
+        for (int j = 0; j < V; j++)                                                             \
+          acc[j] = rcoll_##op##_##sfx(acc[j], v[j]);                                            \
+      }                                                                                         \
+      for (int j = 0; j < V && a->avg; j++)                                                     \
+        acc[j] = rcoll_avg_##sfx(acc[j], (int)a->nranks);                                       \
+      memcpy(&w, acc, 16);                                                                      \
+      RCOLL_DK_STORE16(mine + i, w);                                                            \
+      RCOLL_DK_STORE16(out + i, w);                                                             \
+    }                                                                                           \
+    for (uint64_t i = vend + tid; i < hi; i += nt) {                                            \
+      T acc = rcoll_direct_src_##op##_##sfx(a, 0, region, at, i);                                      \
+      for (uint32_t q = 1; q < a->nranks; q++)                                                  \
+        acc = rcoll_##op##_##sfx(acc, rcoll_direct_src_##op##_##sfx(a, q, region, at, i));             \
+      if (a->avg)                                                                               \
+        acc = rcoll_avg_##sfx(acc, (int)a->nranks);                                             \
+      mine[i] = acc;                                                                            \
+      out[i] = acc;                                                                             \
+    }                                                                                           \
+  }                                                                                             \
   RCOLL_DK_FN int rcoll_direct_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t b,          \
                                             uint32_t tid, uint32_t nt) {                        \
     const uint32_t n = a->nranks, me = a->rank;                                                 \
-    T *out = (T *)a->out;                                                                       \
-    const T *in = (const T *)a->in;                                                             \
+    const uint64_t V = 16 / sizeof(T);                                                          \
     for (uint32_t k = 0; k < a->rounds; k++) {                                                  \
       const uint64_t g = a->base + k + 1;                                                       \
-      const uint64_t start = ((uint64_t)k * a->nblocks + b) * a->chunk;                         \
-      const uint64_t len = start >= a->count ? 0                                                \
-                           : a->count - start < a->chunk ? a->count - start : a->chunk;         \
-      const size_t region = RCOLL_DIRECT_HDR_BYTES + (size_t)b * a->chunk * sizeof(T);          \
-      T *mine = (T *)(void *)(a->box[me] + region);                                             \
+      const uint64_t at = ((uint64_t)k * a->nblocks + b) * a->chunk;                            \
+      const uint64_t len = at >= a->count ? 0 : a->count - at < a->chunk ? a->count - at : a->chunk; \
+      const size_t region = RCOLL_DIRECT_HDR_BYTES + (size_t)b * a->region_bytes;              \
+      const uint64_t lo = rcoll_direct_slice(len, me, n, V), hi = rcoll_direct_slice(len, me + 1, n, V); \
+      char *mine = a->box[me] + region;                                                         \
+      const char *in = (const char *)((const T *)a->in + at);                                   \
       if (rcoll_direct_wait(a, RCOLL_DIRECT_DONE, b, k == 0 ? a->last[b] : g - 1, tid))         \
         return 1;                                                                               \
-      for (uint64_t i = tid; i < len; i += nt)                                                  \
-        mine[i] = in[start + i];                                                                \
+      rcoll_direct_copy(mine, in, lo * sizeof(T), a->vec, tid, nt);                             \
+      rcoll_direct_copy(mine + hi * sizeof(T), in + hi * sizeof(T), (len - hi) * sizeof(T), a->vec, tid, nt); \
       rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
       if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
         return 1;                                                                               \
-      for (uint64_t i = RCOLL_DIRECT_SLICE(len, me, n) + tid; i < RCOLL_DIRECT_SLICE(len, me + 1, n); \
-           i += nt) {                                                                           \
-        T acc = RCOLL_DK_LOAD((const T *)(const void *)(a->box[0] + region) + i);               \
-        for (uint32_t q = 1; q < n; q++)                                                        \
-          acc = rcoll_##op##_##sfx(acc, RCOLL_DK_LOAD((const T *)(const void *)(a->box[q] + region) + i)); \
-        if (a->avg)                                                                             \
-          acc = rcoll_avg_##sfx(acc, (int)n);                                                   \
-        mine[i] = acc;                                                                          \
-        out[start + i] = acc;                                                                   \
-      }                                                                                         \
+      rcoll_direct_reduce_##op##_##sfx(a, region, at, lo, hi, tid, nt);                         \
       rcoll_direct_say(a, RCOLL_DIRECT_REDUCED, b, g, tid);                                     \
       if (rcoll_direct_wait(a, RCOLL_DIRECT_REDUCED, b, g, tid))                                \
         return 1;                                                                               \
       for (uint32_t q = 0; q < n; q++) {                                                        \
-        const T *theirs = (const T *)(const void *)(a->box[q] + region);                        \
-        for (uint64_t i = RCOLL_DIRECT_SLICE(len, q, n) + tid;                                  \
-             q != me && i < RCOLL_DIRECT_SLICE(len, q + 1, n); i += nt)                         \
-          out[start + i] = RCOLL_DK_LOAD(theirs + i);                                           \
+        uint64_t qlo = rcoll_direct_slice(len, q, n, V), qhi = rcoll_direct_slice(len, q + 1, n, V); \
+        if (q != me)                                                                            \
+          rcoll_direct_copy((char *)((T *)a->out + at + qlo),                                   \
+                            a->box[q] + region + qlo * sizeof(T), (qhi - qlo) * sizeof(T),      \
+                            a->vec, tid, nt);                                                   \
       }                                                                                         \
       rcoll_direct_say(a, RCOLL_DIRECT_DONE, b, g, tid);                                        \
     }                                                                                           \
