@@ -158,13 +158,25 @@ RCOLL_DK_FN uint64_t rcoll_direct_slice(uint64_t len, uint32_t q, uint32_t nrank
 }
 
 /* The block copies bytes: 16 at a time when vec (both ends 16-byte
- * aligned), then the rest one by one. */
+ * aligned), four such loads in flight per thread (on a GPU one block per SM
+ * with one load each would reach a fraction of the memory's bandwidth), then
+ * the rest one by one. */
 RCOLL_DK_FN void rcoll_direct_copy(char *dst, const char *src, uint64_t bytes, int vec, uint32_t tid,
                                    uint32_t nt) {
   uint64_t done = 0;
   if (vec) {
+    const uint64_t step = (uint64_t)nt * 16;
     done = bytes / 16 * 16;
-    for (uint64_t i = (uint64_t)tid * 16; i < done; i += (uint64_t)nt * 16) {
+    uint64_t i = (uint64_t)tid * 16;
+    for (; i + 3 * step < done; i += 4 * step) {
+      RCOLL_DK_VEC_T w0 = RCOLL_DK_LOAD16(src + i), w1 = RCOLL_DK_LOAD16(src + i + step);
+      RCOLL_DK_VEC_T w2 = RCOLL_DK_LOAD16(src + i + 2 * step), w3 = RCOLL_DK_LOAD16(src + i + 3 * step);
+      RCOLL_DK_STORE16(dst + i, w0);
+      RCOLL_DK_STORE16(dst + i + step, w1);
+      RCOLL_DK_STORE16(dst + i + 2 * step, w2);
+      RCOLL_DK_STORE16(dst + i + 3 * step, w3);
+    }
+    for (; i < done; i += step) {
       RCOLL_DK_VEC_T w = RCOLL_DK_LOAD16(src + i);
       RCOLL_DK_STORE16(dst + i, w);
     }
@@ -173,15 +185,21 @@ RCOLL_DK_FN void rcoll_direct_copy(char *dst, const char *src, uint64_t bytes, i
     dst[i] = RCOLL_DK_LOAD(src + i);
 }
 
+/* Where element i of rank q's part of this stretch is read: our input for
+ * us, q's region in its box for the others. */
+RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q, size_t region,
+                                        uint64_t at, uint64_t i, size_t es) {
+  return q == a->rank ? (const char *)a->in + (at + i) * es : a->box[q] + region + i * es;
+}
+
 /* rcoll_direct_<op>_<sfx>(args, block, thread, threads): one block's part of
  * the whole call; returns 1 when a wait gave up. Our own slice is read from
  * our input, never copied into the box: only the slices the peers reduce
  * are. The reduce takes 16 bytes of every rank at a time when vec. */
 #define RCOLL_DIRECT_BODY(op, sfx, T)                                                           \
-  RCOLL_DK_FN T rcoll_direct_src_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t q, size_t region, \
-                                       uint64_t at, uint64_t i) {                               \
-    return q == a->rank ? RCOLL_DK_LOAD((const T *)a->in + at + i)                              \
-                        : RCOLL_DK_LOAD((const T *)(const void *)(a->box[q] + region) + i);     \
+  RCOLL_DK_FN T rcoll_direct_src_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t q,        \
+                                              size_t region, uint64_t at, uint64_t i) {         \
+    return RCOLL_DK_LOAD((const T *)(const void *)rcoll_direct_at(a, q, region, at, i, sizeof(T))); \
   }                                                                                             \
   RCOLL_DK_FN void rcoll_direct_reduce_##op##_##sfx(const rcoll_direct_args_t *a, size_t region, \
                                                     uint64_t at, uint64_t lo, uint64_t hi,      \
@@ -189,25 +207,28 @@ RCOLL_DK_FN void rcoll_direct_copy(char *dst, const char *src, uint64_t bytes, i
     enum { V = 16 / sizeof(T) };                                                                \
     T *mine = (T *)(void *)(a->box[a->rank] + region), *out = (T *)a->out + at;                 \
     uint64_t vend = a->vec ? lo + (hi - lo) / V * V : lo;                                       \
-    for (uint64_t i = lo + (uint64_t)tid * V; i < vend; i += (uint64_t)nt * V) {                \
-      T acc[V], v[V];                                                                           \
-      const char *src0 = a->rank == 0 ? (const char *)((const T *)a->in + at + i)               \
-                                      : (const char *)((const T *)(const void *)(a->box[0] + region) + i); \
-      RCOLL_DK_VEC_T w = RCOLL_DK_LOAD16(src0);                                                 \
-      memcpy(acc, &w, 16);                                                                      \
+    /* Two vectors per thread per pass, for two loads in flight per source. */               \
+    const uint64_t step = (uint64_t)nt * V;                                                     \
+    /* A union, not memcpy: nvcc keeps it in registers. */                                    \
+    union dvec { RCOLL_DK_VEC_T w; T e[V]; };                                                   \
+    for (uint64_t i = lo + (uint64_t)tid * V; i < vend; i += 2 * step) {                        \
+      const int m = i + step < vend ? 2 : 1;                                                    \
+      union dvec acc[2], v[2];                                                                  \
+      acc[0].w = RCOLL_DK_LOAD16(rcoll_direct_at(a, 0, region, at, i, sizeof(T)));              \
+      acc[1].w = m == 2 ? RCOLL_DK_LOAD16(rcoll_direct_at(a, 0, region, at, i + step, sizeof(T))) : acc[0].w; \
       for (uint32_t q = 1; q < a->nranks; q++) {                                                \
-        const char *src = q == a->rank ? (const char *)((const T *)a->in + at + i)              \
-                                       : (const char *)((const T *)(const void *)(a->box[q] + region) + i); \
-        w = RCOLL_DK_LOAD16(src);                                                               \
-        memcpy(v, &w, 16);                                                                      \
-        for (int j = 0; j < V; j++)                                                             \
-          acc[j] = rcoll_##op##_##sfx(acc[j], v[j]);                                            \
+        v[0].w = RCOLL_DK_LOAD16(rcoll_direct_at(a, q, region, at, i, sizeof(T)));              \
+        v[1].w = m == 2 ? RCOLL_DK_LOAD16(rcoll_direct_at(a, q, region, at, i + step, sizeof(T))) : v[0].w; \
+        for (int u = 0; u < 2; u++)                                                             \
+          for (int j = 0; j < V; j++)                                                           \
+            acc[u].e[j] = rcoll_##op##_##sfx(acc[u].e[j], v[u].e[j]);                           \
       }                                                                                         \
-      for (int j = 0; j < V && a->avg; j++)                                                     \
-        acc[j] = rcoll_avg_##sfx(acc[j], (int)a->nranks);                                       \
-      memcpy(&w, acc, 16);                                                                      \
-      RCOLL_DK_STORE16(mine + i, w);                                                            \
-      RCOLL_DK_STORE16(out + i, w);                                                             \
+      for (int u = 0; u < m; u++) {                                                             \
+        for (int j = 0; j < V && a->avg; j++)                                                   \
+          acc[u].e[j] = rcoll_avg_##sfx(acc[u].e[j], (int)a->nranks);                           \
+        RCOLL_DK_STORE16(mine + i + u * step, acc[u].w);                                        \
+        RCOLL_DK_STORE16(out + i + u * step, acc[u].w);                                         \
+      }                                                                                         \
     }                                                                                           \
     for (uint64_t i = vend + tid; i < hi; i += nt) {                                            \
       T acc = rcoll_direct_src_##op##_##sfx(a, 0, region, at, i);                                      \
