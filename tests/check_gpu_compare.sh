@@ -36,7 +36,8 @@ fi
 # Three rounds. two-hosts: at 8 B rcoll is faster (medians 40 vs 50 us); at
 # 16 MiB NCCL is (busbw 2.0 vs 3.0); at 128 MiB NCCL has no result. one-gpu:
 # d2d medians to 2000; 2 ranks reach 600 GB/s at 128 MiB (30 %) and 15 us at
-# 8 B; 4 ranks take 2x as long as 2 at 128 MiB.
+# 8 B; 4 ranks take 2x as long as 2 at 128 MiB. one-gpu-direct: 25 us at 8 B
+# and 435 GB/s (21.8 %) at 128 MiB, no 4-rank runs.
 cat >"$tmp/results" <<'EOF'
 rounds 3
 mps yes
@@ -65,6 +66,12 @@ one-gpu rcoll 2 134217728 219 610
 one-gpu rcoll 4 134217728 440 450
 one-gpu rcoll 4 134217728 441 450
 one-gpu rcoll 4 134217728 439 450
+one-gpu-direct rcoll 2 8 25 0.00
+one-gpu-direct rcoll 2 8 30 0.00
+one-gpu-direct rcoll 2 8 24 0.00
+one-gpu-direct rcoll 2 134217728 300 440
+one-gpu-direct rcoll 2 134217728 310 430
+one-gpu-direct rcoll 2 134217728 305 435
 EOF
 out=$(SIZES="8 16777216 134217728" bash tests/gpu/compare_nccl.sh --table "$tmp/results")
 echo "$out" | sed 's/^/   /'
@@ -76,8 +83,11 @@ expect "two hosts" 8 '\| +40 +0.00 \| +50 +0.00 \| +1.25 \| met \(rcoll.s time <
   "8 B: medians 40/50 us, ratio 1.25, met"
 expect "two hosts" 16777216 '\| +0.62 \| MISSED \(rcoll.s busbw >= NCCL.s\)' "16 MiB: ratio 0.62, missed"
 expect "two hosts" 134217728 '60000 +2.2 \| +- +- \| +- \| -$' "128 MiB: no NCCL result, no verdict"
-expect "one GPU" 8 '\| +15 .*met \(2 ranks <= 20 us\)' "one GPU 8 B: 15 us, met"
-expect "one GPU" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\); MISSED \(4 ranks within 1.5x of 2\)' \
+expect "through the proxy" 8 '\| +15 .*met \(2 ranks <= 20 us\)' "one GPU 8 B: 15 us, met"
+expect "RCOLL_CUDA_DIRECT" 8 '\| +25 .*MISSED \(2 ranks <= 20 us\)' "one GPU direct 8 B: 25 us, missed"
+expect "RCOLL_CUDA_DIRECT" 134217728 '\| +305 +435 +21.8 \| +- +- \| MISSED \(2 ranks >= 25% of d2d\)$' \
+  "one GPU direct 128 MiB: 21.8 % of d2d missed, no 4-rank result"
+expect "through the proxy" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\); MISSED \(4 ranks within 1.5x of 2\)' \
   "one GPU 128 MiB: 30 % of d2d met, 4 ranks 2x missed"
 grep -q 'd2d copy 2000 GB/s' <<<"$out" || fail "the d2d median (2000) is not in the one-GPU title"
 grep -q 'under MPS' <<<"$out" || fail "the one-GPU title does not say MPS"

@@ -12,7 +12,9 @@
 #     the fair side-by-side that one GPU allows;
 #   one-gpu: 2 and 4 ranks on the one GPU over CUDA IPC, under MPS where the
 #     machine has it (NCCL refuses two ranks on one GPU: rcoll only), against
-#     the device-to-device copy bandwidth measured in the same run.
+#     the device-to-device copy bandwidth measured in the same run;
+#   one-gpu-direct: the same with RCOLL_CUDA_DIRECT=1 (lib/cuda/direct.h:
+#     each all-reduce one kernel on the caller's stream, no proxy).
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
 # libnccl.so.2 that PyTorch brings, else the loader's). Exit 77 without a GPU.
 #
@@ -55,15 +57,15 @@ table_two_hosts() {
   echo "# ratio: NCCL's time / rcoll's (above 1: rcoll is faster)"
 }
 
-table_one_gpu() {
-  local d2d t2 t4 b2 b4 z
+table_one_gpu() { # SETTING HOW
+  local setting=$1 how=$2 d2d t2 t4 b2 b4 z
   d2d=$(awk '$1 == "d2d" { print $2 }' "$RESULTS" | median)
-  printf '\n## 2 and 4 ranks on one GPU (CUDA IPC%s): median of %s rounds; d2d copy %s GB/s\n' \
-    "$(grep -q '^mps yes' "$RESULTS" && echo ', under MPS')" "${ROUNDS:-?}" "${d2d:--}"
+  printf '\n## 2 and 4 ranks on one GPU (CUDA IPC, %s%s): median of %s rounds; d2d copy %s GB/s\n' \
+    "$how" "$(grep -q '^mps yes' "$RESULTS" && echo ', under MPS')" "${ROUNDS:-?}" "${d2d:--}"
   printf '%12s | %10s %9s %8s | %10s %9s | %s\n' size "2r us" "GB/s" "% d2d" "4r us" "GB/s" verdict
   for z in $SIZES; do
-    t2=$(value one-gpu rcoll 2 "$z" 5); b2=$(value one-gpu rcoll 2 "$z" 6)
-    t4=$(value one-gpu rcoll 4 "$z" 5); b4=$(value one-gpu rcoll 4 "$z" 6)
+    t2=$(value "$setting" rcoll 2 "$z" 5); b2=$(value "$setting" rcoll 2 "$z" 6)
+    t4=$(value "$setting" rcoll 4 "$z" 5); b4=$(value "$setting" rcoll 4 "$z" 6)
     local pct="-" v="-"
     [[ -n "$b2" && -n "$d2d" ]] && pct=$(awk -v b="$b2" -v d="$d2d" 'BEGIN{printf "%.1f", 100 * b / d}')
     if [[ "$z" -le 8 && -n "$t2" ]]; then
@@ -83,7 +85,8 @@ if [[ "${1:-}" == "--table" ]]; then
   RESULTS=${2:?usage: compare_nccl.sh --table RESULTS}
   ROUNDS=$(awk '$1 == "rounds" { print $2 }' "$RESULTS" | tail -n 1)
   table_two_hosts
-  table_one_gpu
+  table_one_gpu one-gpu "through the proxy"
+  table_one_gpu one-gpu-direct "RCOLL_CUDA_DIRECT=1: one kernel per call"
   exit 0
 fi
 
@@ -141,6 +144,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
     for tool in "${order[@]}"; do run two-hosts "$tool" 2 "$z" "${SOCKET_ENV[@]}"; done
     run one-gpu rcoll 2 "$z" RCOLL_DEBUG=WARN
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
+    run one-gpu-direct rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
+    run one-gpu-direct rcoll 4 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
   done
 done
 # Where the proxy's time goes (the issue asks for it at 8 B): one more run of 2

@@ -14,7 +14,7 @@ WORK=$(mktemp -d /tmp/rcoll-gpu.XXXXXX)
 : >"$SUMMARY"
 exec > >(tee "$LOG") 2>&1
 START=$(date +%s)
-BUDGET=${GPU_RUN_BUDGET:-420} # seconds after which remaining runs are skipped
+BUDGET=${GPU_RUN_BUDGET:-520} # seconds after which remaining runs are skipped (a device call may last 600)
 FAILED=0
 
 say() { printf '%s\n' "$*" | tee -a "$SUMMARY"; }

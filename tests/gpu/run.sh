@@ -74,6 +74,13 @@ run_conformance conf-2-staged "2 ranks, staged (RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2
 run_conformance conf-4-staged "4 ranks, staged (RCOLL_P2P_DISABLE=1)" 4 RCOLL_P2P_DISABLE=1
 run_conformance conf-2-kernel "2 ranks, wait kernel (RCOLL_CUDA_WAIT=kernel)" 2 RCOLL_CUDA_WAIT=kernel
 run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM=default
+# The direct all-reduce (lib/cuda/direct.h): all-reduces as one kernel each,
+# the other collectives through the proxy as above.
+run_conformance conf-2-direct "2 ranks, direct all-reduce (RCOLL_CUDA_DIRECT=1)" 2 RCOLL_CUDA_DIRECT=1 \
+  RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT
+grep -q 'run as one kernel' "$WORK/conf-2-direct.rank0.log" 2>/dev/null ||
+  say "conformance 2 ranks, direct: the log does not say the direct all-reduce was on"
+run_conformance conf-4-direct "4 ranks, direct all-reduce (RCOLL_CUDA_DIRECT=1)" 4 RCOLL_CUDA_DIRECT=1
 
 # ---------------------------------------------------------------- 4. NCCL + plugin
 # Two ranks on the one GPU that NCCL takes for two hosts (NCCL_HOSTID), so
@@ -156,6 +163,8 @@ if command -v nvidia-cuda-mps-control >/dev/null && ! over_budget; then
   if nvidia-cuda-mps-control -d; then
     run_bench bench-2-mps "2 ranks (CUDA IPC, under MPS)" 2 RCOLL_DEBUG=WARN
     run_bench bench-4-mps "4 ranks (CUDA IPC, under MPS)" 4 RCOLL_DEBUG=WARN
+    run_bench bench-2-mps-direct "2 ranks (direct all-reduce, under MPS)" 2 RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
+    run_bench bench-4-mps-direct "4 ranks (direct all-reduce, under MPS)" 4 RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
     echo quit | nvidia-cuda-mps-control
   else
     say "MPS: nvidia-cuda-mps-control -d failed; no MPS benches"
