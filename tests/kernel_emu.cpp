@@ -1,0 +1,185 @@
+// The CUDA kernels of lib/cuda/kernels.cu compiled for the CPU and run
+// there, one thread per block, the blocks in turn (tests/check_kernel_emu.sh).
+// nvcc builds them on every machine with a toolkit, but only a GPU runs
+// them; this runs their indexing on the CPU where CI runs: grid-stride
+// loops, the 16-byte vector paths and their scalar tails, aligned and not,
+// in and out of place, for every type and op of the reduce kernels, and the
+// direct all-reduce (lib/cuda/direct_kernel.h) with its device-side macros
+// (__ldcg of uint4, volatile flags, __syncthreads_or) between ranks that are
+// CPU threads. The arithmetic itself is reduce_math.h, pinned by the host
+// tests; expected values here come from its scalar functions.
+//
+// What it cannot show: anything about warps, memory ordering on a GPU, or
+// speed. A small shim stands in for the CUDA built-ins.
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <thread>
+#include <vector>
+
+#define __CUDACC__ 1
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(x)
+#define RCOLL_KERNEL_EMU 1
+
+struct alignas(16) uint4 {
+  unsigned x, y, z, w;
+};
+struct emu_dim {
+  unsigned x, y, z;
+};
+static thread_local emu_dim blockIdx, threadIdx, blockDim, gridDim;
+template <class T> static inline T __ldcg(const T *p) {
+  T v;
+  memcpy(&v, (const void *)p, sizeof v);
+  return v;
+}
+static inline void __syncthreads() {}
+static inline int __syncthreads_or(int x) { return x; }
+static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
+static inline void __nanosleep(unsigned) { sched_yield(); }
+static inline unsigned long long rcoll_globaltimer_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+#include "cuda/kernels.cu"
+
+// One "launch": every block of the grid with one thread each, in turn.
+template <class F, class... A> static void launch(unsigned grid, F kernel, A... args) {
+  gridDim = {grid, 1, 1};
+  blockDim = {1, 1, 1};
+  threadIdx = {0, 0, 0};
+  for (unsigned b = 0; b < grid; b++) {
+    blockIdx = {b, 0, 0};
+    kernel(args...);
+  }
+}
+
+static int failures;
+
+// Random bytes 0x01..0x3f: every type's values are then finite and small
+// (no NaN, whose sign x86 may take from either operand, so that bits could
+// differ where the compiler swapped them; no overflow in products).
+static void fill_random(unsigned char *p, size_t n, uint64_t seed) {
+  for (size_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = (unsigned char)(1 + (seed >> 56) % 0x3f);
+  }
+}
+
+// Every count, alignment and placement of one reduce kernel against the
+// scalar function it applies.
+template <class T>
+static void check_reduce(const char *name, void (*kernel)(T *, const T *, const T *, size_t),
+                         T (*ref)(T, T)) {
+  static const size_t counts[] = {1, 2, 15, 16, 17, 31, 1000, 4099};
+  for (size_t count : counts)
+    for (int shift = 0; shift < 2; shift++)  // 0: 16-byte aligned; 1: one element past
+      for (int inplace = 0; inplace < 2; inplace++) {
+        std::vector<uint4> abuf(count / 2 + 4), bbuf(count / 2 + 4), dbuf(count / 2 + 4);
+        T *a = (T *)abuf.data() + shift, *b = (T *)bbuf.data() + shift, *d = (T *)dbuf.data() + shift;
+        fill_random((unsigned char *)a, count * sizeof(T), count * 7 + shift);
+        fill_random((unsigned char *)b, count * sizeof(T), count * 11 + shift);
+        std::vector<T> want(count);
+        for (size_t i = 0; i < count; i++)
+          want[i] = ref(a[i], b[i]);
+        T *dst = inplace ? a : d;
+        launch(3, kernel, dst, (const T *)a, (const T *)b, count);
+        if (memcmp(dst, want.data(), count * sizeof(T)) != 0) {
+          size_t k = 0;
+          while (memcmp(&dst[k], &want[k], sizeof(T)) == 0)
+            k++;
+          fprintf(stderr, "FAIL %s: count %zu, %s, %s: element %zu is %#llx, not %#llx\n", name, count,
+                  shift ? "unaligned" : "aligned", inplace ? "in place" : "out of place", k,
+                  (unsigned long long)dst[k], (unsigned long long)want[k]);
+          failures++;
+        }
+      }
+}
+
+// The direct all-reduce between nranks CPU threads: sum, `count` elements,
+// several rounds of nb blocks, twice in a row (the second reuses regions).
+template <class T>
+static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), T (*sum)(T, T),
+                         int nranks, size_t count) {
+  const size_t region = 4096, nb = 3, V = 16 / sizeof(T);
+  size_t cap = region / sizeof(T), rounds = (count + nb * cap - 1) / (nb * cap);
+  size_t chunk = (count + rounds * nb - 1) / (rounds * nb);
+  chunk = (chunk + V - 1) / V * V;
+  std::vector<std::vector<uint4>> boxes(nranks), in(nranks), out(nranks);
+  rcoll_direct_args_t args[RCOLL_DIRECT_MAX_RANKS];
+  uint32_t failed = 0;
+  for (int r = 0; r < nranks; r++) {
+    boxes[r].assign((RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_MAX_BLOCKS * region) / 16, uint4{0, 0, 0, 0});
+    in[r].resize(count * sizeof(T) / 16 + 1);
+    out[r].resize(count * sizeof(T) / 16 + 1);
+    fill_random((unsigned char *)in[r].data(), count * sizeof(T), 100 + r);
+  }
+  for (int r = 0; r < nranks; r++) {
+    args[r] = rcoll_direct_args_t{};
+    args[r].in = in[r].data();
+    args[r].out = out[r].data();
+    args[r].count = count;
+    args[r].chunk = chunk;
+    args[r].region_bytes = region;
+    args[r].timeout_ns = 10000000000ull;
+    args[r].failed = &failed;
+    args[r].rounds = (uint32_t)rounds;
+    args[r].nblocks = (uint32_t)nb;
+    args[r].nranks = (uint32_t)nranks;
+    args[r].rank = (uint32_t)r;
+    args[r].vec = 1;
+    for (int q = 0; q < nranks; q++)
+      args[r].box[q] = (char *)boxes[q].data();
+  }
+  for (int call = 0; call < 2; call++) {
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < nranks; r++) {
+      args[r].base = call * rounds;
+      for (size_t b = 0; b < nb; b++)
+        args[r].last[b] = call * rounds;
+      ranks.emplace_back([&, r] { launch((unsigned)nb, kernel, args[r]); });
+    }
+    for (auto &t : ranks)
+      t.join();
+  }
+  for (int r = 0; r < nranks; r++)
+    for (size_t i = 0; i < count; i++) {
+      T want = ((const T *)in[0].data())[i];
+      for (int q = 1; q < nranks; q++)
+        want = sum(want, ((const T *)in[q].data())[i]);
+      T got = ((const T *)out[r].data())[i];
+      if (memcmp(&got, &want, sizeof(T)) != 0 || failed != 0) {
+        fprintf(stderr, "FAIL direct %s: %d ranks, count %zu: rank %d element %zu (failed word %u)\n",
+                name, nranks, count, r, i, failed);
+        failures++;
+        return;
+      }
+    }
+}
+
+#define CHECK_REDUCE(op, sfx, T) check_reduce<T>(#op "_" #sfx, rcoll_k_##op##_##sfx, rcoll_##op##_##sfx);
+
+int main() {
+  RCOLL_DIRECT_ALL(CHECK_REDUCE)
+  check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 2, 5000);
+  check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 3, 7777);
+  check_direct<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_sum_bf16, 3, 9001);
+  check_direct<uint8_t>("sum_e5m2", rcoll_k_direct_sum_e5m2, rcoll_sum_e5m2, 2, 20000);
+  if (failures) {
+    printf("kernel_emu: %d FAILED\n", failures);
+    return 1;
+  }
+  printf("kernel_emu: every reduce kernel (12 types x 4 ops, 8 counts, aligned and not, in and out of "
+         "place) and the direct all-reduce (2-3 ranks, f32, bf16, e5m2) right on the CPU\n");
+  return 0;
+}
