@@ -55,7 +55,9 @@ tar --exclude=./.git --exclude=./build --exclude=./build-asan --exclude=./tests/
 cd "$WORK/src" || exit 1
 rm -f lib/librcoll.* bench/*_perf
 cat >config.mk <<EOF
-# Written by tests/gpu/run.sh for the GPU run: CUDA only.
+# Written by tests/gpu/run.sh for the GPU run: CUDA only. VERSION as
+# configure reads it: without it the library's file names are broken.
+VERSION = $(awk '/^#define RCOLL_(MAJOR|MINOR|PATCH) /{v=v s $3; s="."} END{print v}' include/rcoll.h)
 CC = gcc
 CONFIG_DEFS = -DRCOLL_HAVE_CUDA=1
 RCOLL_HAVE_CUDA = 1
@@ -80,6 +82,11 @@ gcc "${GPU_CFLAGS[@]}" tests/gpu/gpu_conformance.c -o build/gpu/gpu_conformance 
   gcc "${GPU_CFLAGS[@]}" tests/gpu/d2d_bw.c -o build/gpu/d2d_bw "${GPU_LIBS[@]}" &&
   gcc "${GPU_CFLAGS[@]}" tests/gpu/nccl_perf.c -o build/gpu/nccl_perf "${GPU_LIBS[@]}" ||
   { say "FAIL: building tests/gpu programs"; exit 1; }
+# bench_reduce calls the library's internal reduce launcher: it links the
+# internal archive, which needs nothing the CUDA-only config.mk leaves out.
+"${MAKE_GPU[@]}" build/librcoll-internal.a >/dev/null &&
+  gcc "${GPU_CFLAGS[@]}" -Ilib tests/bench_reduce.c -o build/gpu/bench_reduce build/librcoll-internal.a \
+    "${GPU_LIBS[@]}" -pthread || say "bench_reduce: build FAILED"
 say "build: OK ($(elapsed) s)"
 
 # ---------------------------------------------------------------- launching ranks

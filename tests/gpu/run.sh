@@ -49,6 +49,20 @@ echo "$D2D"
 D2D_GBS=$(sed -n 's/.*: \([0-9.]*\) GB\/s copied.*/\1/p' <<<"$D2D")
 say "d2d cudaMemcpy 256 MiB: ${D2D_GBS:-?} GB/s copied"
 
+# The reduce kernel against a copy of the same size in the same run (issue
+# 16: float32 sum >= 70 % of the copy's memory traffic at 256 MiB).
+section "reduce kernel (bench_reduce --device)"
+if [[ -x build/gpu/bench_reduce ]] && RED=$(build/gpu/bench_reduce --device 256 20); then
+  echo "$RED"
+  tee -a "$SUMMARY" <<<"$RED" >/dev/null
+  F32=$(awk '$1 == "float32" { sub("%", "", $4); print $4 }' <<<"$RED")
+  say "reduce kernel float32 sum at 256 MiB: ${F32:-?} % of the copy's traffic" \
+    "($(awk -v p="${F32:-0}" 'BEGIN { print (p >= 70 ? "met" : "MISSED") }') >= 70 %)"
+else
+  say "reduce kernel bench: FAIL"
+  FAILED=1
+fi
+
 # ---------------------------------------------------------------- 3. conformance
 run_conformance() { # tag label nranks env...
   local tag=$1 label=$2 n=$3
@@ -78,8 +92,10 @@ run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM
 # the other collectives through the proxy as above.
 run_conformance conf-2-direct "2 ranks, direct all-reduce (RCOLL_CUDA_DIRECT=1)" 2 RCOLL_CUDA_DIRECT=1 \
   RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT
-grep -q 'run as one kernel' "$WORK/conf-2-direct.rank0.log" 2>/dev/null ||
+if [[ -f $WORK/conf-2-direct.rank0.log ]] && ! grep -q 'run as one kernel' "$WORK/conf-2-direct.rank0.log"; then
   say "conformance 2 ranks, direct: the log does not say the direct all-reduce was on"
+  FAILED=1
+fi
 run_conformance conf-4-direct "4 ranks, direct all-reduce (RCOLL_CUDA_DIRECT=1)" 4 RCOLL_CUDA_DIRECT=1
 
 # ---------------------------------------------------------------- 4. NCCL + plugin
