@@ -118,6 +118,7 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
   std::vector<std::vector<uint4>> boxes(nranks), in(nranks), out(nranks);
   rcoll_direct_args_t args[RCOLL_DIRECT_MAX_RANKS];
   uint32_t failed = 0;
+  uint64_t sigs[2] = {0, 0};
   for (int r = 0; r < nranks; r++) {
     boxes[r].assign((RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_MAX_BLOCKS * region) / 16, uint4{0, 0, 0, 0});
     in[r].resize(count * sizeof(T) / 16 + 1);
@@ -133,6 +134,8 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
     args[r].region_bytes = region;
     args[r].timeout_ns = 10000000000ull;
     args[r].failed = &failed;
+    args[r].sigs = sigs;
+    args[r].sig = RCOLL_DIRECT_SIG(count, 0, 0);
     args[r].rounds = (uint32_t)rounds;
     args[r].nblocks = (uint32_t)nb;
     args[r].nranks = (uint32_t)nranks;

@@ -5,6 +5,7 @@
  * different sizes, in-place calls and the arithmetic are the GPU's. What it
  * cannot show is speed, or memory ordering on a GPU: tests/gpu/ does. */
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -180,4 +181,33 @@ Test(cuda_direct, a_rank_that_stops_calling_is_named) {
   setenv("RCOLL_TIMEOUT", "2", 1);
   rank_ctx_t ctx[MAX_RANKS] = {0};
   cuda_ranks_run(2, 0, one_rank_stops, ctx);
+}
+
+/* Ranks that make different all-reduces (here counts) stop at their first
+ * flag, long before RCOLL_TIMEOUT, and the next call names the peer and
+ * both calls. */
+static void different_counts(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = x->rank == 0 ? 100 : 200000;
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
+  double t0 = cuda_ranks_now_ms();
+  x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  double waited = cuda_ranks_now_ms() - t0;
+  rcollResult_t r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  const char *msg = rcollGetLastError(comm);
+  cr_log_info("rank %d after %.0f ms: %s", x->rank, waited, msg);
+  char want[160];
+  snprintf(want, sizeof want, "rank %d made another call: %zu x float32 sum here, %zu x float32 sum there",
+           1 - x->rank, n, x->rank == 0 ? (size_t)200000 : (size_t)100);
+  x->wrong += r != rcollInvalidUsage || strstr(msg, want) == NULL;
+  x->wrong += waited > 5000; /* RCOLL_TIMEOUT is 20 s here */
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, ranks_making_different_calls_are_told_at_once) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 0, different_counts, ctx);
 }

@@ -20,7 +20,8 @@
 typedef struct cuda_ctrl {
   _Atomic uint32_t flag;
   uint32_t timed_out;
-  uint32_t direct_failed; /* direct_kernel.h: RCOLL_DIRECT_FAILED */
+  uint32_t direct_failed;  /* direct_kernel.h: RCOLL_DIRECT_FAILED */
+  uint64_t direct_sigs[2]; /* ... and on a mismatch the peer's call, then ours */
 } cuda_ctrl_t;
 
 /* cudaSetDevice even when the device is already the current one: it makes
@@ -108,6 +109,8 @@ static rcollResult_t comm_resources(rcoll_cuda_comm_t *cc) {
   cc->timed_out_dev = cc->flag_dev + offsetof(cuda_ctrl_t, timed_out);
   cc->direct_failed = &((cuda_ctrl_t *)ctrl)->direct_failed;
   cc->direct_failed_dev = cc->flag_dev + offsetof(cuda_ctrl_t, direct_failed);
+  cc->direct_sigs = ((cuda_ctrl_t *)ctrl)->direct_sigs;
+  cc->direct_sigs_dev = cc->flag_dev + offsetof(cuda_ctrl_t, direct_sigs);
   void *scratch = NULL;
   size_t bytes = (size_t)c->nscratch * c->chunk_bytes;
   r = a->malloc(&scratch, bytes);

@@ -97,7 +97,8 @@ typedef struct rcoll_cuda_comm {
    * a wait that gave up in. */
   rcoll_cuda_direct_t direct;
   uint32_t *direct_failed;
-  rcoll_cu_deviceptr_t direct_failed_dev;
+  uint64_t *direct_sigs;
+  rcoll_cu_deviceptr_t direct_failed_dev, direct_sigs_dev;
   uint32_t next_seq;    /* last seq given to a unit owned by this comm */
   char *dev_scratch;    /* device twin of comm->scratch (nscratch x chunk_bytes) */
   rcoll_cuda_peer_t *peers;

@@ -163,10 +163,22 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   if (f == 0)
     return rcollSuccess;
   unsigned peer = (f - 1) & 255, kind = (f - 1) >> 8;
-  rcollResult_t r = rcoll_error(rcollSystemError, "rank %d: a direct all-reduce gave up after "
-                                "RCOLL_TIMEOUT waiting for rank %u (its %s); the results of that "
-                                "call and the ones queued after it are wrong", cc->comm->rank, peer,
-                                kind < 3 ? what[kind] : "?");
+  rcollResult_t r;
+  if (kind == RCOLL_DIRECT_MISMATCH) {
+    uint64_t theirs = ((volatile uint64_t *)cc->direct_sigs)[0];
+    uint64_t ours = ((volatile uint64_t *)cc->direct_sigs)[1];
+    r = rcoll_error(rcollInvalidUsage, "rank %d: rcollAllReduce: rank %u made another call: %llu x "
+                    "%s %s here, %llu x %s %s there (a direct all-reduce's flags carry the call); "
+                    "every rank must make the same calls in the same order", cc->comm->rank, peer,
+                    (unsigned long long)(ours >> 12), rcoll_type_name((rcollDataType_t)((ours >> 4) & 255)),
+                    rcoll_op_name((rcollRedOp_t)(ours & 15)), (unsigned long long)(theirs >> 12),
+                    rcoll_type_name((rcollDataType_t)((theirs >> 4) & 255)),
+                    rcoll_op_name((rcollRedOp_t)(theirs & 15)));
+  } else {
+    r = rcoll_error(rcollSystemError, "rank %d: a direct all-reduce gave up after RCOLL_TIMEOUT "
+                    "waiting for rank %u (its %s); the results of that call and the ones queued "
+                    "after it are wrong", cc->comm->rank, peer, kind < 3 ? what[kind] : "?");
+  }
   rcoll_comm_set_error(cc->comm, r);
   return r;
 }
@@ -186,6 +198,8 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const void *in, void *
                            .chunk = (chunk + vec - 1) / vec * vec, .region_bytes = d->chunk_bytes,
                            .base = d->rounds, .timeout_ns = (uint64_t)c->timeout_ms * 1000000u,
                            .failed = (uint32_t *)(uintptr_t)cc->direct_failed_dev,
+                           .sigs = (uint64_t *)(uintptr_t)cc->direct_sigs_dev,
+                           .sig = RCOLL_DIRECT_SIG(count, t, op),
                            .rounds = (uint32_t)rounds, .nblocks = (uint32_t)nb,
                            .nranks = (uint32_t)c->nranks, .rank = (uint32_t)c->rank,
                            .avg = op == rcollAvg,

@@ -55,6 +55,8 @@ typedef struct rcoll_direct_args {
   uint64_t base;       /* sequence number of the round before this call's first */
   uint64_t timeout_ns; /* for each wait */
   uint32_t *failed;    /* mapped host word: 0, or what a wait gave up on (below) */
+  uint64_t *sigs;      /* mapped host words: on a mismatch the peer's call, then ours (RCOLL_DIRECT_SIG) */
+  uint64_t sig;        /* this call, RCOLL_DIRECT_SIG: every flag carries it */
   uint32_t rounds, nblocks, nranks, rank, avg;
   uint32_t vec; /* in and out are 16-byte aligned (chunk is whole vectors): 16-byte loads */
   char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
@@ -63,8 +65,14 @@ typedef struct rcoll_direct_args {
   uint64_t last[RCOLL_DIRECT_MAX_BLOCKS];
 } rcoll_direct_args_t;
 
-/* *failed after a wait gave up: 1 + peer + 256 x phase (READY, REDUCED, DONE). */
+/* *failed after a wait gave up: 1 + peer + 256 x phase (READY, REDUCED, DONE),
+ * or RCOLL_DIRECT_MISMATCH when the peer's flag came from another call. */
 #define RCOLL_DIRECT_FAILED(peer, kind) (1u + (uint32_t)(peer) + 256u * (uint32_t)(kind))
+#define RCOLL_DIRECT_MISMATCH 3
+/* What a call is, as the flags carry it: ranks that make different calls
+ * stop at their first flag with the peer named, as fingerprints do on the
+ * proxy path, instead of reading each other's data wrongly. */
+#define RCOLL_DIRECT_SIG(count, type, op) (((uint64_t)(count) << 12) | ((uint64_t)(type) << 4) | (uint64_t)(op))
 
 #if defined(__CUDACC__)
 #define RCOLL_DK_FN static __device__ __forceinline__
@@ -115,32 +123,50 @@ RCOLL_DK_FN uint64_t *rcoll_direct_flag(char *box, int kind, uint32_t from, uint
   return (uint64_t *)(void *)box + line * RCOLL_DIRECT_FLAG_WORDS;
 }
 
-/* Every thread of the block returns 1 when the wait gave up. */
+/* Every thread of the block returns 1 when the wait gave up: on the timeout,
+ * on a peer's READY or REDUCED from another call, or when another block of ours did
+ * (then *failed is already set; it is read every 256 polls, as it lives in
+ * host memory). */
 RCOLL_DK_FN int rcoll_direct_wait(const rcoll_direct_args_t *a, int kind, uint32_t b,
                                   uint64_t value, uint32_t tid) {
   int bad = 0;
   if (tid == 0) {
     uint64_t t0 = RCOLL_DK_NOW_NS();
+    uint32_t polls = 0;
     for (uint32_t q = 0; q < a->nranks && !bad; q++) {
       const uint64_t *f = rcoll_direct_flag(a->box[a->rank], kind, q, b);
       while (q != a->rank && RCOLL_DK_FLAG_LOAD(f) < value && !bad) {
         if (RCOLL_DK_NOW_NS() - t0 > a->timeout_ns) {
           *(volatile uint32_t *)a->failed = RCOLL_DIRECT_FAILED(q, kind);
           bad = 1;
+        } else if (++polls % 256 == 0 && *(volatile uint32_t *)a->failed != 0) {
+          bad = 1;
         }
         RCOLL_DK_PAUSE();
       }
+      RCOLL_DK_FENCE();
+      /* DONE is waited for from an earlier round, maybe of another call. */
+      uint64_t sig = q == a->rank || bad || kind == RCOLL_DIRECT_DONE ? a->sig : RCOLL_DK_FLAG_LOAD(f + 1);
+      if (sig != a->sig) {
+        ((volatile uint64_t *)a->sigs)[0] = sig;
+        ((volatile uint64_t *)a->sigs)[1] = a->sig;
+        *(volatile uint32_t *)a->failed = RCOLL_DIRECT_FAILED(q, RCOLL_DIRECT_MISMATCH);
+        bad = 1;
+      }
     }
-    RCOLL_DK_FENCE();
   }
   return RCOLL_DK_SYNC_OR(bad);
 }
 
-/* After the whole block's stores: flag `kind` = value in every peer's box. */
+/* After the whole block's stores: flag `kind` = value, with this call's
+ * signature beside it, in every peer's box. */
 RCOLL_DK_FN void rcoll_direct_say(const rcoll_direct_args_t *a, int kind, uint32_t b,
                                   uint64_t value, uint32_t tid) {
   RCOLL_DK_SYNC();
   if (tid == 0) {
+    for (uint32_t q = 0; q < a->nranks; q++)
+      if (q != a->rank)
+        RCOLL_DK_FLAG_STORE(rcoll_direct_flag(a->box[q], kind, a->rank, b) + 1, a->sig);
     RCOLL_DK_FENCE();
     for (uint32_t q = 0; q < a->nranks; q++)
       if (q != a->rank)
