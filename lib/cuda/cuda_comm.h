@@ -93,8 +93,8 @@ typedef struct rcoll_cuda_comm {
    * that finished; wait_timed_out is set by the wait kernel. */
   _Atomic uint32_t *flag;
   rcoll_cu_deviceptr_t flag_dev, timed_out_dev;
-  /* The direct all-reduce (direct.h) and the mapped word its kernels report
-   * a wait that gave up in. */
+  /* The direct all-reduce (direct.h), and the mapped words its kernels
+   * report a wait that gave up in (the peer, the phase, both calls). */
   rcoll_cuda_direct_t direct;
   uint32_t *direct_failed;
   uint64_t *direct_sigs;

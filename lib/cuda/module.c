@@ -7,12 +7,11 @@
  * idle, which a library cannot know. */
 #include "cuda/module.h"
 
-#include "cuda/direct_kernel.h"
-
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "cuda/direct_kernel.h"
 #include "error.h"
 #include "log.h"
 
