@@ -24,6 +24,14 @@ static void direct_setup(void) {
 
 TestSuite(cuda_direct, .init = direct_setup, .timeout = 120);
 
+/* Runs body on nranks ranks, expecting `kernels` direct kernels in all. */
+static void run_direct(int nranks, void (*body)(rank_ctx_t *, rcollComm_t), int kernels) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(nranks, 0, body, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), kernels, "%d direct kernels, not %d",
+               atomic_load(&fake_stats.direct_kernels), kernels);
+}
+
 /* Sizes in a row on one communicator: one block, many blocks, many rounds,
  * and back, so that a call finds regions last used by a call with other
  * blocks and rounds. Each out of place, then in place. */
@@ -53,9 +61,7 @@ static void sums_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
 }
 
 static void run_sums(int n) {
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(n, 0, sums_in_a_row, ctx);
-  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), n * 2 * (int)NSIZES);
+  run_direct(n, sums_in_a_row, n * 2 * (int)NSIZES);
   cr_expect_eq(atomic_load(&fake_stats.reduce_kernels), 0, "an all-reduce went through the proxy");
 }
 
@@ -78,11 +84,7 @@ static void unaligned(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_api()->stream_destroy(s);
 }
 
-Test(cuda_direct, unaligned_buffers) {
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(3, 0, unaligned, ctx);
-  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 3);
-}
+Test(cuda_direct, unaligned_buffers) { run_direct(3, unaligned, 3); }
 
 /* Every type and op against the reference arithmetic (bit for bit, but
  * fp8 sums within their rounding), on a count that leaves a short slice. */
@@ -112,9 +114,7 @@ static void every_type_and_op(rank_ctx_t *x, rcollComm_t comm) {
 }
 
 Test(cuda_direct, every_type_and_op_three_ranks) {
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(3, 0, every_type_and_op, ctx);
-  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 3 * rcollNumTypes * rcollNumOps);
+  run_direct(3, every_type_and_op, 3 * rcollNumTypes * rcollNumOps);
 }
 
 /* Calls on two streams in turn: each starts after the other's last. */
@@ -134,18 +134,12 @@ static void two_streams(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_api()->stream_destroy(s[1]);
 }
 
-Test(cuda_direct, calls_on_two_streams_in_turn) {
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 0, two_streams, ctx);
-  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 2 * 6);
-}
+Test(cuda_direct, calls_on_two_streams_in_turn) { run_direct(2, two_streams, 2 * 6); }
 
 /* Without the setting every device all-reduce goes through the proxy. */
 Test(cuda_direct, off_by_default) {
   unsetenv("RCOLL_CUDA_DIRECT");
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 0, sums_in_a_row, ctx);
-  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 0);
+  run_direct(2, sums_in_a_row, 0);
   cr_expect_gt(atomic_load(&fake_stats.reduce_kernels), 0);
 }
 
@@ -179,8 +173,7 @@ static void one_rank_stops(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_direct, a_rank_that_stops_calling_is_named) {
   setenv("RCOLL_TIMEOUT", "2", 1);
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 0, one_rank_stops, ctx);
+  run_direct(2, one_rank_stops, 2 + 1); /* rank 0's second call is launched, its third refused */
 }
 
 /* Ranks that make different all-reduces (here counts) stop at their first
@@ -208,6 +201,5 @@ static void different_counts(rank_ctx_t *x, rcollComm_t comm) {
 }
 
 Test(cuda_direct, ranks_making_different_calls_are_told_at_once) {
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 0, different_counts, ctx);
+  run_direct(2, different_counts, 2);
 }
