@@ -192,6 +192,46 @@ Test(cuda_proxy, staged_three_ranks_over_sockets) {
   sweep(3, "1");
 }
 
+/* Copies that take their time: a staged chunk sent before its copy to the
+ * host ran, or a received one called done before its copy to the device
+ * ran, shows as stale data somewhere in the sweep. */
+Test(cuda_proxy, staged_slow_copies_over_sockets) {
+  setenv("RCOLL_SHM_DISABLE", "1", 1);
+  atomic_store(&fake_stats.copy_delay_us, 300);
+  sweep(3, "1");
+  atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+static void one_allreduce(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  x->wrong += check_allreduce(x, comm, s);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+/* The proxy waits for a staging copy by polling its event between other
+ * steps, not by synchronizing its stream: an all-reduce of 3 x 64 chunks
+ * per rank stages a copy each way per chunk, and the syncs left are those
+ * of the local copy at the start and of setting up and tearing down. */
+Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
+  setenv("RCOLL_SHM_DISABLE", "1", 1);
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_P2P_DISABLE", "1", 1);
+  setenv("RCOLL_ALGO", "ring", 1);
+  atomic_store(&fake_stats.copy_delay_us, 100);
+  int syncs0 = atomic_load(&fake_stats.syncs), copies0 = atomic_load(&fake_stats.copies);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(3, 3 * 64 * 1024, one_allreduce, ctx);
+  int syncs = atomic_load(&fake_stats.syncs) - syncs0, copies = atomic_load(&fake_stats.copies) - copies0;
+  atomic_store(&fake_stats.copy_delay_us, 0);
+  unsetenv("RCOLL_ALGO");
+  cr_log_info("3 ranks: %d copies, %d stream syncs", copies, syncs);
+  /* Per rank and chunk of a part, a ring all-reduce of 3 ranks sends 4 times and receives 4
+   * times: every send and the 2 plain receives are copies (the 2 receive-reduces are kernels
+   * reading the slot). Before staging waited by event, each copy was one sync. */
+  cr_expect_geq(copies, 3 * 6 * 64, "%d copies: fewer than the staging needs", copies);
+  cr_expect_leq(syncs, 3 * 8, "%d stream syncs for %d copies", syncs, copies);
+}
+
 /* PreMulSum runs on host buffers only: a device scalar or device buffers
  * are refused with a reason, and the communicator stays usable. */
 static void premulsum_refused(rank_ctx_t *x, rcollComm_t comm) {

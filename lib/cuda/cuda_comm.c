@@ -136,6 +136,11 @@ static void slots_free(rcoll_cuda_slots_t *s, struct rcollComm *c, int peer, int
     rcoll_cuda_api()->free_host(s->base);
   if (s->big != NULL)
     rcoll_cuda_api()->free_host(s->big);
+  for (int i = 0; i < RCOLL_MAX_SLOTS; i++)
+    if (s->ev[i] != NULL)
+      rcoll_cuda_api()->event_destroy(s->ev[i]);
+  if (s->big_ev != NULL)
+    rcoll_cuda_api()->event_destroy(s->big_ev);
   memset(s, 0, sizeof *s);
 }
 
@@ -151,12 +156,15 @@ static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
   for (int p = 0; cc->peers != NULL && drain && p < cc->comm->nranks; p++)
     rcoll_ipc_tx_drain(&cc->peers[p].tx, ms);
   rcoll_cuda_direct_free(cc, drain);
+  int saved = -1;
+  rcoll_cuda_device_enter(cc->device, &saved); /* the slots' events are its */
   for (int p = 0; cc->peers != NULL && p < cc->comm->nranks; p++) {
     slots_free(&cc->peers[p].send, cc->comm, p, 1);
     slots_free(&cc->peers[p].recv, cc->comm, p, 0);
     rcoll_ipc_tx_free(&cc->peers[p].tx);
     rcoll_ipc_rx_free(&cc->peers[p].rx);
   }
+  rcoll_cuda_device_leave(saved);
   free(cc->peers);
   if (cc->dev_scratch != NULL)
     a->free(cc->dev_scratch);
@@ -247,6 +255,14 @@ static rcollResult_t slots_alloc(rcoll_cuda_comm_t *cc, rcoll_cuda_slots_t *s, s
     r = a->host_alloc((void **)&s->base, (size_t)c->nslots * c->chunk_bytes, flags);
   if (r != 0)
     return comm_cuda_error(cc, "cudaHostAlloc of staging slots", r);
+  /* Made here, in the calling thread: event_pool.c says why not in the proxy. */
+  for (int i = 0; i < c->nslots && r == 0; i++)
+    if (s->ev[i] == NULL)
+      r = a->event_create_with_flags(&s->ev[i], RCOLL_CUDA_EVENT_DISABLE_TIMING);
+  if (r == 0 && big > 0 && s->big_ev == NULL)
+    r = a->event_create_with_flags(&s->big_ev, RCOLL_CUDA_EVENT_DISABLE_TIMING);
+  if (r != 0)
+    return comm_cuda_error(cc, "cudaEventCreate for staging slots", r);
   if (big > s->big_bytes) {
     /* Powers of two, so that a growing message size reallocates rarely. The
      * old buffer is kept until the comm goes: freeing pinned memory may
@@ -385,10 +401,11 @@ static void prof_log(const rcoll_cuda_comm_t *cc) {
     return;
   RCOLL_INFO(RCOLL_SUB_P2P, "rank %d: CUDA proxy: %lld units, %.3f ms running them (%.1f us each; "
              "%.3f ms in %lld stream syncs, the rest issuing work and waiting for peers), %.3f ms "
-             "waiting for the streams' earlier work; CUDA IPC parts %lld sent, %lld received",
+             "waiting for the streams' earlier work; %lld staging copies; CUDA IPC parts %lld sent, "
+             "%lld received",
              cc->comm->rank, (long long)p->units, p->run_us / 1e3, (double)p->run_us / (double)p->units,
-             p->sync_us / 1e3, (long long)p->syncs, p->event_wait_us / 1e3, (long long)p->ipc_parts_sent,
-             (long long)p->ipc_parts_recv);
+             p->sync_us / 1e3, (long long)p->syncs, p->event_wait_us / 1e3,
+             (long long)p->staged_copies, (long long)p->ipc_parts_sent, (long long)p->ipc_parts_recv);
 }
 
 void rcoll_cuda_comm_destroy(struct rcollComm *c) {

@@ -45,16 +45,21 @@ typedef struct rcoll_cuda_retired {
   void *mh;
 } rcoll_cuda_retired_t;
 
-/* Pinned host slots of one direction of one peer (STAGE and GDR modes). */
+/* Pinned host slots of one direction of one peer (STAGE and GDR modes).
+ * Each slot has an event, recorded on the proxy stream after the copy into
+ * or out of it: the proxy polls it instead of synchronizing the stream, so
+ * it keeps the network busy while the GPU copies (stage.c). */
 typedef struct rcoll_cuda_slots {
   char *base;             /* nslots x chunk_bytes, cudaHostAlloc(mapped) */
   void *mh;               /* the transport's registration of base */
   unsigned next;
   uint8_t busy[RCOLL_MAX_SLOTS];
+  rcoll_cuda_event_t ev[RCOLL_MAX_SLOTS];
   char *big;              /* for messages larger than a slot (point-to-point) */
   size_t big_bytes;
   void *big_mh;
   int big_busy;
+  rcoll_cuda_event_t big_ev;
   rcoll_cuda_retired_t retired[RCOLL_CUDA_MAX_RETIRED]; /* outgrown big buffers */
   int nretired;
 } rcoll_cuda_slots_t;
@@ -70,7 +75,9 @@ typedef struct rcoll_cuda_peer {
 typedef struct rcoll_cuda_stepx {
   int mode;        /* the peer's mode when the step was posted */
   int slot;        /* staging slot, -1 none, -2 the big buffer */
-  int staged;      /* a send's data is already in its slot */
+  char *buf;       /* ... its memory when taken (a big buffer may be replaced later) */
+  int staged;      /* STAGE: the copy into (send) or out of (receive) the slot is
+                      1 queued, 2 done */
   uint32_t part;   /* IPC: parts of the message done */
   void *mh;        /* GDR: registration of the user buffer for this step */
 } rcoll_cuda_stepx_t;
@@ -120,7 +127,7 @@ typedef struct rcoll_cuda_comm {
    * subsystem P2P); written by the proxy thread only. The GPU runs showed
    * the one-GPU path far below the copy bandwidth: this says why. */
   struct rcoll_cuda_prof {
-    int64_t units, syncs, ipc_parts_sent, ipc_parts_recv;
+    int64_t units, syncs, staged_copies, ipc_parts_sent, ipc_parts_recv;
     int64_t event_wait_us, run_us, sync_us;
   } prof;
   /* Device calls of an open group (kept until rcollGroupEnd). */

@@ -3,9 +3,9 @@
  * device plan names is device memory (the user's buffers, or the device twin
  * of the scratch ring that rcoll_cuda_plan_prepare substituted), so copies
  * and reductions run on the proxy's stream; messages go the way the peer's
- * mode says (stage.c, ipc.c). Each GPU operation is waited for before the
- * step moves on: the proxy thread has nothing else to do meanwhile, and the
- * transports' helper threads keep moving other chunks. */
+ * mode says (stage.c, ipc.c). Staging copies end in an event the proxy
+ * polls, so the network moves other chunks while the GPU copies; local
+ * copies and IPC parts are waited for before the step moves on. */
 #include <sched.h>
 #include <string.h>
 #include <time.h>

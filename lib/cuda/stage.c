@@ -6,6 +6,9 @@
  * or reduced there by a kernel that reads the slot directly (mapped pinned
  * memory), so received data crosses the bus once and the reduction runs
  * where both operands already are. docs/gpu.md says why not on the host.
+ * No copy is waited for: each ends in its slot's event, which the proxy polls
+ * between the other steps, so copies of some chunks overlap the network
+ * transfer of others.
  * GDR: sends and receives use the user's device buffers, registered with the
  * transport as RCOLL_MEM_CUDA for the step; receive-reduces still land in a
  * pinned slot (the reduction needs the received chunk beside the operand). */
@@ -127,39 +130,75 @@ static rcollResult_t slots_mh(struct rcollComm *c, int peer, int send, rcoll_cud
   return rcollSuccess;
 }
 
+/* The slot's event, recorded after the copy into or out of it. */
+static rcoll_cuda_event_t slot_event(const rcoll_cuda_slots_t *s, int slot) {
+  return slot == -2 ? s->big_ev : s->ev[slot];
+}
+
+static rcollResult_t slot_record(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int slot) {
+  int r = rcoll_cuda_api()->event_record(slot_event(s, slot), cc->stream);
+  cc->prof.staged_copies++;
+  if (r != 0)
+    return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after a staging copy "
+                       "failed on device %d: %s", cc->comm->rank, cc->device, rcoll_cuda_strerror(r));
+  return rcollSuccess;
+}
+
+/* 1 once the copy before the slot's event has run; 0 while it runs, or with
+ * *err set when the device reported a failure. */
+static int slot_copied(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int slot,
+                       const char *what, rcollResult_t *err) {
+  int r = rcoll_cuda_api()->event_query(slot_event(s, slot));
+  if (r == RCOLL_CUDA_ERROR_NOT_READY)
+    return 0;
+  if (r != 0) {
+    *err = rcoll_error(rcollUnhandledCudaError, "rank %d: %s failed on device %d: %s",
+                       cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
+    return 0;
+  }
+  return 1;
+}
+
+/* Queues the copy of the step's chunk into a free slot; while it runs the
+ * proxy moves other steps, and the send is made once the event says the
+ * bytes are there. Copies queue on the proxy stream in the order the steps
+ * come, behind the reductions whose results they send. */
 static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                            rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_cuda_slots_t *s = &cc->peers[st->peer].send;
   rcoll_peer_t *pe = &c->peers[st->peer];
-  int moved = 0;
-  if (!x->staged) {
+  if (x->staged == 0) {
     int slot = rcoll_stage_pick(s, c->nslots, c->chunk_bytes, st->bytes);
     if (slot == -1)
       return 0;
     char *buf = rcoll_stage_buf(s, slot, c->chunk_bytes);
     *err = rcoll_dev_copy_issue(cc, buf, st->src, st->bytes);
     if (*err == rcollSuccess)
-      *err = rcoll_cuda_sync(cc, "a staging copy to host");
+      *err = slot_record(cc, s, slot);
     if (*err != rcollSuccess)
       return 0;
     rcoll_stage_take(s, c->nslots, slot);
     x->slot = slot;
+    x->buf = buf;
     x->staged = 1;
-    moved = 1;
+  }
+  if (x->staged == 1) {
+    if (!slot_copied(cc, s, x->slot, "a staging copy to host", err))
+      return 0;
+    x->staged = 2;
   }
   void *mh = NULL, *req = NULL;
   rcollResult_t r = slots_mh(c, st->peer, 1, s, x->slot, &mh);
   if (r == rcollSuccess)
-    r = rcoll_peer_net(c, st->peer)->isend(pe->send_comm, rcoll_stage_buf(s, x->slot, c->chunk_bytes),
-                                           st->bytes, 0, mh, &req);
+    r = rcoll_peer_net(c, st->peer)->isend(pe->send_comm, x->buf, st->bytes, 0, mh, &req);
   if (r != rcollSuccess) {
     *err = rcoll_dev_peer_error(c, st->peer, r, "send to");
     return 0;
   }
   if (req == NULL)
-    return moved;
+    return 0;
   pe->send_posted++;
   st->request = req;
   st->state = RCOLL_STEP_POSTED;
@@ -187,6 +226,7 @@ static int stage_recv_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t
     return 0;
   rcoll_stage_take(s, c->nslots, slot);
   x->slot = slot;
+  x->buf = buf;
   pe->recv_posted++;
   st->request = req;
   st->state = RCOLL_STEP_POSTED;
@@ -224,27 +264,39 @@ static int request_done(struct rcollComm *c, rcoll_step_t *st, rcollResult_t *er
   return 1;
 }
 
+/* A receive's chunk is copied to the device (or reduced there) on the proxy
+ * stream once it arrived; the step is done when that copy is, and only then
+ * does its slot take the next message. */
 int rcoll_stage_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_cuda_stepx_t *x = rcoll_cuda_stepx(p, st);
-  if (!request_done(c, st, err))
-    return 0;
   rcoll_cuda_peer_t *cp = &cc->peers[st->peer];
   if (st->kind == RCOLL_STEP_SEND) {
-    rcoll_stage_give(&cp->send, x->slot);
-  } else {
-    const char *buf = rcoll_stage_buf(&cp->recv, x->slot, c->chunk_bytes);
-    if (st->kind == RCOLL_STEP_RECV_REDUCE)
-      *err = rcoll_dev_reduce_issue(cc, st, 0, buf, st->bytes);
-    else
-      *err = rcoll_dev_copy_issue(cc, st->dst, buf, st->bytes);
-    if (*err == rcollSuccess)
-      *err = rcoll_cuda_sync(cc, "a staged receive");
-    rcoll_stage_give(&cp->recv, x->slot);
-    if (*err != rcollSuccess)
+    if (!request_done(c, st, err))
       return 0;
+    rcoll_stage_give(&cp->send, x->slot);
+    st->state = RCOLL_STEP_DONE;
+    return 1;
   }
+  if (x->staged == 0) {
+    if (!request_done(c, st, err))
+      return 0;
+    if (st->kind == RCOLL_STEP_RECV_REDUCE)
+      *err = rcoll_dev_reduce_issue(cc, st, 0, x->buf, st->bytes);
+    else
+      *err = rcoll_dev_copy_issue(cc, st->dst, x->buf, st->bytes);
+    if (*err == rcollSuccess)
+      *err = slot_record(cc, &cp->recv, x->slot);
+    if (*err != rcollSuccess) {
+      rcoll_stage_give(&cp->recv, x->slot);
+      return 0;
+    }
+    x->staged = 1;
+  }
+  if (!slot_copied(cc, &cp->recv, x->slot, "a staged receive", err))
+    return 0;
+  rcoll_stage_give(&cp->recv, x->slot);
   st->state = RCOLL_STEP_DONE;
   return 1;
 }

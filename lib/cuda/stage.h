@@ -43,7 +43,7 @@ int rcoll_gdr_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
 /* Shared by the executors: queues dst = src op staged for `bytes` at byte
  * offset `off` of the step on the proxy stream (all three device-accessible),
  * then the avg finish of that range if the step carries it. The caller
- * waits with rcoll_cuda_sync. */
+ * waits for it (rcoll_cuda_sync, or an event it records). */
 rcollResult_t rcoll_dev_reduce_issue(rcoll_cuda_comm_t *cc, const rcoll_step_t *st, size_t off,
                                      const void *staged, size_t bytes);
 /* Queues a device copy on the proxy stream (the caller waits). */

@@ -113,7 +113,15 @@ int fake_free(void *p) {
 
 static void fake_run(fake_op_t *op) {
   switch (op->kind) {
-  case FAKE_OP_COPY: memmove(op->dst, op->src, op->bytes); break;
+  case FAKE_OP_COPY: {
+    int delay_us = atomic_load(&fake_stats.copy_delay_us);
+    if (delay_us > 0) {
+      struct timespec ts = {delay_us / 1000000, (long)(delay_us % 1000000) * 1000};
+      nanosleep(&ts, NULL);
+    }
+    memmove(op->dst, op->src, op->bytes);
+    break;
+  }
   case FAKE_OP_EVENT: atomic_store(&op->event->pending, 0); break;
   case FAKE_OP_HOST: op->host(op->host_arg); break;
   case FAKE_OP_DIRECT:
@@ -284,6 +292,7 @@ static int f_cu_range(rcoll_cu_deviceptr_t *base, size_t *bytes, rcoll_cu_device
 static int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda_stream_t st) {
   (void)kind;
   int held = fake_lock(0);
+  atomic_fetch_add(&fake_stats.copies, 1);
   fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n});
   fake_unlock(held);
   return 0;
@@ -291,6 +300,7 @@ static int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda
 
 static int f_stream_sync(rcoll_cuda_stream_t h) {
   int held = fake_lock(0);
+  atomic_fetch_add(&fake_stats.syncs, 1);
   fake_stream_sync(h);
   fake_unlock(held);
   return 0;
