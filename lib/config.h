@@ -115,7 +115,10 @@
     "launch on the caller's stream, reading each other's buffers through CUDA IPC, no proxy "   \
     "(lib/cuda/direct.c); off unless every rank has it on; not yet measured on a GPU")          \
   X(INT_IN(4096, 268435456), cuda_direct_chunk, "CUDA_DIRECT_CHUNK", NULL, "1048576",           \
-    "Bytes one block of the direct all-reduce moves per round; each rank's IPC box holds 32")
+    "Bytes one block of the direct all-reduce moves per round; each rank's IPC box holds 32")    \
+  X(INT_IN(0, 1099511627776), cuda_direct_inplace, "CUDA_DIRECT_INPLACE", NULL, "1048576",      \
+    "Direct all-reduces of this many bytes or more read the peers' buffers in place, after a "   \
+    "meeting on the host (lib/cuda/direct_meet.h); 0: never; rank 0's value counts")
 
 #define RCOLL_SETTING_STR_MAX 256
 

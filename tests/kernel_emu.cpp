@@ -27,6 +27,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(x)
+#define __grid_constant__
 #define RCOLL_KERNEL_EMU 1
 
 struct alignas(16) uint4 {
@@ -107,7 +108,8 @@ static void check_reduce(const char *name, void (*kernel)(T *, const T *, const 
 }
 
 // The direct all-reduce between nranks CPU threads: sum, `count` elements,
-// several rounds of nb blocks, twice in a row (the second reuses regions).
+// several rounds of nb blocks, twice in a row (the second reuses regions),
+// then once in place (reading the peers' buffers, one round).
 template <class T>
 static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), T (*sum)(T, T),
                          int nranks, size_t count) {
@@ -144,12 +146,22 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
     for (int q = 0; q < nranks; q++)
       args[r].box[q] = (char *)boxes[q].data();
   }
-  for (int call = 0; call < 2; call++) {
+  for (int call = 0; call < 3; call++) {
     std::vector<std::thread> ranks;
     for (int r = 0; r < nranks; r++) {
       args[r].base = call * rounds;
       for (size_t b = 0; b < nb; b++)
         args[r].last[b] = call * rounds;
+      if (call == 2) {
+        args[r].inplace = 1;
+        args[r].rounds = 1;
+        args[r].chunk = ((count + nb - 1) / nb + V - 1) / V * V;
+        for (int q = 0; q < nranks; q++) {
+          args[r].ins[q] = (const char *)in[q].data();
+          args[r].outs[q] = (char *)out[q].data();
+        }
+        memset(out[r].data(), 0, out[r].size() * sizeof(uint4));
+      }
       ranks.emplace_back([&, r] { launch((unsigned)nb, kernel, args[r]); });
     }
     for (auto &t : ranks)
@@ -183,6 +195,6 @@ int main() {
     return 1;
   }
   printf("kernel_emu: every reduce kernel (12 types x 4 ops, 8 counts, aligned and not, in and out of "
-         "place) and the direct all-reduce (2-3 ranks, f32, bf16, e5m2) right on the CPU\n");
+         "place) and the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place) right on the CPU\n");
   return 0;
 }

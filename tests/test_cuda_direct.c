@@ -60,14 +60,26 @@ static void sums_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_api()->stream_destroy(s);
 }
 
-static void run_sums(int n) {
+/* inplace: calls of 4 KiB or more read the peers' buffers in place (4 of
+ * the sizes, twice each per rank), the others go through the regions, so
+ * the two kinds follow each other on the same flags. */
+static void run_sums(int n, int inplace) {
+  if (inplace)
+    setenv("RCOLL_CUDA_DIRECT_INPLACE", "4096", 1);
+  else
+    setenv("RCOLL_CUDA_DIRECT_INPLACE", "0", 1);
   run_direct(n, sums_in_a_row, n * 2 * (int)NSIZES);
   cr_expect_eq(atomic_load(&fake_stats.reduce_kernels), 0, "an all-reduce went through the proxy");
+  cr_expect_eq(atomic_load(&fake_stats.direct_inplace), inplace ? n * 2 * 4 : 0, "%d in place",
+               atomic_load(&fake_stats.direct_inplace));
 }
 
-Test(cuda_direct, two_ranks_sizes_in_a_row) { run_sums(2); }
-Test(cuda_direct, three_ranks_sizes_in_a_row) { run_sums(3); }
-Test(cuda_direct, four_ranks_sizes_in_a_row) { run_sums(4); }
+Test(cuda_direct, two_ranks_sizes_in_a_row) { run_sums(2, 0); }
+Test(cuda_direct, three_ranks_sizes_in_a_row) { run_sums(3, 0); }
+Test(cuda_direct, four_ranks_sizes_in_a_row) { run_sums(4, 0); }
+Test(cuda_direct, two_ranks_sizes_in_a_row_in_place) { run_sums(2, 1); }
+Test(cuda_direct, three_ranks_sizes_in_a_row_in_place) { run_sums(3, 1); }
+Test(cuda_direct, four_ranks_sizes_in_a_row_in_place) { run_sums(4, 1); }
 
 /* Buffers 4 bytes past an alignment of 16: the kernel's scalar loops. */
 static void unaligned(rank_ctx_t *x, rcollComm_t comm) {
@@ -85,6 +97,11 @@ static void unaligned(rank_ctx_t *x, rcollComm_t comm) {
 }
 
 Test(cuda_direct, unaligned_buffers) { run_direct(3, unaligned, 3); }
+Test(cuda_direct, unaligned_buffers_in_place) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "1", 1);
+  run_direct(3, unaligned, 3);
+  cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 3);
+}
 
 /* Every type and op against the reference arithmetic (bit for bit, but
  * fp8 sums within their rounding), on a count that leaves a short slice. */
@@ -115,6 +132,39 @@ static void every_type_and_op(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_direct, every_type_and_op_three_ranks) {
   run_direct(3, every_type_and_op, 3 * rcollNumTypes * rcollNumOps);
+}
+Test(cuda_direct, every_type_and_op_three_ranks_in_place) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "1", 1);
+  run_direct(3, every_type_and_op, 3 * rcollNumTypes * rcollNumOps);
+  cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 3 * rcollNumTypes * rcollNumOps);
+}
+
+/* A rank that cannot hand its buffers over (memory from a cudaMallocAsync
+ * pool has no IPC handle): every rank then goes through the regions, and
+ * says nothing wrong. */
+static void one_rank_without_handles(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = 70000;
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
+  x->result = rcollAllReduce(a, a, 1, rcollFloat32, rcollSum, comm, s); /* the box, with handles */
+  fake_stream_sync(s);
+  fake_refuse_ipc = x->rank == 1;
+  cuda_ranks_fill(a, n, x->rank);
+  if (x->result == rcollSuccess)
+    x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  fake_refuse_ipc = 0;
+  for (size_t i = 0; i < n; i++)
+    x->wrong += a[i] != cuda_ranks_sum_of(x->nranks, i);
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, a_rank_without_ipc_handles_means_regions) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "4096", 1);
+  run_direct(3, one_rank_without_handles, 3 * 2);
+  cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 0);
 }
 
 /* Calls on two streams in turn: each starts after the other's last. */
@@ -202,4 +252,55 @@ static void different_counts(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_direct, ranks_making_different_calls_are_told_at_once) {
   run_direct(2, different_counts, 2);
+}
+
+/* In place, ranks meet on the host first: different calls are told there,
+ * by the call itself, and a rank that does not come is named after
+ * RCOLL_TIMEOUT. No kernel is launched either way. */
+static void meeting_of_different_calls(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = x->rank == 0 ? 300000 : 400000;
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  x->result = rcollAllReduce(a, a, 1, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  rcollResult_t r = x->result == rcollSuccess ? rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s)
+                                              : x->result;
+  const char *msg = rcollGetLastError(comm);
+  cr_log_info("rank %d: %s", x->rank, msg);
+  char want[160];
+  snprintf(want, sizeof want, "rank %d made another call: %zu x float32 sum here, %zu x float32 sum there",
+           1 - x->rank, n, x->rank == 0 ? (size_t)400000 : (size_t)300000);
+  x->wrong += r != rcollInvalidUsage || strstr(msg, want) == NULL;
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, in_place_different_calls_are_told_at_the_meeting) {
+  run_direct(2, meeting_of_different_calls, 2);
+}
+
+static void meeting_without_rank_1(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = 300000;
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  x->result = rcollAllReduce(a, a, 1, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  if (x->rank == 1) {
+    sleep(3);
+  } else if (x->result == rcollSuccess) {
+    double t0 = cuda_ranks_now_ms();
+    rcollResult_t r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+    double waited = cuda_ranks_now_ms() - t0;
+    const char *msg = rcollGetLastError(comm);
+    cr_log_info("rank 0 after %.0f ms: %s", waited, msg);
+    x->wrong += r != rcollTimeout || strstr(msg, "rank 1 did not come to this all-reduce") == NULL;
+    x->wrong += waited < 1500 || waited > 2900;
+  }
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, in_place_meeting_names_a_rank_that_does_not_come) {
+  setenv("RCOLL_TIMEOUT", "2", 1);
+  run_direct(2, meeting_without_rank_1, 2);
 }

@@ -2,6 +2,7 @@
  * first call, each call's launch, and the end. */
 #include "cuda/direct.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -10,6 +11,7 @@
 #include "bootstrap.h"
 #include "clock.h"
 #include "cuda/cuda_comm.h"
+#include "cuda/direct_meet.h"
 #include "cuda/module.h"
 #include "cuda/unit.h"
 #include "group.h"
@@ -24,7 +26,10 @@
 
 typedef struct direct_offer {
   int32_t ok;
+  int32_t meet_ok;         /* round 2: mapped the meeting file (or there is none) */
   rcoll_ipc_hello_t hello; /* the box: handle, address, and whose process */
+  int64_t inplace_min;     /* rank 0's RCOLL_CUDA_DIRECT_INPLACE */
+  char meet[RCOLL_SETTING_STR_MAX + 48]; /* rank 0: the meeting file it made, or "" */
 } direct_offer_t;
 
 static size_t box_bytes(const rcoll_cuda_direct_t *d) {
@@ -33,6 +38,8 @@ static size_t box_bytes(const rcoll_cuda_direct_t *d) {
 
 static void direct_release(rcoll_cuda_direct_t *d) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  rcoll_direct_meet_close(d->meet);
+  d->meet = NULL;
   for (int q = 0; q < RCOLL_DIRECT_MAX_RANKS; q++)
     if (d->opened[q])
       a->ipc_close_mem_handle(d->boxes[q]);
@@ -98,7 +105,9 @@ static int direct_map(rcoll_cuda_comm_t *cc, const direct_offer_t *all) {
 /* Two rounds over the bootstrap, as the flat board: every rank offers its
  * box, then says whether it mapped them all. Any refusal turns the direct
  * path off on every rank, which then agree on the proxy. Only a failing
- * bootstrap (a dead peer) is an error. */
+ * bootstrap (a dead peer) is an error. Rank 0 also offers the meeting file
+ * of in-place calls (direct_meet.h); a rank that cannot map it turns those
+ * off everywhere, and rank 0 removes the file once all have answered. */
 static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   struct rcollComm *c = cc->comm;
   rcoll_cuda_direct_t *d = &cc->direct;
@@ -111,27 +120,49 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
     return rcoll_error(rcollSystemError, "rank %d: out of memory for the direct all-reduce", c->rank);
   int saved = -1;
   int entered = rcoll_cuda_device_enter(cc->device, &saved) == 0;
-  all[c->rank].ok = entered && direct_make_box(cc, &all[c->rank]);
+  direct_offer_t *me = &all[c->rank];
+  me->ok = entered && direct_make_box(cc, me);
+  me->inplace_min = c->settings.cuda_direct_inplace;
+  if (c->rank == 0 && me->ok && me->inplace_min > 0 &&
+      !rcoll_direct_meet_make(c, me->meet, sizeof me->meet))
+    me->meet[0] = '\0';
+  char made[sizeof me->meet];
+  snprintf(made, sizeof made, "%s", me->meet);
   rcollResult_t r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
   int ok = r == rcollSuccess;
   for (int q = 0; q < c->nranks && ok; q++)
     ok = all[q].ok && all[q].hello.magic == RCOLL_IPC_MAGIC;
   ok = ok && direct_map(cc, all);
+  all[0].meet[sizeof all[0].meet - 1] = '\0';
+  d->inplace_min = (uint64_t)all[0].inplace_min;
+  if (ok && all[0].meet[0] != '\0')
+    d->meet = rcoll_direct_meet_open(c, all[0].meet);
+  int meet_ok = d->meet != NULL;
   memset(all, 0, (size_t)c->nranks * sizeof *all);
   all[c->rank].ok = ok;
+  all[c->rank].meet_ok = meet_ok;
   if (r == rcollSuccess)
     r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
-  for (int q = 0; q < c->nranks && ok; q++)
+  if (made[0] != '\0')
+    unlink(made);
+  for (int q = 0; q < c->nranks && ok; q++) {
     ok = all[q].ok;
+    meet_ok = meet_ok && all[q].meet_ok;
+  }
   free(all);
+  if (!meet_ok) {
+    rcoll_direct_meet_close(d->meet);
+    d->meet = NULL;
+  }
   if (!ok || r != rcollSuccess)
     direct_release(d);
   rcoll_cuda_device_leave(saved);
   d->state = ok && r == rcollSuccess ? RCOLL_DIRECT_ON : RCOLL_DIRECT_OFF;
   if (d->state == RCOLL_DIRECT_ON)
     RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
-               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC", c->rank,
-               c->nranks, box_bytes(d));
+               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place from "
+               "%llu bytes%s", c->rank, c->nranks, box_bytes(d), (unsigned long long)d->inplace_min,
+               d->meet != NULL ? "" : " (never: no meeting file)");
   return r;
 }
 
@@ -156,6 +187,17 @@ static rcollResult_t direct_after_last(rcoll_cuda_comm_t *cc, rcollStream_t stre
                                              rcoll_cuda_strerror(r));
 }
 
+rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, uint64_t ours,
+                                    uint64_t theirs) {
+  return rcoll_error(rcollInvalidUsage, "rank %d: rcollAllReduce: rank %u made another call: %llu x "
+                     "%s %s here, %llu x %s %s there (a direct all-reduce carries its call); every "
+                     "rank must make the same calls in the same order", c->rank, peer,
+                     (unsigned long long)(ours >> 12), rcoll_type_name((rcollDataType_t)((ours >> 4) & 255)),
+                     rcoll_op_name((rcollRedOp_t)(ours & 15)), (unsigned long long)(theirs >> 12),
+                     rcoll_type_name((rcollDataType_t)((theirs >> 4) & 255)),
+                     rcoll_op_name((rcollRedOp_t)(theirs & 15)));
+}
+
 /* What an earlier kernel's wait gave up on, as the error of this call. */
 static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   static const char *const what[] = {"input in its box", "reduced slice", "reading our box"};
@@ -165,15 +207,8 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   unsigned peer = (f - 1) & 255, kind = (f - 1) >> 8;
   rcollResult_t r;
   if (kind == RCOLL_DIRECT_MISMATCH) {
-    uint64_t theirs = ((volatile uint64_t *)cc->direct_sigs)[0];
-    uint64_t ours = ((volatile uint64_t *)cc->direct_sigs)[1];
-    r = rcoll_error(rcollInvalidUsage, "rank %d: rcollAllReduce: rank %u made another call: %llu x "
-                    "%s %s here, %llu x %s %s there (a direct all-reduce's flags carry the call); "
-                    "every rank must make the same calls in the same order", cc->comm->rank, peer,
-                    (unsigned long long)(ours >> 12), rcoll_type_name((rcollDataType_t)((ours >> 4) & 255)),
-                    rcoll_op_name((rcollRedOp_t)(ours & 15)), (unsigned long long)(theirs >> 12),
-                    rcoll_type_name((rcollDataType_t)((theirs >> 4) & 255)),
-                    rcoll_op_name((rcollRedOp_t)(theirs & 15)));
+    r = rcoll_direct_mismatch(cc->comm, peer, ((volatile uint64_t *)cc->direct_sigs)[1],
+                              ((volatile uint64_t *)cc->direct_sigs)[0]);
   } else {
     r = rcoll_error(rcollSystemError, "rank %d: a direct all-reduce gave up after RCOLL_TIMEOUT "
                     "waiting for rank %u (its %s); the results of that call and the ones queued "
@@ -206,6 +241,24 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const void *in, void *
                            .vec = (((uintptr_t)in | (uintptr_t)out) & 15) == 0};
   memcpy(a.box, d->boxes, sizeof a.box);
   memcpy(a.last, d->last, sizeof a.last);
+  if (d->meet != NULL && bytes >= d->inplace_min && bytes > 0) {
+    rcollResult_t r = rcollSuccess;
+    a.inplace = (uint32_t)rcoll_direct_meet(cc, in, out, a.sig, &a, &r);
+    if (r != rcollSuccess) {
+      rcoll_comm_set_error(c, r);
+      return r;
+    }
+  }
+  if (a.inplace) { /* one round over the whole vector; 16-byte loads if every buffer allows */
+    rounds = 1;
+    a.rounds = 1;
+    a.chunk = ((count + nb - 1) / nb + vec - 1) / vec * vec;
+    uintptr_t any = 0;
+    for (uint32_t q = 0; q < a.nranks; q++)
+      any |= (uintptr_t)a.ins[q] | (uintptr_t)a.outs[q];
+    a.vec = (any & 15) == 0;
+    d->inplace_calls++;
+  }
   RCOLL_CHECK(rcoll_cuda_launch_direct(&a, t, op, (unsigned)nb, stream));
   d->rounds += rounds;
   for (uint64_t b = 0; b < nb; b++)

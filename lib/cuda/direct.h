@@ -34,6 +34,9 @@ typedef struct rcoll_cuda_direct {
   rcoll_cuda_event_t done;              /* recorded after each call */
   rcoll_cuda_stream_t stream;           /* the last call's */
   int64_t calls;
+  struct rcoll_direct_meet *meet;       /* in place: where calls meet (direct_meet.h); NULL never */
+  uint64_t inplace_min;                 /* bytes from which calls meet (rank 0's setting) */
+  int64_t inplace_calls;
 } rcoll_cuda_direct_t;
 
 struct rcollComm;
@@ -44,6 +47,9 @@ struct rcoll_cuda_comm;
 int rcoll_cuda_direct_allreduce(struct rcollComm *c, const void *in, void *out, size_t count,
                                 rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream,
                                 int device, rcollResult_t *r);
+/* "rank N made another call: ..." for two calls' RCOLL_DIRECT_SIG. */
+rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, uint64_t ours,
+                                    uint64_t theirs);
 /* When the comm goes (its proxy stopped): waits for our last kernel and,
  * with drain, for every peer to be done reading our box; then frees it. */
 void rcoll_cuda_direct_free(struct rcoll_cuda_comm *cc, int drain);

@@ -23,6 +23,22 @@
  * the waiter reads the flag, fences, and reads the data past the L1 cache
  * (another SM, or another GPU, wrote it).
  *
+ *
+ * In place (the call is large, and every rank could hand the others its
+ * buffers through CUDA IPC: direct_meet.c), there are no regions and one
+ * round: block b of every rank reads the peers' inputs and outputs where the
+ * user put them, mapped for this call.
+ *   A. say READY (our input is readable: the stream has reached us);
+ *   B. wait for every READY, reduce our slice over every rank's input, write
+ *      it to our output, say REDUCED;
+ *   C. wait for every REDUCED, copy the peers' slices from their outputs,
+ *      say DONE, and wait for every DONE: the user may reuse our buffers once
+ *      the kernel ends, so every peer must be done reading them.
+ * Our output slice q is written only after peer q said REDUCED: q read every
+ * input's slice q then, ours too when it shares memory with our output.
+ * That moves 3 - 1/n times the vector per rank (2.5 at 2 ranks) where the
+ * regions move 4.
+ *
  * Blocks never wait for other blocks of their own rank, only for the block
  * with the same index on the other ranks, so blocks may run in any order
  * (and the host fake runs them one after the other). Every wait gives up
@@ -59,7 +75,10 @@ typedef struct rcoll_direct_args {
   uint64_t sig;        /* this call, RCOLL_DIRECT_SIG: every flag carries it */
   uint32_t rounds, nblocks, nranks, rank, avg;
   uint32_t vec; /* in and out are 16-byte aligned (chunk is whole vectors): 16-byte loads */
+  uint32_t inplace; /* read the peers' buffers below, not their regions (one round) */
   char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
+  const char *ins[RCOLL_DIRECT_MAX_RANKS]; /* in place: every rank's input and output, */
+  char *outs[RCOLL_DIRECT_MAX_RANKS];      /* as mapped here (ours at [rank]) */
   /* The round at which block b last used its region (0: never), from the
    * calls before this one, which may have used fewer blocks. */
   uint64_t last[RCOLL_DIRECT_MAX_BLOCKS];
@@ -211,11 +230,38 @@ RCOLL_DK_FN void rcoll_direct_copy(char *dst, const char *src, uint64_t bytes, i
     dst[i] = RCOLL_DK_LOAD(src + i);
 }
 
-/* Where element i of rank q's part of this stretch is read: our input for
- * us, q's region in its box for the others. */
+/* Where element i of rank q's part of this stretch is read: q's input in
+ * place; else our input for us, q's region in its box for the others. */
 RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q, size_t region,
                                         uint64_t at, uint64_t i, size_t es) {
+  if (a->inplace)
+    return a->ins[q] + (at + i) * es;
   return q == a->rank ? (const char *)a->in + (at + i) * es : a->box[q] + region + i * es;
+}
+
+/* Block b's one round in place: where its stretch starts and ends. */
+RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint32_t b) {
+  const uint64_t at = (uint64_t)b * a->chunk;
+  return at >= a->count ? 0 : a->count - at < a->chunk ? a->count - at : a->chunk;
+}
+
+/* In place, phase C: after our REDUCED, the peers' slices from their
+ * outputs, then DONE and the wait for everyone's. */
+RCOLL_DK_FN int rcoll_direct_inplace_out(const rcoll_direct_args_t *a, uint32_t b, uint32_t tid,
+                                         uint32_t nt, size_t es) {
+  const uint32_t n = a->nranks;
+  const uint64_t V = 16 / es, g = a->base + 1, at = (uint64_t)b * a->chunk;
+  const uint64_t len = rcoll_direct_inplace_len(a, b);
+  if (rcoll_direct_wait(a, RCOLL_DIRECT_REDUCED, b, g, tid))
+    return 1;
+  for (uint32_t q = 0; q < n; q++) {
+    uint64_t lo = rcoll_direct_slice(len, q, n, V), hi = rcoll_direct_slice(len, q + 1, n, V);
+    if (q != a->rank)
+      rcoll_direct_copy((char *)a->out + (at + lo) * es, a->outs[q] + (at + lo) * es,
+                        (hi - lo) * es, a->vec, tid, nt);
+  }
+  rcoll_direct_say(a, RCOLL_DIRECT_DONE, b, g, tid);
+  return rcoll_direct_wait(a, RCOLL_DIRECT_DONE, b, g, tid);
 }
 
 /* rcoll_direct_<op>_<sfx>(args, block, thread, threads): one block's part of
@@ -252,7 +298,8 @@ RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q
       for (int u = 0; u < m; u++) {                                                             \
         for (int j = 0; j < V && a->avg; j++)                                                   \
           acc[u].e[j] = rcoll_avg_##sfx(acc[u].e[j], (int)a->nranks);                           \
-        RCOLL_DK_STORE16(mine + i + u * step, acc[u].w);                                        \
+        if (!a->inplace)                                                                        \
+          RCOLL_DK_STORE16(mine + i + u * step, acc[u].w);                                      \
         RCOLL_DK_STORE16(out + i + u * step, acc[u].w);                                         \
       }                                                                                         \
     }                                                                                           \
@@ -262,7 +309,8 @@ RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q
         acc = rcoll_##op##_##sfx(acc, rcoll_direct_src_##op##_##sfx(a, q, region, at, i));             \
       if (a->avg)                                                                               \
         acc = rcoll_avg_##sfx(acc, (int)a->nranks);                                             \
-      mine[i] = acc;                                                                            \
+      if (!a->inplace)                                                                          \
+        mine[i] = acc;                                                                          \
       out[i] = acc;                                                                             \
     }                                                                                           \
   }                                                                                             \
@@ -270,6 +318,16 @@ RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q
                                             uint32_t tid, uint32_t nt) {                        \
     const uint32_t n = a->nranks, me = a->rank;                                                 \
     const uint64_t V = 16 / sizeof(T);                                                          \
+    if (a->inplace) {                                                                           \
+      const uint64_t g = a->base + 1, len = rcoll_direct_inplace_len(a, b);                     \
+      rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
+      if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
+        return 1;                                                                               \
+      rcoll_direct_reduce_##op##_##sfx(a, 0, (uint64_t)b * a->chunk, rcoll_direct_slice(len, me, n, V), \
+                                       rcoll_direct_slice(len, me + 1, n, V), tid, nt);         \
+      rcoll_direct_say(a, RCOLL_DIRECT_REDUCED, b, g, tid);                                     \
+      return rcoll_direct_inplace_out(a, b, tid, nt, sizeof(T));                                \
+    }                                                                                           \
     for (uint32_t k = 0; k < a->rounds; k++) {                                                  \
       const uint64_t g = a->base + k + 1;                                                       \
       const uint64_t at = ((uint64_t)k * a->nblocks + b) * a->chunk;                            \

@@ -349,7 +349,11 @@ static int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
   return 0;
 }
 
+_Thread_local int fake_refuse_ipc;
+
 static int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
+  if (fake_refuse_ipc)
+    return 801; /* cudaErrorNotSupported */
   memset(h, 0, sizeof *h);
   memcpy(h->reserved, &p, sizeof p);
   return 0;

@@ -30,12 +30,16 @@ struct fake_stats {
   _Atomic int deadlocks;      /* waits for the driver lock that gave up (cuda_fake.c) */
   _Atomic int events_created;
   _Atomic int direct_kernels; /* rcoll_k_direct_* launches */
+  _Atomic int direct_inplace; /* ... of them reading the peers' buffers in place */
   _Atomic int copies;         /* cudaMemcpyAsync */
   _Atomic int syncs;          /* cudaStreamSynchronize */
   _Atomic int copy_delay_us;  /* set: every copy runs this long after its turn comes, as a copy
                                  over a bus takes time; data not waited for shows as stale */
 };
 extern struct fake_stats fake_stats;
+/* Set in a thread: its cudaIpcGetMemHandle calls fail, as for memory from
+ * cudaMallocAsync pools. */
+extern _Thread_local int fake_refuse_ipc;
 
 struct rcoll_direct_args;
 /* Runs a direct all-reduce kernel's blocks (cuda_fake_direct.c). */

@@ -19,6 +19,8 @@ static const direct_fn_t direct_fns[4][rcollNumTypes] = {
 
 void fake_direct_run(const rcoll_direct_args_t *a, rcollDataType_t t, rcollRedOp_t op) {
   direct_fn_t fn = direct_fns[op == rcollAvg ? rcollSum : op][t];
+  if (a->inplace)
+    atomic_fetch_add(&fake_stats.direct_inplace, 1);
   for (uint32_t b = 0; b < a->nblocks; b++)
     if (fn(a, b, 0, 1))
       return; /* a wait gave up: *failed says so, as on a GPU */
