@@ -125,7 +125,7 @@ extern "C" __global__ void rcoll_k_wait_flag(const volatile uint32_t *flag, uint
  * block of RCOLL_DIRECT_THREADS per channel. */
 #define RCOLL_DIRECT_KERNEL(op, sfx, T)                                                          \
   RCOLL_DIRECT_BODY(op, sfx, T)                                                                  \
-  extern "C" __global__ void __launch_bounds__(RCOLL_DIRECT_THREADS)                             \
+  extern "C" __global__ void __launch_bounds__(RCOLL_DIRECT_THREADS, 1)                          \
       rcoll_k_direct_##op##_##sfx(const __grid_constant__ rcoll_direct_args_t a) {              \
     rcoll_direct_##op##_##sfx(&a, blockIdx.x, threadIdx.x, blockDim.x);                          \
   }
