@@ -38,7 +38,7 @@ fi
 # d2d medians to 2000; 2 ranks reach 600 GB/s at 128 MiB (30 %) and 15 us at
 # 8 B; 4 ranks take 2x as long as 2 at 128 MiB, busbw 450 (within 1.5x of
 # 600). one-gpu-direct: 25 us at 8 B and 435 GB/s (21.8 %) at 128 MiB, 4
-# ranks 250 GB/s (below 435 / 1.5).
+# ranks 250 GB/s (below 435 / 1.5); through the regions 335 GB/s (16.8 %).
 cat >"$tmp/results" <<'EOF'
 rounds 3
 mps yes
@@ -74,6 +74,7 @@ one-gpu-direct rcoll 2 134217728 300 440
 one-gpu-direct rcoll 2 134217728 310 430
 one-gpu-direct rcoll 2 134217728 305 435
 one-gpu-direct rcoll 4 134217728 800 250
+one-gpu-direct-regions rcoll 2 134217728 400 335
 EOF
 out=$(SIZES="8 16777216 134217728" bash tests/gpu/compare_nccl.sh --table "$tmp/results")
 echo "$out" | sed 's/^/   /'
@@ -91,6 +92,8 @@ expect "RCOLL_CUDA_DIRECT" 134217728 '\| +305 +435 +21.8 \| +800 +250 \| MISSED 
   "one GPU direct 128 MiB: 21.8 % of d2d missed, 4 ranks' busbw 250 missed"
 expect "through the proxy" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\); met \(4 ranks. busbw within 1.5x of 2.s\)' \
   "one GPU 128 MiB: 30 % of d2d met, 4 ranks' busbw 450 of 600 met"
+expect "INPLACE=0" 134217728 '\| +400 +335 +16.8 \| +- +- \| MISSED \(2 ranks >= 25% of d2d\)$' \
+  "one GPU direct through the regions, 128 MiB: 16.8 % of d2d, missed"
 grep -q 'd2d copy 2000 GB/s' <<<"$out" || fail "the d2d median (2000) is not in the one-GPU title"
 grep -q 'under MPS' <<<"$out" || fail "the one-GPU title does not say MPS"
 

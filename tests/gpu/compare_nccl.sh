@@ -14,7 +14,10 @@
 #     machine has it (NCCL refuses two ranks on one GPU: rcoll only), against
 #     the device-to-device copy bandwidth measured in the same run;
 #   one-gpu-direct: the same with RCOLL_CUDA_DIRECT=1 (lib/cuda/direct.h:
-#     each all-reduce one kernel on the caller's stream, no proxy).
+#     each all-reduce one kernel on the caller's stream, no proxy; from 1 MiB
+#     it reads the peers' buffers in place);
+#   one-gpu-direct-regions: 2 ranks at the largest size with in place off
+#     (RCOLL_CUDA_DIRECT_INPLACE=0), to see what in place gains.
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
 # libnccl.so.2 that PyTorch brings, else the loader's). Exit 77 without a GPU.
 #
@@ -91,6 +94,7 @@ if [[ "${1:-}" == "--table" ]]; then
   table_two_hosts
   table_one_gpu one-gpu "through the proxy"
   table_one_gpu one-gpu-direct "RCOLL_CUDA_DIRECT=1: one kernel per call"
+  table_one_gpu one-gpu-direct-regions "RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0"
   exit 0
 fi
 
@@ -150,6 +154,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
     run one-gpu-direct rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
     run one-gpu-direct rcoll 4 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
+    [[ $z == "${SIZES##* }" ]] &&
+      run one-gpu-direct-regions rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0
   done
 done
 # Where the proxy's time goes (the issue asks for it at 8 B): one more run of 2

@@ -89,14 +89,17 @@ run_conformance conf-4-staged "4 ranks, staged (RCOLL_P2P_DISABLE=1)" 4 RCOLL_P2
 run_conformance conf-2-kernel "2 ranks, wait kernel (RCOLL_CUDA_WAIT=kernel)" 2 RCOLL_CUDA_WAIT=kernel
 run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM=default
 # The direct all-reduce (lib/cuda/direct.h): all-reduces as one kernel each,
-# the other collectives through the proxy as above.
+# the other collectives through the proxy as above. At 2 ranks calls from
+# 1 MiB read the peers' buffers in place and smaller ones go through the
+# regions; at 4 ranks every call is in place (RCOLL_CUDA_DIRECT_INPLACE=1).
 run_conformance conf-2-direct "2 ranks, direct all-reduce (RCOLL_CUDA_DIRECT=1)" 2 RCOLL_CUDA_DIRECT=1 \
   RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT
 if [[ -f $WORK/conf-2-direct.rank0.log ]] && ! grep -q 'run as one kernel' "$WORK/conf-2-direct.rank0.log"; then
   say "conformance 2 ranks, direct: the log does not say the direct all-reduce was on"
   FAILED=1
 fi
-run_conformance conf-4-direct "4 ranks, direct all-reduce (RCOLL_CUDA_DIRECT=1)" 4 RCOLL_CUDA_DIRECT=1
+run_conformance conf-4-direct "4 ranks, direct all-reduce in place (RCOLL_CUDA_DIRECT=1)" 4 \
+  RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=1
 
 # ---------------------------------------------------------------- 4. NCCL + plugin
 # Two ranks on the one GPU that NCCL takes for two hosts (NCCL_HOSTID), so
