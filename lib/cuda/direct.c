@@ -261,7 +261,7 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const void *in, void *
   }
   RCOLL_CHECK(rcoll_cuda_launch_direct(&a, t, op, (unsigned)nb, stream));
   d->rounds += rounds;
-  for (uint64_t b = 0; b < nb; b++)
+  for (uint64_t b = 0; b < nb && !a.inplace; b++) /* in place leaves the regions alone */
     d->last[b] = d->rounds;
   d->stream = stream;
   d->calls++;

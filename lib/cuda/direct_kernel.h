@@ -26,17 +26,18 @@
  *
  * In place (the call is large, and every rank could hand the others its
  * buffers through CUDA IPC: direct_meet.c), there are no regions and one
- * round: block b of every rank reads the peers' inputs and outputs where the
- * user put them, mapped for this call.
- *   A. say READY (our input is readable: the stream has reached us);
- *   B. wait for every READY, reduce our slice over every rank's input, write
- *      it to our output, say REDUCED;
- *   C. wait for every REDUCED, copy the peers' slices from their outputs,
- *      say DONE, and wait for every DONE: the user may reuse our buffers once
- *      the kernel ends, so every peer must be done reading them.
- * Our output slice q is written only after peer q said REDUCED: q read every
- * input's slice q then, ours too when it shares memory with our output.
- * That moves 3 - 1/n times the vector per rank (2.5 at 2 ranks) where the
+ * round: block b of every rank reads the peers' inputs and writes the
+ * peers' outputs where the users put them, mapped for this call.
+ *   A. say READY (our input is readable and our output writable: the
+ *      stream has reached us), wait for every READY;
+ *   B. reduce our slice over every rank's input, in rank order, and write
+ *      it into every rank's output; say REDUCED, and wait for every
+ *      REDUCED: then every peer is done reading our input and writing our
+ *      output, and the user may have the buffers back when the kernel ends.
+ * Slice j of every buffer is touched by the reducer of slice j alone, which
+ * reads an element of every input before it writes it anywhere: an input
+ * that is its rank's output too is safe. Each rank moves 2 vectors (reads
+ * the inputs' slices, S in all, writes every output's, S in all) where the
  * regions move 4.
  *
  * Blocks never wait for other blocks of their own rank, only for the block
@@ -245,25 +246,6 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
   return at >= a->count ? 0 : a->count - at < a->chunk ? a->count - at : a->chunk;
 }
 
-/* In place, phase C: after our REDUCED, the peers' slices from their
- * outputs, then DONE and the wait for everyone's. */
-RCOLL_DK_FN int rcoll_direct_inplace_out(const rcoll_direct_args_t *a, uint32_t b, uint32_t tid,
-                                         uint32_t nt, size_t es) {
-  const uint32_t n = a->nranks;
-  const uint64_t V = 16 / es, g = a->base + 1, at = (uint64_t)b * a->chunk;
-  const uint64_t len = rcoll_direct_inplace_len(a, b);
-  if (rcoll_direct_wait(a, RCOLL_DIRECT_REDUCED, b, g, tid))
-    return 1;
-  for (uint32_t q = 0; q < n; q++) {
-    uint64_t lo = rcoll_direct_slice(len, q, n, V), hi = rcoll_direct_slice(len, q + 1, n, V);
-    if (q != a->rank)
-      rcoll_direct_copy((char *)a->out + (at + lo) * es, a->outs[q] + (at + lo) * es,
-                        (hi - lo) * es, a->vec, tid, nt);
-  }
-  rcoll_direct_say(a, RCOLL_DIRECT_DONE, b, g, tid);
-  return rcoll_direct_wait(a, RCOLL_DIRECT_DONE, b, g, tid);
-}
-
 /* rcoll_direct_<op>_<sfx>(args, block, thread, threads): one block's part of
  * the whole call; returns 1 when a wait gave up. Our own slice is read from
  * our input, never copied into the box: only the slices the peers reduce
@@ -298,9 +280,13 @@ RCOLL_DK_FN int rcoll_direct_inplace_out(const rcoll_direct_args_t *a, uint32_t 
       for (int u = 0; u < m; u++) {                                                             \
         for (int j = 0; j < V && a->avg; j++)                                                   \
           acc[u].e[j] = rcoll_avg_##sfx(acc[u].e[j], (int)a->nranks);                           \
-        if (!a->inplace)                                                                        \
+        if (a->inplace) {                                                                       \
+          for (uint32_t q = 0; q < a->nranks; q++)                                              \
+            RCOLL_DK_STORE16((T *)(void *)a->outs[q] + at + i + u * step, acc[u].w);            \
+        } else {                                                                                \
           RCOLL_DK_STORE16(mine + i + u * step, acc[u].w);                                      \
-        RCOLL_DK_STORE16(out + i + u * step, acc[u].w);                                         \
+          RCOLL_DK_STORE16(out + i + u * step, acc[u].w);                                       \
+        }                                                                                       \
       }                                                                                         \
     }                                                                                           \
     for (uint64_t i = vend + tid; i < hi; i += nt) {                                            \
@@ -309,9 +295,13 @@ RCOLL_DK_FN int rcoll_direct_inplace_out(const rcoll_direct_args_t *a, uint32_t 
         acc = rcoll_##op##_##sfx(acc, rcoll_direct_src_##op##_##sfx(a, q, region, at, i));             \
       if (a->avg)                                                                               \
         acc = rcoll_avg_##sfx(acc, (int)a->nranks);                                             \
-      if (!a->inplace)                                                                          \
+      if (a->inplace) {                                                                         \
+        for (uint32_t q = 0; q < a->nranks; q++)                                                \
+          ((T *)(void *)a->outs[q])[at + i] = acc;                                              \
+      } else {                                                                                  \
         mine[i] = acc;                                                                          \
-      out[i] = acc;                                                                             \
+        out[i] = acc;                                                                           \
+      }                                                                                         \
     }                                                                                           \
   }                                                                                             \
   RCOLL_DK_FN int rcoll_direct_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t b,          \
@@ -326,7 +316,7 @@ RCOLL_DK_FN int rcoll_direct_inplace_out(const rcoll_direct_args_t *a, uint32_t 
       rcoll_direct_reduce_##op##_##sfx(a, 0, (uint64_t)b * a->chunk, rcoll_direct_slice(len, me, n, V), \
                                        rcoll_direct_slice(len, me + 1, n, V), tid, nt);         \
       rcoll_direct_say(a, RCOLL_DIRECT_REDUCED, b, g, tid);                                     \
-      return rcoll_direct_inplace_out(a, b, tid, nt, sizeof(T));                                \
+      return rcoll_direct_wait(a, RCOLL_DIRECT_REDUCED, b, g, tid);                             \
     }                                                                                           \
     for (uint32_t k = 0; k < a->rounds; k++) {                                                  \
       const uint64_t g = a->base + k + 1;                                                       \

@@ -10,7 +10,7 @@
  * every rank could, otherwise through the regions, and every rank decides
  * the same from the same posts. Only calls of RCOLL_CUDA_DIRECT_INPLACE
  * bytes or more meet (the limit is rank 0's): for them the meeting's few
- * microseconds are small beside the 1.5 vectors per rank it saves.
+ * microseconds are small beside the 2 vectors per rank it saves.
  *
  * Mappings are kept, up to DIRECT_IMPORTS per peer, and the least recently
  * used one is closed once our last kernel is done: a caching allocator
