@@ -10,6 +10,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "comm.h"
+#include "cuda/cuda_comm.h"
+#include "cuda/direct_meet.h"
 #include "rcoll.h"
 #include "support/conformance_ref.h"
 #include "support/cuda_fake.h"
@@ -304,3 +307,46 @@ Test(cuda_direct, in_place_meeting_names_a_rank_that_does_not_come) {
   setenv("RCOLL_TIMEOUT", "2", 1);
   run_direct(2, meeting_without_rank_1, 2);
 }
+
+/* The peers' allocations a rank maps for in-place calls (ranks in other
+ * processes; these threads share one and use the addresses, so the cache is
+ * driven here directly): a handle seen before is not opened again, and the
+ * 17th distinct one closes the least recently used. */
+static void imports_kept(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(4);
+  x->result = rcollAllReduce(a, a, 1, rcollFloat32, rcollSum, comm, s); /* sets the meeting up */
+  fake_stream_sync(s);
+  if (x->rank == 0 && x->result == rcollSuccess) {
+    rcoll_cuda_comm_t *cc = comm->cuda;
+    enum { N = DIRECT_IMPORTS + 1 };
+    char *bufs[N];
+    rcoll_cuda_ipc_handle_t h[N];
+    int opens = atomic_load(&fake_stats.ipc_opens), closes = atomic_load(&fake_stats.ipc_closes);
+    for (int i = 0; i < N; i++) {
+      bufs[i] = cuda_ranks_dev_alloc(64);
+      rcoll_cuda_api()->ipc_get_mem_handle(&h[i], bufs[i]);
+    }
+    for (int i = 0; i < DIRECT_IMPORTS; i++) /* opened once each, in turn */
+      x->wrong += rcoll_direct_meet_import(cc, 1, &h[i]) != bufs[i];
+    for (int i = DIRECT_IMPORTS - 1; i >= 1; i--) /* seen again: buffer 0 is now the oldest */
+      x->wrong += rcoll_direct_meet_import(cc, 1, &h[i]) != bufs[i];
+    x->wrong += atomic_load(&fake_stats.ipc_opens) - opens != DIRECT_IMPORTS;
+    x->wrong += atomic_load(&fake_stats.ipc_closes) != closes;
+    x->wrong += rcoll_direct_meet_import(cc, 1, &h[N - 1]) != bufs[N - 1];
+    x->wrong += atomic_load(&fake_stats.ipc_closes) - closes != 1;
+    x->wrong += rcoll_direct_meet_import(cc, 1, &h[1]) != bufs[1]; /* kept */
+    x->wrong += atomic_load(&fake_stats.ipc_opens) - opens != DIRECT_IMPORTS + 1;
+    x->wrong += rcoll_direct_meet_import(cc, 1, &h[0]) != bufs[0]; /* closed: opened again */
+    x->wrong += atomic_load(&fake_stats.ipc_opens) - opens != DIRECT_IMPORTS + 2;
+    if (x->wrong)
+      cr_log_warn("imports: %d opened, %d closed", atomic_load(&fake_stats.ipc_opens) - opens,
+                  atomic_load(&fake_stats.ipc_closes) - closes);
+    for (int i = 0; i < N; i++)
+      fake_free(bufs[i]);
+  }
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, in_place_keeps_sixteen_mappings_per_peer) { run_direct(2, imports_kept, 2); }

@@ -18,7 +18,6 @@
 #include "log.h"
 #include "pidns.h"
 
-#define DIRECT_IMPORTS 16 /* mapped allocations kept per peer */
 #define POST_BYTES 256
 
 /* One rank's post, in the shared file. The writer fills it, then stores
@@ -132,8 +131,7 @@ static int last_kernel_done(rcoll_cuda_comm_t *cc) {
   return d->calls == 0 || r == 0;
 }
 
-/* Peer q's allocation with handle h, mapped here (kept for later calls). */
-static char *import(rcoll_cuda_comm_t *cc, int q, const rcoll_cuda_ipc_handle_t *h) {
+char *rcoll_direct_meet_import(rcoll_cuda_comm_t *cc, int q, const rcoll_cuda_ipc_handle_t *h) {
   rcoll_direct_meet_t *m = cc->direct.meet;
   direct_import_t *imp = m->imp[q], *slot = &imp[0];
   for (int i = 0; i < DIRECT_IMPORTS; i++) {
@@ -220,7 +218,7 @@ int rcoll_direct_meet(rcoll_cuda_comm_t *cc, const void *in, void *out, uint64_t
     for (int k = 0; k < 2 && mapped; k++) {
       if (q == c->rank || (p->pid == me->pid && p->ns_key == me->ns_key && p->ns_key != 0))
         at[k] = (char *)(uintptr_t)p->addr[k];
-      else if ((at[k] = import(cc, q, &p->h[k])) != NULL)
+      else if ((at[k] = rcoll_direct_meet_import(cc, q, &p->h[k])) != NULL)
         at[k] += p->off[k];
       mapped = at[k] != NULL;
     }

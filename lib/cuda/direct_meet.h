@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cuda/cuda_api.h"
 #include "cuda/direct_kernel.h"
 #include "rcoll.h"
 
@@ -36,6 +37,13 @@ int rcoll_direct_meet_make(const struct rcollComm *c, char *path, size_t cap);
 rcoll_direct_meet_t *rcoll_direct_meet_open(const struct rcollComm *c, const char *path);
 /* Unmaps it and closes the peers' buffers: call once no kernel of ours runs. */
 void rcoll_direct_meet_close(rcoll_direct_meet_t *m);
+
+/* Peer q's allocation with IPC handle h, mapped here: from the kept ones,
+ * or opened (NULL when it cannot be), closing the least recently used of
+ * DIRECT_IMPORTS once our last kernel is done. Used by the meeting (and by
+ * tests). */
+#define DIRECT_IMPORTS 16
+char *rcoll_direct_meet_import(struct rcoll_cuda_comm *cc, int q, const rcoll_cuda_ipc_handle_t *h);
 
 /* One call's meeting: 1 when it runs in place, with a->ins and a->outs
  * filled; 0 when through the regions; *r says why it could not meet (a

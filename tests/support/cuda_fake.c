@@ -358,8 +358,17 @@ static int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
   memcpy(h->reserved, &p, sizeof p);
   return 0;
 }
-static int f_ipc_open(void **p, rcoll_cuda_ipc_handle_t h, unsigned f) { (void)f; memcpy(p, h.reserved, sizeof *p); return 0; }
-static int f_ipc_close(void *p) { (void)p; return 0; }
+static int f_ipc_open(void **p, rcoll_cuda_ipc_handle_t h, unsigned f) {
+  (void)f;
+  atomic_fetch_add(&fake_stats.ipc_opens, 1);
+  memcpy(p, h.reserved, sizeof *p);
+  return 0;
+}
+static int f_ipc_close(void *p) {
+  (void)p;
+  atomic_fetch_add(&fake_stats.ipc_closes, 1);
+  return 0;
+}
 
 static int f_module_load(rcoll_cu_module_t *m, const void *image) { (void)image; *m = fake_fns; return 0; }
 static int f_module_unload(rcoll_cu_module_t m) { (void)m; return 0; }
