@@ -84,6 +84,17 @@ Test(cuda_direct, two_ranks_sizes_in_a_row_in_place) { run_sums(2, 1); }
 Test(cuda_direct, three_ranks_sizes_in_a_row_in_place) { run_sums(3, 1); }
 Test(cuda_direct, four_ranks_sizes_in_a_row_in_place) { run_sums(4, 1); }
 
+/* Every block of every rank must be resident at once: 3 ranks on a GPU of
+ * 7 multiprocessors (whose bus ids are unknown, so they may share it) take
+ * 2 blocks each, in place and through the regions (the largest call would
+ * take 19). */
+Test(cuda_direct, blocks_fit_the_gpu) {
+  atomic_store(&fake_stats.sm_count, 7);
+  run_sums(3, 1);
+  atomic_store(&fake_stats.sm_count, 0);
+  cr_expect_eq(atomic_load(&fake_stats.direct_max_blocks), 2);
+}
+
 /* Buffers 4 bytes past an alignment of 16: the kernel's scalar loops. */
 static void unaligned(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();

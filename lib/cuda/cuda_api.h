@@ -29,6 +29,7 @@ enum {
   RCOLL_CUDA_EVENT_DISABLE_TIMING = 2,
   RCOLL_CUDA_IPC_LAZY_PEER_ACCESS = 1,
   RCOLL_CUDA_ERROR_NOT_READY = 600,
+  RCOLL_CUDA_DEV_ATTR_SM_COUNT = 16, /* cudaDevAttrMultiProcessorCount */
 };
 
 /* Driver constants (cuda.h). */
@@ -108,6 +109,7 @@ typedef struct rcoll_cuda_api {
    * launch (module.c says why that matters). */
   int (*cu_func_load)(rcoll_cu_function_t f);
   int (*device_get_pci_bus_id)(char *bus_id, int len, int device); /* optional, runtime */
+  int (*device_get_attribute)(int *value, int attr, int device);     /* optional, runtime */
 } rcoll_cuda_api_t;
 
 /* The table, loaded on first use (thread-safe); NULL when this machine has

@@ -107,6 +107,7 @@ static void load(void) {
   if (!load_runtime_symbols(rt, &loaded))
     return;
   (void)sym(rt, "cudaDeviceGetPCIBusId", &loaded.device_get_pci_bus_id); /* optional: may stay NULL */
+  (void)sym(rt, "cudaDeviceGetAttribute", &loaded.device_get_attribute);  /* optional too */
   int n = 0;
   r = loaded.get_device_count(&n);
   if (r != 0 || n < 1) {

@@ -29,6 +29,9 @@ typedef struct direct_offer {
   int32_t meet_ok;         /* round 2: mapped the meeting file (or there is none) */
   rcoll_ipc_hello_t hello; /* the box: handle, address, and whose process */
   int64_t inplace_min;     /* rank 0's RCOLL_CUDA_DIRECT_INPLACE */
+  int32_t sms;             /* its GPU's multiprocessors (0: unknown) */
+  int32_t max_blocks;      /* round 2: the blocks its GPU holds for each of its ranks */
+  char bus[32];            /* its GPU's PCI bus id ("": unknown) */
   char meet[RCOLL_SETTING_STR_MAX + 48]; /* rank 0: the meeting file it made, or "" */
 } direct_offer_t;
 
@@ -102,6 +105,33 @@ static int direct_map(rcoll_cuda_comm_t *cc, const direct_offer_t *all) {
   return 1;
 }
 
+/* Blocks of different ranks wait for each other, so every block of every
+ * rank's kernel must be resident at once, or the waits never end (they give
+ * up after RCOLL_TIMEOUT). A block takes a multiprocessor (up to 128
+ * registers for 512 threads): each rank gets its GPU's multiprocessors
+ * shared by the ranks on that GPU (all of them, when the bus ids are not
+ * known), and all ranks take the least, as their blocks must match. */
+static int32_t direct_max_blocks(const rcoll_cuda_comm_t *cc, const direct_offer_t *all) {
+  const direct_offer_t *me = &all[cc->comm->rank];
+  int sharing = 0;
+  for (int q = 0; q < cc->comm->nranks; q++)
+    sharing += me->bus[0] == '\0' || strcmp(all[q].bus, me->bus) == 0;
+  int32_t n = me->sms > 0 ? me->sms / sharing : RCOLL_DIRECT_MAX_BLOCKS;
+  return n < 1 ? 1 : n > RCOLL_DIRECT_MAX_BLOCKS ? RCOLL_DIRECT_MAX_BLOCKS : n;
+}
+
+static void direct_describe_gpu(const rcoll_cuda_comm_t *cc, direct_offer_t *me) {
+  const rcoll_cuda_api_t *a = rcoll_cuda_api();
+  int sms = 0;
+  if (a->device_get_attribute != NULL &&
+      a->device_get_attribute(&sms, RCOLL_CUDA_DEV_ATTR_SM_COUNT, cc->device) == 0)
+    me->sms = sms;
+  if (a->device_get_pci_bus_id == NULL ||
+      a->device_get_pci_bus_id(me->bus, (int)sizeof me->bus, cc->device) != 0)
+    me->bus[0] = '\0';
+  me->bus[sizeof me->bus - 1] = '\0';
+}
+
 /* Two rounds over the bootstrap, as the flat board: every rank offers its
  * box, then says whether it mapped them all. Any refusal turns the direct
  * path off on every rank, which then agree on the proxy. Only a failing
@@ -123,6 +153,8 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   direct_offer_t *me = &all[c->rank];
   me->ok = entered && direct_make_box(cc, me);
   me->inplace_min = c->settings.cuda_direct_inplace;
+  if (entered)
+    direct_describe_gpu(cc, me);
   if (c->rank == 0 && me->ok && me->inplace_min > 0 &&
       !rcoll_direct_meet_make(c, me->meet, sizeof me->meet))
     me->meet[0] = '\0';
@@ -138,9 +170,11 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   if (ok && all[0].meet[0] != '\0')
     d->meet = rcoll_direct_meet_open(c, all[0].meet);
   int meet_ok = d->meet != NULL;
+  int32_t max_blocks = direct_max_blocks(cc, all);
   memset(all, 0, (size_t)c->nranks * sizeof *all);
   all[c->rank].ok = ok;
   all[c->rank].meet_ok = meet_ok;
+  all[c->rank].max_blocks = max_blocks;
   if (r == rcollSuccess)
     r = rcoll_bootstrap_allgather(c->bootstrap, all, sizeof *all);
   if (made[0] != '\0')
@@ -148,7 +182,9 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   for (int q = 0; q < c->nranks && ok; q++) {
     ok = all[q].ok;
     meet_ok = meet_ok && all[q].meet_ok;
+    max_blocks = all[q].max_blocks < max_blocks ? all[q].max_blocks : max_blocks;
   }
+  d->max_blocks = (uint32_t)(max_blocks < 1 ? 1 : max_blocks);
   free(all);
   if (!meet_ok) {
     rcoll_direct_meet_close(d->meet);
@@ -161,8 +197,9 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   if (d->state == RCOLL_DIRECT_ON)
     RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
                "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place from "
-               "%llu bytes%s", c->rank, c->nranks, box_bytes(d), (unsigned long long)d->inplace_min,
-               d->meet != NULL ? "" : " (never: no meeting file)");
+               "%llu bytes%s; up to %u blocks", c->rank, c->nranks, box_bytes(d),
+               (unsigned long long)d->inplace_min, d->meet != NULL ? "" : " (never: no meeting file)",
+               d->max_blocks);
   return r;
 }
 
@@ -224,7 +261,7 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const void *in, void *
   rcoll_cuda_direct_t *d = &cc->direct;
   size_t es = rcoll_type_size(t), bytes = count * es;
   uint64_t nb = (bytes + DIRECT_BYTES_PER_BLOCK - 1) / DIRECT_BYTES_PER_BLOCK;
-  nb = nb < 1 ? 1 : nb > RCOLL_DIRECT_MAX_BLOCKS ? RCOLL_DIRECT_MAX_BLOCKS : nb;
+  nb = nb < 1 ? 1 : nb > d->max_blocks ? d->max_blocks : nb;
   uint64_t cap = d->chunk_bytes / es;           /* elements a region holds */
   uint64_t rounds = (count + nb * cap - 1) / (nb * cap);
   /* Even stretches of whole 16-byte vectors (cap is whole vectors too). */

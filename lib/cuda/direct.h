@@ -37,6 +37,7 @@ typedef struct rcoll_cuda_direct {
   struct rcoll_direct_meet *meet;       /* in place: where calls meet (direct_meet.h); NULL never */
   uint64_t inplace_min;                 /* bytes from which calls meet (rank 0's setting) */
   int64_t inplace_calls;
+  uint32_t max_blocks;                  /* per call, agreed at setup (direct.c says why) */
 } rcoll_cuda_direct_t;
 
 struct rcollComm;

@@ -122,7 +122,10 @@ extern "C" __global__ void rcoll_k_wait_flag(const volatile uint32_t *flag, uint
 }
 
 /* The direct all-reduce (direct_kernel.h): rcoll_k_direct_<op>_<type>, one
- * block of RCOLL_DIRECT_THREADS per channel. */
+ * block of RCOLL_DIRECT_THREADS per channel. One block per multiprocessor
+ * is all a call counts on (direct.c sizes calls by it), so ptxas may use up
+ * to 128 registers rather than spill; the parameter is read where it is
+ * (__grid_constant__) rather than copied to local memory. */
 #define RCOLL_DIRECT_KERNEL(op, sfx, T)                                                          \
   RCOLL_DIRECT_BODY(op, sfx, T)                                                                  \
   extern "C" __global__ void __launch_bounds__(RCOLL_DIRECT_THREADS, 1)                          \

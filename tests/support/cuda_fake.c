@@ -349,6 +349,14 @@ static int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
   return 0;
 }
 
+static int f_device_attribute(int *value, int attr, int device) {
+  int sms = atomic_load(&fake_stats.sm_count);
+  if (attr != RCOLL_CUDA_DEV_ATTR_SM_COUNT || device != 0 || sms <= 0)
+    return 1; /* cudaErrorInvalidValue */
+  *value = sms;
+  return 0;
+}
+
 _Thread_local int fake_refuse_ipc;
 
 static int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
@@ -464,6 +472,7 @@ static const rcoll_cuda_api_t fake_api = {
     .cu_stream_wait_value32 = f_wait_value, .cu_flush_gpudirect_rdma_writes = NULL,
     .cu_func_load = f_func_load,
     .device_get_pci_bus_id = NULL, /* no PCI device: the proxy keeps its inherited CPUs */
+    .device_get_attribute = f_device_attribute,
 };
 
 void fake_cuda_install(void) {

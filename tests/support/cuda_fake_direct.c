@@ -21,6 +21,9 @@ void fake_direct_run(const rcoll_direct_args_t *a, rcollDataType_t t, rcollRedOp
   direct_fn_t fn = direct_fns[op == rcollAvg ? rcollSum : op][t];
   if (a->inplace)
     atomic_fetch_add(&fake_stats.direct_inplace, 1);
+  for (int m = atomic_load(&fake_stats.direct_max_blocks); m < (int)a->nblocks;)
+    if (atomic_compare_exchange_weak(&fake_stats.direct_max_blocks, &m, (int)a->nblocks))
+      break;
   for (uint32_t b = 0; b < a->nblocks; b++)
     if (fn(a, b, 0, 1))
       return; /* a wait gave up: *failed says so, as on a GPU */
