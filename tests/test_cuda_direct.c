@@ -361,3 +361,25 @@ static void imports_kept(rank_ctx_t *x, rcollComm_t comm) {
 }
 
 Test(cuda_direct, in_place_keeps_sixteen_mappings_per_peer) { run_direct(2, imports_kept, 2); }
+
+/* Many in-place calls of alternating sizes back to back: a rank that left
+ * the meeting posts its next call while others still read the last one's
+ * posts, and none must take that for another call. */
+static void alternating_sizes(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(40 * 4);
+  cuda_ranks_fill(a, 40, x->rank);
+  for (int k = 0; k < 300 && x->result == rcollSuccess; k++)
+    x->result = rcollAllReduce(a, a, 32 + k % 8, rcollFloat32, rcollMax, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < 40; i++)
+    x->wrong += a[i] != cuda_ranks_input(x->nranks - 1, i);
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, in_place_calls_of_alternating_sizes) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "1", 1);
+  run_direct(4, alternating_sizes, 4 * 300);
+  cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 4 * 300);
+}

@@ -161,7 +161,9 @@ char *rcoll_direct_meet_import(rcoll_cuda_comm_t *cc, int q, const rcoll_cuda_ip
 
 /* Waits until every peer's post says `seq` in the field at `field` (offset
  * of offered or mapped). The meeting is on the host and may wait for a peer
- * that has not made the call yet: spin a little, then nap. */
+ * that has not made the call yet: spin a little, then nap. The call is
+ * compared in the offers only: once a peer saw every "mapped" it may post
+ * its next call's offer while we still wait here. */
 static rcollResult_t meet_wait(rcoll_cuda_comm_t *cc, size_t field, uint64_t seq, uint64_t sig) {
   struct rcollComm *c = cc->comm;
   rcoll_direct_meet_t *m = cc->direct.meet;
@@ -182,7 +184,7 @@ static rcollResult_t meet_wait(rcoll_cuda_comm_t *cc, size_t field, uint64_t seq
         nanosleep(&ts, NULL);
       }
     }
-    if (p->sig != sig)
+    if (field == offsetof(direct_post_t, offered) && p->sig != sig)
       return rcoll_direct_mismatch(c, (unsigned)q, sig, p->sig);
   }
   return rcollSuccess;
