@@ -369,8 +369,11 @@ static void alternating_sizes(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   float *a = cuda_ranks_dev_alloc(40 * 4);
   cuda_ranks_fill(a, 40, x->rank);
-  for (int k = 0; k < 300 && x->result == rcollSuccess; k++)
+  for (int k = 0; k < 300 && x->result == rcollSuccess; k++) {
+    fake_refuse_ipc = x->user != NULL && x->rank == 1 && k % 2; /* then all go through the regions */
     x->result = rcollAllReduce(a, a, 32 + k % 8, rcollFloat32, rcollMax, comm, s);
+  }
+  fake_refuse_ipc = 0;
   fake_stream_sync(s);
   for (size_t i = 0; i < 40; i++) /* the last element is in no call */
     x->wrong += a[i] != cuda_ranks_input(i < 39 ? x->nranks - 1 : x->rank, i);
@@ -382,4 +385,16 @@ Test(cuda_direct, in_place_calls_of_alternating_sizes) {
   setenv("RCOLL_CUDA_DIRECT_INPLACE", "1", 1);
   run_direct(4, alternating_sizes, 4 * 300);
   cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 4 * 300);
+}
+
+/* The same with rank 1 unable to hand over its buffers every other call:
+ * those meetings end in the regions, and the ranks still keep step. */
+Test(cuda_direct, in_place_and_regions_alternating) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "1", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  for (int r = 0; r < 4; r++)
+    ctx[r].user = ctx; /* any non-NULL: refuse */
+  cuda_ranks_run(4, 0, alternating_sizes, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 4 * 300);
+  cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 4 * 150);
 }

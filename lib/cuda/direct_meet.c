@@ -208,13 +208,13 @@ int rcoll_direct_meet(rcoll_cuda_comm_t *cc, const void *in, void *out, uint64_t
   atomic_store_explicit(&me->offered, seq, memory_order_release);
   if ((*r = meet_wait(cc, offsetof(direct_post_t, offered), seq, sig)) != rcollSuccess)
     return 0;
-  int all = 1;
-  for (int q = 0; q < c->nranks; q++)
-    all = all && post_of(m, q)->ok;
-  if (!all)
-    return 0; /* every rank read the same posts: all go through the regions */
+  /* Every rank read the same offers. The second round is made even when one
+   * refused: it is what tells a rank that the others have read its offer,
+   * before it may post the next. */
   int mapped = 1;
-  for (int q = 0; q < c->nranks; q++) {
+  for (int q = 0; q < c->nranks; q++)
+    mapped = mapped && post_of(m, q)->ok;
+  for (int q = 0; q < c->nranks && mapped; q++) {
     const direct_post_t *p = post_of(m, q);
     char *at[2] = {NULL, NULL};
     for (int k = 0; k < 2 && mapped; k++) {
@@ -232,6 +232,6 @@ int rcoll_direct_meet(rcoll_cuda_comm_t *cc, const void *in, void *out, uint64_t
   if ((*r = meet_wait(cc, offsetof(direct_post_t, mapped), seq, sig)) != rcollSuccess)
     return 0;
   for (int q = 0; q < c->nranks; q++)
-    all = all && post_of(m, q)->mapped_ok;
-  return all;
+    mapped = mapped && post_of(m, q)->mapped_ok;
+  return mapped;
 }
