@@ -240,57 +240,52 @@ Test(cuda_direct, a_rank_that_stops_calling_is_named) {
   run_direct(2, one_rank_stops, 2 + 1); /* rank 0's second call is launched, its third refused */
 }
 
-/* Ranks that make different all-reduces (here counts) stop at their first
- * flag, long before RCOLL_TIMEOUT, and the next call names the peer and
- * both calls. */
-static void different_counts(rank_ctx_t *x, rcollComm_t comm) {
+/* Ranks 0 and 1 make all-reduces of n0 and n1 floats; each is told, naming
+ * the other and both calls, long before RCOLL_TIMEOUT (20 s here). Through
+ * the regions the kernels stop at their first flag and the next call says
+ * so; in place the ranks meet on the host first (after a call that sets the
+ * meeting up) and the call itself says so, launching nothing. */
+static void told_another_call(rank_ctx_t *x, rcollComm_t comm, size_t n0, size_t n1, int in_place) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  const size_t n = x->rank == 0 ? 100 : 200000;
+  const size_t n = x->rank == 0 ? n0 : n1;
   float *a = cuda_ranks_dev_alloc(n * 4);
   cuda_ranks_fill(a, n, x->rank);
+  if (in_place) {
+    x->result = rcollAllReduce(a, a, 1, rcollFloat32, rcollSum, comm, s);
+    fake_stream_sync(s);
+  }
   double t0 = cuda_ranks_now_ms();
-  x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
-  fake_stream_sync(s);
+  rcollResult_t r = x->result;
+  if (r == rcollSuccess)
+    r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  if (!in_place) {
+    x->result = r;
+    fake_stream_sync(s);
+    r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  }
   double waited = cuda_ranks_now_ms() - t0;
-  rcollResult_t r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
   const char *msg = rcollGetLastError(comm);
   cr_log_info("rank %d after %.0f ms: %s", x->rank, waited, msg);
   char want[160];
   snprintf(want, sizeof want, "rank %d made another call: %zu x float32 sum here, %zu x float32 sum there",
-           1 - x->rank, n, x->rank == 0 ? (size_t)200000 : (size_t)100);
+           1 - x->rank, n, x->rank == 0 ? n1 : n0);
   x->wrong += r != rcollInvalidUsage || strstr(msg, want) == NULL;
-  x->wrong += waited > 5000; /* RCOLL_TIMEOUT is 20 s here */
+  x->wrong += waited > 5000;
   fake_free(a);
   rcoll_cuda_api()->stream_destroy(s);
+}
+
+static void different_counts(rank_ctx_t *x, rcollComm_t comm) { told_another_call(x, comm, 100, 200000, 0); }
+static void different_counts_in_place(rank_ctx_t *x, rcollComm_t comm) {
+  told_another_call(x, comm, 300000, 400000, 1);
 }
 
 Test(cuda_direct, ranks_making_different_calls_are_told_at_once) {
   run_direct(2, different_counts, 2);
 }
 
-/* In place, ranks meet on the host first: different calls are told there,
- * by the call itself, and a rank that does not come is named after
- * RCOLL_TIMEOUT. No kernel is launched either way. */
-static void meeting_of_different_calls(rank_ctx_t *x, rcollComm_t comm) {
-  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  const size_t n = x->rank == 0 ? 300000 : 400000;
-  float *a = cuda_ranks_dev_alloc(n * 4);
-  x->result = rcollAllReduce(a, a, 1, rcollFloat32, rcollSum, comm, s);
-  fake_stream_sync(s);
-  rcollResult_t r = x->result == rcollSuccess ? rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s)
-                                              : x->result;
-  const char *msg = rcollGetLastError(comm);
-  cr_log_info("rank %d: %s", x->rank, msg);
-  char want[160];
-  snprintf(want, sizeof want, "rank %d made another call: %zu x float32 sum here, %zu x float32 sum there",
-           1 - x->rank, n, x->rank == 0 ? (size_t)400000 : (size_t)300000);
-  x->wrong += r != rcollInvalidUsage || strstr(msg, want) == NULL;
-  fake_free(a);
-  rcoll_cuda_api()->stream_destroy(s);
-}
-
 Test(cuda_direct, in_place_different_calls_are_told_at_the_meeting) {
-  run_direct(2, meeting_of_different_calls, 2);
+  run_direct(2, different_counts_in_place, 2);
 }
 
 static void meeting_without_rank_1(rank_ctx_t *x, rcollComm_t comm) {
