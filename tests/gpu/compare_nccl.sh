@@ -16,8 +16,9 @@
 #   one-gpu-direct: the same with RCOLL_CUDA_DIRECT=1 (lib/cuda/direct.h:
 #     each all-reduce one kernel on the caller's stream, no proxy; from 1 MiB
 #     it reads the peers' buffers in place);
-#   one-gpu-direct-regions: 2 ranks at the largest size with in place off
-#     (RCOLL_CUDA_DIRECT_INPLACE=0), to see what in place gains.
+#   one-gpu-direct-regions: 2 ranks at 1 MiB and the largest size with in
+#     place off (RCOLL_CUDA_DIRECT_INPLACE=0): what in place gains, and from
+#     which size it pays for its meeting on the host (the setting's default).
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
 # libnccl.so.2 that PyTorch brings, else the loader's). Exit 77 without a GPU.
 #
@@ -154,7 +155,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
     run one-gpu-direct rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
     run one-gpu-direct rcoll 4 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
-    [[ $z == "${SIZES##* }" ]] &&
+    [[ $z == 1048576 || $z == "${SIZES##* }" ]] &&
       run one-gpu-direct-regions rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0
   done
 done
