@@ -62,6 +62,18 @@ static rcollResult_t check_buffer(const coll_desc_t *d, const char *what, const 
   return rcoll_mem_query(buf, bytes, mi);
 }
 
+/* The bytes of each buffer (the same on every rank), and whether this rank
+ * reads its send buffer and writes its receive buffer. */
+static void call_buffers(const coll_desc_t *d, const rcoll_coll_args_t *a, size_t *sbytes,
+                         size_t *rbytes, int *send_used, int *recv_used) {
+  size_t bytes = a->count * rcoll_type_size(a->dtype);
+  *sbytes = bytes * (d->send_mult ? (size_t)a->nranks : 1);
+  *rbytes = bytes * (d->recv_mult ? (size_t)a->nranks : 1);
+  int is_root = a->rank == a->root;
+  *send_used = d->send_at == USED_EVERYWHERE || (d->send_at == USED_AT_ROOT && is_root);
+  *recv_used = d->recv_at == USED_EVERYWHERE || (d->recv_at == USED_AT_ROOT && is_root);
+}
+
 /* *device: the CUDA device of the buffers, -1 for host buffers (memtype.h
  * says which combinations of buffers and stream a call may use). */
 static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a, struct rcollComm *c,
@@ -76,18 +88,15 @@ static rcollResult_t check_args(const coll_desc_t *d, const rcoll_coll_args_t *a
     return rcoll_error(rcollInvalidArgument, "%s: %s %d is not a rank in [0, %d)", d->name,
                        d->coll == RCOLL_COLL_SEND || d->coll == RCOLL_COLL_RECV ? "peer" : "root",
                        a->root, c->nranks);
-  size_t tsize = rcoll_type_size(a->dtype);
   /* A negative int passed as a count arrives as a huge size_t. */
-  if (a->count > (SIZE_MAX / 4) / tsize / (size_t)c->nranks)
+  if (a->count > (SIZE_MAX / 4) / rcoll_type_size(a->dtype) / (size_t)c->nranks)
     return rcoll_error(rcollInvalidArgument, "%s: count %zu is too large (a negative count?)",
                        d->name, a->count);
   if (a->count == 0)
     return rcollSuccess;
-  size_t sbytes = a->count * tsize * (d->send_mult ? (size_t)c->nranks : 1);
-  size_t rbytes = a->count * tsize * (d->recv_mult ? (size_t)c->nranks : 1);
-  int is_root = a->rank == a->root;
-  int send_used = d->send_at == USED_EVERYWHERE || (d->send_at == USED_AT_ROOT && is_root);
-  int recv_used = d->recv_at == USED_EVERYWHERE || (d->recv_at == USED_AT_ROOT && is_root);
+  size_t sbytes, rbytes;
+  int send_used, recv_used;
+  call_buffers(d, a, &sbytes, &rbytes, &send_used, &recv_used);
   rcoll_mem_info_t smi, rmi;
   if (send_used) /* rcollBcast has one buffer, which NCCL calls buff */
     RCOLL_CHECK(check_buffer(d, d == &BCAST ? "buff" : "sendbuff", a->sendbuff, sbytes, &smi));
@@ -162,6 +171,22 @@ static void coll_log(const coll_desc_t *d, const rcoll_coll_args_t *a, const str
              a->root, algo, comm->net_summary, chunk);
 }
 
+/* Offers the call to the device path's bounce (lib/cuda/bounce.h); when it
+ * takes it, the call goes on with pinned host copies of its buffers. */
+static int coll_bounce(const coll_desc_t *d, rcoll_coll_args_t *a, struct rcollComm *comm,
+                       rcollStream_t stream, int device, rcollResult_t *r) {
+  size_t sbytes, rbytes;
+  int send_used, recv_used;
+  call_buffers(d, a, &sbytes, &rbytes, &send_used, &recv_used);
+  rcoll_bounce_call_t b = {sbytes > rbytes ? sbytes : rbytes, send_used ? a->sendbuff : NULL,
+                           sbytes, recv_used ? a->recvbuff : NULL, rbytes, NULL, NULL};
+  if (!rcoll_device_ops.bounce_begin(comm, &b, stream, device, r))
+    return 0;
+  a->sendbuff = b.host_send;
+  a->recvbuff = b.host_recv;
+  return 1;
+}
+
 static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollComm_t comm,
                               rcollStream_t stream) {
   int device = -1;
@@ -201,6 +226,11 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
     coll_log(d, a, comm, "cuda-direct", 0);
     return r;
   }
+  /* A small device call runs as a host call on pinned copies of its buffers,
+   * planned as a device call (lib/cuda/bounce.h). */
+  int bounced = !group && device >= 0 && coll_bounce(d, a, comm, stream, device, &r);
+  if (r != rcollSuccess)
+    return r;
   /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */
   if (group || device >= 0 || !rcoll_plan_cache_hit(comm, d->coll, a)) {
     r = coll_plan_call(d, a, comm, device);
@@ -214,6 +244,8 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
       rcoll_group_fail(r); /* rcollGroupEnd discards the group's plan */
     else
       rcoll_calls_discard(comm), rcoll_plan_discard(&comm->plan);
+    if (bounced)
+      rcoll_device_ops.bounce_cancel(comm, stream);
     return r;
   }
   coll_log(d, a, comm, comm->plan.algo, comm->plan.chunk_bytes);

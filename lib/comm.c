@@ -68,6 +68,9 @@ static void comm_agreed_policies(struct rcollComm *c) {
   for (int r = 0; r < c->nranks; r++)
     direct &= (c->infos[r].flags & RCOLL_RANK_CUDA_DIRECT) != 0;
   c->cuda_direct = direct;
+  /* Small device calls run as host plans (lib/cuda/bounce.h), which send
+   * other messages than device plans: one limit for all. */
+  c->cuda_bounce = c->infos[0].cuda_bounce;
   if (!direct && c->settings.cuda_direct && c->rank == 0)
     RCOLL_WARN("RCOLL_CUDA_DIRECT: not every rank has it on with CUDA IPC allowed, or the ranks "
                "span several nodes: device all-reduces go through the proxy");

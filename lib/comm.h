@@ -38,6 +38,7 @@ typedef struct rcoll_rank_info {
   char hostid[RCOLL_HOSTID_MAX];
   uint32_t nets;  /* bit t: transport t of the table is open, handles[t] valid */
   uint32_t flags; /* RCOLL_RANK_TRACING: RCOLL_TRACE is set (trace.c syncs clocks if all do) */
+  uint32_t cuda_bounce; /* RCOLL_CUDA_BOUNCE: rank 0's is the communicator's */
   char handles[RCOLL_MAX_NETS][RCOLL_NET_HANDLE_BYTES];
 } rcoll_rank_info_t;
 
@@ -152,6 +153,7 @@ struct rcollComm {
   int *fp_mark;           /* and each one's place in that list plus 1 (0: not touched) */
   int fingerprint;        /* every rank sends fingerprints (RCOLL_FINGERPRINT) */
   int cuda_direct;        /* every rank runs device all-reduces as one kernel (RCOLL_CUDA_DIRECT) */
+  size_t cuda_bounce;     /* device calls this small run as host calls (lib/cuda/bounce.h) */
   uint64_t id_hash;       /* names the communicator in dumps: the same on all its ranks */
   struct rcoll_fr *fr;    /* flight recorder (flight_recorder.h); NULL when off */
   struct rcoll_flat *flat; /* the flat board (flat.h); NULL when the ranks do not share one */

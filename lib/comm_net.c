@@ -132,6 +132,7 @@ rcollResult_t rcoll_comm_open_nets(struct rcollComm *c, const char *net_name, ui
   me->flags = c->settings.trace[0] != '\0' ? RCOLL_RANK_TRACING : 0;
   me->flags |= c->settings.fingerprint ? RCOLL_RANK_FINGERPRINT : 0;
   me->flags |= c->settings.cuda_direct && !c->settings.p2p_disable ? RCOLL_RANK_CUDA_DIRECT : 0;
+  me->cuda_bounce = (uint32_t)c->settings.cuda_bounce;
   if (want[0] != '\0')
     RCOLL_CHECK(net_open_named(c, want, secret));
   else

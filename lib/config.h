@@ -118,7 +118,11 @@
     "Bytes one block of the direct all-reduce moves per round; each rank's IPC box holds 32")    \
   X(INT_IN(0, 1099511627776), cuda_direct_inplace, "CUDA_DIRECT_INPLACE", NULL, "1048576",      \
     "Direct all-reduces of this many bytes or more read the peers' buffers in place, after a "   \
-    "meeting on the host (lib/cuda/direct_meet.h); 0: never; rank 0's value counts")
+    "meeting on the host (lib/cuda/direct_meet.h); 0: never; rank 0's value counts")            \
+  X(INT_IN(0, 16777216), cuda_bounce, "CUDA_BOUNCE", NULL, "65536",                              \
+    "Device calls outside a group whose largest buffer is at most this many bytes run as host "  \
+    "calls on pinned copies made on the caller's stream (lib/cuda/bounce.h); 0: never; rank 0's " \
+    "value counts")
 
 #define RCOLL_SETTING_STR_MAX 256
 

@@ -39,6 +39,17 @@
 
 struct rcollComm;
 
+/* The buffers of a device call that may bounce through host memory
+ * (bounce_begin). */
+typedef struct rcoll_bounce_call {
+  size_t bytes;            /* the call's largest buffer: the same on every rank */
+  const void *send;        /* the input this rank reads, or NULL */
+  size_t send_bytes;
+  void *recv;              /* the output this rank writes, or NULL */
+  size_t recv_bytes;
+  void *host_send, *host_recv; /* set by bounce_begin: what to plan with */
+} rcoll_bounce_call_t;
+
 typedef struct rcoll_device_ops {
   /* ---- for lib/memtype.c ---- */
 
@@ -64,6 +75,15 @@ typedef struct rcoll_device_ops {
   int (*allreduce_direct)(struct rcollComm *c, const void *in, void *out, size_t count,
                           rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream, int device,
                           rcollResult_t *r);
+  /* Before planning a call on device buffers outside a group: 1 when it is
+   * small enough to run as a host call (lib/cuda/bounce.h). Its input is
+   * then being copied into b->host_send on `stream`; the caller plans with
+   * b->host_send and b->host_recv and submits as usual, which copies
+   * b->host_recv back to b->recv on the stream. *r is set when it failed. */
+  int (*bounce_begin)(struct rcollComm *c, rcoll_bounce_call_t *b, rcollStream_t stream, int device,
+                      rcollResult_t *r);
+  /* A call bounce_begin took that will not be submitted (planning failed). */
+  void (*bounce_cancel)(struct rcollComm *c, rcollStream_t stream);
 
   /* ---- for lib/engine.c ---- */
 

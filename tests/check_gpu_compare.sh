@@ -6,7 +6,8 @@
 #   - the tables and verdicts, from a results file made up here whose right
 #     answers are known: a size where rcoll wins, one where it loses, one
 #     with no NCCL result, and the one-GPU targets (25 % of d2d, 20 us,
-#     4 ranks' busbw within 1.5x of 2's).
+#     4 ranks' busbw within 1.5x of 2's), and the 8 B table with the
+#     bounce and without (RCOLL_CUDA_BOUNCE=0).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 failed=0
@@ -75,6 +76,10 @@ one-gpu-direct rcoll 2 134217728 310 430
 one-gpu-direct rcoll 2 134217728 305 435
 one-gpu-direct rcoll 4 134217728 800 250
 one-gpu-direct-regions rcoll 2 134217728 400 335
+two-hosts-nobounce rcoll 2 8 70 0.00
+two-hosts-nobounce rcoll 2 8 72 0.00
+two-hosts-nobounce rcoll 2 8 71 0.00
+one-gpu-nobounce rcoll 2 8 60 0.00
 EOF
 out=$(SIZES="8 16777216 134217728" bash tests/gpu/compare_nccl.sh --table "$tmp/results")
 echo "$out" | sed 's/^/   /'
@@ -94,6 +99,10 @@ expect "through the proxy" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\);
   "one GPU 128 MiB: 30 % of d2d met, 4 ranks' busbw 450 of 600 met"
 expect "INPLACE=0" 134217728 '\| +400 +335 +16.8 \| +- +- \| MISSED \(2 ranks >= 25% of d2d\)$' \
   "one GPU direct through the regions, 128 MiB: 16.8 % of d2d, missed"
+grep -qE '^two hosts, over sockets +\| +40 \| +71 \| +50$' <<<"$out" ||
+  fail "8 B bounce table, two hosts: medians 40 (bounce), 71 (=0), 50 (NCCL)"
+grep -qE '^one GPU, through the proxy +\| +15 \| +60 \| +-$' <<<"$out" ||
+  fail "8 B bounce table, one GPU: medians 15 (bounce), 60 (=0)"
 grep -q 'd2d copy 2000 GB/s' <<<"$out" || fail "the d2d median (2000) is not in the one-GPU title"
 grep -q 'under MPS' <<<"$out" || fail "the one-GPU title does not say MPS"
 

@@ -158,6 +158,7 @@ static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
   rcoll_cuda_direct_free(cc, drain);
   int saved = -1;
   rcoll_cuda_device_enter(cc->device, &saved); /* the slots' events are its */
+  rcoll_cuda_bounce_free(cc);
   for (int p = 0; cc->peers != NULL && p < cc->comm->nranks; p++) {
     slots_free(&cc->peers[p].send, cc->comm, p, 1);
     slots_free(&cc->peers[p].recv, cc->comm, p, 0);
@@ -402,10 +403,11 @@ static void prof_log(const rcoll_cuda_comm_t *cc) {
   RCOLL_INFO(RCOLL_SUB_P2P, "rank %d: CUDA proxy: %lld units, %.3f ms running them (%.1f us each; "
              "%.3f ms in %lld stream syncs, the rest issuing work and waiting for peers), %.3f ms "
              "waiting for the streams' earlier work; %lld staging copies; CUDA IPC parts %lld sent, "
-             "%lld received",
+             "%lld received; %lld small calls as host plans (RCOLL_CUDA_BOUNCE)",
              cc->comm->rank, (long long)p->units, p->run_us / 1e3, (double)p->run_us / (double)p->units,
              p->sync_us / 1e3, (long long)p->syncs, p->event_wait_us / 1e3,
-             (long long)p->staged_copies, (long long)p->ipc_parts_sent, (long long)p->ipc_parts_recv);
+             (long long)p->staged_copies, (long long)p->ipc_parts_sent, (long long)p->ipc_parts_recv,
+             (long long)p->bounced);
 }
 
 void rcoll_cuda_comm_destroy(struct rcollComm *c) {

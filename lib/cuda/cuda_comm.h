@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "comm.h"
+#include "cuda/bounce.h"
 #include "cuda/cuda_api.h"
 #include "cuda/direct.h"
 #include "cuda/ipc.h"
@@ -106,6 +107,7 @@ typedef struct rcoll_cuda_comm {
   uint32_t *direct_failed;
   uint64_t *direct_sigs;
   rcoll_cu_deviceptr_t direct_failed_dev, direct_sigs_dev;
+  rcoll_cuda_bounce_t bounce; /* small calls through pinned host memory (bounce.h) */
   uint32_t next_seq;    /* last seq given to a unit owned by this comm */
   char *dev_scratch;    /* device twin of comm->scratch (nscratch x chunk_bytes) */
   rcoll_cuda_peer_t *peers;
@@ -124,10 +126,11 @@ typedef struct rcoll_cuda_comm {
   rcoll_cuda_pooled_event_t *events; /* recorded by finished units, for reuse */
   int nevents, events_cap;
   /* Where the proxy's time went, logged when the comm goes (RCOLL_DEBUG=INFO,
-   * subsystem P2P); written by the proxy thread only. The GPU runs showed
+   * subsystem P2P); written by the proxy thread only, but bounced (calls
+   * bounce.c ran as host plans) by the calling thread. The GPU runs showed
    * the one-GPU path far below the copy bandwidth: this says why. */
   struct rcoll_cuda_prof {
-    int64_t units, syncs, staged_copies, ipc_parts_sent, ipc_parts_recv;
+    int64_t units, syncs, staged_copies, ipc_parts_sent, ipc_parts_recv, bounced;
     int64_t event_wait_us, run_us, sync_us;
   } prof;
   /* Device calls of an open group (kept until rcollGroupEnd). */

@@ -205,7 +205,7 @@ static rcollResult_t unit_hold(rcoll_cuda_unit_t *u) {
  * that the user's cuMemcpyDtoHAsync held). A call on it therefore returns
  * only once it has finished, as a blocking call may; a created stream (or
  * cudaStreamPerThread) keeps calls asynchronous. */
-static int stream_is_legacy(rcoll_cuda_stream_t s) {
+int rcoll_cuda_stream_is_legacy(rcoll_cuda_stream_t s) {
   return s == NULL || s == (rcoll_cuda_stream_t)(uintptr_t)1;
 }
 
@@ -226,7 +226,7 @@ static rcollResult_t unit_wait_legacy(rcoll_cuda_comm_t **ccs, int n) {
 rcollResult_t rcoll_cuda_unit_launch(rcoll_cuda_unit_t *u) {
   int legacy = 0;
   for (int i = 0; i < u->nstreams; i++)
-    legacy |= stream_is_legacy(u->streams[i]);
+    legacy |= rcoll_cuda_stream_is_legacy(u->streams[i]);
   rcoll_cuda_comm_t *ccs[16], **wait = NULL;
   int nwait = legacy ? u->nplans : 0;
   if (legacy)
@@ -344,7 +344,7 @@ static void unit_run(rcoll_cuda_unit_t *u) {
     unit_fail(u, r);
   }
   if (r == rcollSuccess && !unit_comms_failed(u)) {
-    unit_set_executing(u, 1);
+    unit_set_executing(u, !u->host); /* a bounced call's steps are the host engine's */
     int64_t t0 = rcoll_now_us();
     r = unit_events(u);
     int64_t t1 = rcoll_now_us();

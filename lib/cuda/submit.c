@@ -57,6 +57,13 @@ rcollResult_t rcoll_cuda_submit(struct rcollComm *c, rcollStream_t stream, int d
                     "call after 4 x RCOLL_TIMEOUT; its results may have been read too early", fn);
     rcoll_comm_set_error(c, r);
   }
+  if (cc != NULL && cc->bounce.pending) { /* never in a group (bounce.h) */
+    if (r == rcollSuccess)
+      return rcoll_cuda_bounce_submit(cc, stream);
+    rcoll_plan_discard(&c->plan);
+    rcoll_cuda_bounce_cancel(c, stream);
+    return r;
+  }
   if (r == rcollSuccess && rcoll_group_active()) {
     r = group_keep(c, cc, stream, fn);
     if (r != rcollSuccess)

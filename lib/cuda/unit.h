@@ -36,6 +36,7 @@ typedef struct rcoll_cuda_unit {
   rcoll_cuda_comm_t *owner;
   uint32_t seq;               /* the owner's flag value once the unit is done */
   rcollResult_t preset;       /* a failure at submit: the unit only releases its streams */
+  int host;                   /* its plans run on pinned host copies (bounce.h) */
   int nstreams;
   rcoll_cuda_stream_t streams[RCOLL_CUDA_MAX_STREAMS];
   rcoll_cuda_event_t events[RCOLL_CUDA_MAX_STREAMS];
@@ -70,6 +71,9 @@ rcollResult_t rcoll_cuda_proxy_drain(rcoll_cuda_comm_t *cc, int64_t timeout_ms);
 /* How a stream is held until a unit is done: the driver's stream wait on the
  * flag, or the wait kernel where that is missing or refused (cuda_comm.c). */
 rcollResult_t rcoll_cuda_stream_hold(rcoll_cuda_comm_t *owner, rcoll_cuda_stream_t s, uint32_t seq);
+/* The legacy default stream (NULL or cudaStreamLegacy), on which a call
+ * returns only once it has finished (proxy.c says why). */
+int rcoll_cuda_stream_is_legacy(rcoll_cuda_stream_t s);
 /* Lets every stream waiting for seq (or earlier) go. */
 void rcoll_cuda_stream_release(rcoll_cuda_comm_t *owner, uint32_t seq);
 

@@ -18,7 +18,10 @@
 #     it reads the peers' buffers in place);
 #   one-gpu-direct-regions: 2 ranks at 1 MiB and the largest size with in
 #     place off (RCOLL_CUDA_DIRECT_INPLACE=0): what in place gains, and from
-#     which size it pays for its meeting on the host (the setting's default).
+#     which size it pays for its meeting on the host (the setting's default);
+#   two-hosts-nobounce, one-gpu-nobounce: 2 ranks at the smallest size with
+#     RCOLL_CUDA_BOUNCE=0 (small calls as device plans, not host plans on
+#     pinned copies: lib/cuda/bounce.h), to show what the bounce gains.
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
 # libnccl.so.2 that PyTorch brings, else the loader's). Exit 77 without a GPU.
 #
@@ -89,6 +92,17 @@ table_one_gpu() { # SETTING HOW
   done
 }
 
+# Small calls with RCOLL_CUDA_BOUNCE (the default) and without, at the smallest size.
+table_bounce() {
+  local z=${SIZES%% *}
+  printf '\n## %s B, 2 ranks: small calls as host plans on pinned copies (RCOLL_CUDA_BOUNCE) or not (=0)\n' "$z"
+  printf '%-26s | %10s | %10s | %10s\n' setting "bounce us" "=0 us" "NCCL us"
+  printf '%-26s | %10s | %10s | %10s\n' "two hosts, over sockets" "$(value two-hosts rcoll 2 "$z" 5)" \
+    "$(value two-hosts-nobounce rcoll 2 "$z" 5)" "$(value two-hosts nccl 2 "$z" 5)"
+  printf '%-26s | %10s | %10s | %10s\n' "one GPU, through the proxy" "$(value one-gpu rcoll 2 "$z" 5)" \
+    "$(value one-gpu-nobounce rcoll 2 "$z" 5)" "-"
+}
+
 if [[ "${1:-}" == "--table" ]]; then
   RESULTS=${2:?usage: compare_nccl.sh --table RESULTS}
   ROUNDS=$(awk '$1 == "rounds" { print $2 }' "$RESULTS" | tail -n 1)
@@ -96,6 +110,7 @@ if [[ "${1:-}" == "--table" ]]; then
   table_one_gpu one-gpu "through the proxy"
   table_one_gpu one-gpu-direct "RCOLL_CUDA_DIRECT=1: one kernel per call"
   table_one_gpu one-gpu-direct-regions "RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0"
+  table_bounce
   exit 0
 fi
 
@@ -155,6 +170,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
     run one-gpu-direct rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
     run one-gpu-direct rcoll 4 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
+    if [[ $z == "${SIZES%% *}" ]]; then
+      run two-hosts-nobounce rcoll 2 "$z" "${SOCKET_ENV[@]}" RCOLL_CUDA_BOUNCE=0
+      run one-gpu-nobounce rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE=0
+    fi
     [[ $z == 1048576 || $z == "${SIZES##* }" ]] &&
       run one-gpu-direct-regions rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0
   done

@@ -42,6 +42,7 @@ typedef struct fake_op {
   void (*host)(void *);
   void *host_arg;
   rcoll_direct_args_t *direct; /* FAKE_OP_DIRECT: the kernel's parameter, copied */
+  int delay_us;                /* FAKE_OP_COPY: its stream's own delay, beside copy_delay_us */
   struct fake_op *next;
 } fake_op_t;
 
@@ -50,6 +51,7 @@ typedef struct fake_stream {
   pthread_cond_t cv;
   fake_op_t *head, *tail;
   int busy, stop;
+  _Atomic int copy_delay_us; /* fake_stream_copy_delay */
   pthread_t thread;
 } fake_stream_t;
 
@@ -114,7 +116,7 @@ int fake_free(void *p) {
 static void fake_run(fake_op_t *op) {
   switch (op->kind) {
   case FAKE_OP_COPY: {
-    int delay_us = atomic_load(&fake_stats.copy_delay_us);
+    int delay_us = atomic_load(&fake_stats.copy_delay_us) + op->delay_us;
     if (delay_us > 0) {
       struct timespec ts = {delay_us / 1000000, (long)(delay_us % 1000000) * 1000};
       nanosleep(&ts, NULL);
@@ -293,7 +295,8 @@ static int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda
   (void)kind;
   int held = fake_lock(0);
   atomic_fetch_add(&fake_stats.copies, 1);
-  fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n});
+  int delay_us = atomic_load(&fake_stream_of(st)->copy_delay_us);
+  fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n, .delay_us = delay_us});
   fake_unlock(held);
   return 0;
 }
@@ -478,4 +481,8 @@ static const rcoll_cuda_api_t fake_api = {
 void fake_cuda_install(void) {
   fake_legacy = fake_stream_new();
   rcoll_cuda_api_override(&fake_api);
+}
+
+void fake_stream_copy_delay(rcoll_cuda_stream_t h, int us) {
+  atomic_store(&((fake_stream_t *)h)->copy_delay_us, us);
 }

@@ -1,0 +1,300 @@
+/* Small device calls run as host calls on pinned copies (lib/cuda/bounce.h),
+ * on the host fake of CUDA (cuda_fake.h), ranks as threads: every
+ * collective, mixed with calls too large to bounce on the same comm, over
+ * shm with CUDA IPC peers and over sockets with staging; slow copies; more
+ * calls in flight than the ring has slots; buffers a rank does not use left
+ * alone; the legacy stream; a synchronous copy behind a bounced call; the
+ * limit agreed from rank 0; a mismatch between a bounced and a device call.
+ * It proves nothing about a GPU (tests/gpu/run.sh runs the real thing). */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "comm.h"
+#include "cuda/cuda_comm.h"
+#include "rcoll.h"
+#include "support/cuda_colls.h"
+#include "support/cuda_fake.h"
+#include "support/cuda_ranks.h"
+
+static void bounce_setup(void) {
+  cuda_ranks_setup(); /* turns bounce off for the other suites */
+  setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
+}
+
+TestSuite(cuda_bounce, .init = bounce_setup, .timeout = 120);
+
+static int64_t bounced(rcollComm_t comm) { return comm->cuda != NULL ? comm->cuda->prof.bounced : 0; }
+
+/* Every collective; the small ones must have bounced. */
+static void all_bounced(rank_ctx_t *x, rcollComm_t comm) {
+  cuda_colls_all(x, comm);
+  if (bounced(comm) == 0) {
+    cr_log_error("rank %d: no call bounced", x->rank);
+    x->wrong++;
+  }
+}
+
+/* 12289 floats: a 48 KiB all-reduce bounces, a 96 KiB all-gather does not,
+ * so host and device plans alternate on one comm (and its IPC rings). */
+static void sweep(int nranks) {
+  static const size_t counts[] = {1, 7, 1024, 12289};
+  for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
+    rank_ctx_t ctx[MAX_RANKS] = {0};
+    cuda_ranks_run(nranks, counts[k], all_bounced, ctx);
+  }
+}
+
+Test(cuda_bounce, every_collective_beside_ipc_peers) {
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
+  sweep(2);
+  sweep(3);
+}
+
+/* Copies that take 300 us: a plan that ran before its input was copied in,
+ * or a result read before it was copied back, shows as wrong elements. */
+Test(cuda_bounce, every_collective_over_sockets_with_slow_copies) {
+  setenv("RCOLL_SHM_DISABLE", "1", 1);
+  setenv("RCOLL_P2P_DISABLE", "1", 1);
+  atomic_store(&fake_stats.copy_delay_us, 300);
+  sweep(3);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+/* 100 all-reduces queued back to back, each with its own buffers and
+ * inputs, with slow copies: more calls than slots are in flight, so a slot
+ * reused before its copy back ran would show as a wrong result. */
+#define BACK_TO_BACK 100
+static void back_to_back(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *in[BACK_TO_BACK], *out[BACK_TO_BACK];
+  for (int k = 0; k < BACK_TO_BACK && x->result == rcollSuccess; k++) {
+    in[k] = cuda_ranks_dev_alloc(n * 4);
+    out[k] = cuda_ranks_dev_alloc(n * 4);
+    for (size_t i = 0; i < n; i++)
+      in[k][i] = cuda_ranks_input(x->rank, i) + (float)k;
+    x->result = rcollAllReduce(in[k], out[k], n, rcollFloat32, rcollSum, comm, s);
+  }
+  fake_stream_sync(s);
+  for (int k = 0; k < BACK_TO_BACK; k++) {
+    for (size_t i = 0; i < n; i++)
+      x->wrong += out[k][i] != cuda_ranks_sum_of(x->nranks, i) + (float)(k * x->nranks);
+    fake_free(in[k]);
+    fake_free(out[k]);
+  }
+  x->wrong += bounced(comm) != BACK_TO_BACK;
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_bounce, more_calls_in_flight_than_slots) {
+  atomic_store(&fake_stats.copy_delay_us, 100);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(3, 100, back_to_back, ctx);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+/* Slots are taken in turn whatever the stream: call 0 on a slow stream,
+ * then 20 on a fast one. Call 16 takes call 0's slot again while the slow
+ * stream may not have copied call 0's result back yet; it must wait. */
+static void two_streams(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t slow = cuda_ranks_stream_new(), fast = cuda_ranks_stream_new();
+  fake_stream_copy_delay(slow, 20000);
+  float *in = cuda_ranks_dev_alloc(21 * n * 4), *out = cuda_ranks_dev_alloc(21 * n * 4);
+  for (int k = 0; k < 21 && x->result == rcollSuccess; k++) {
+    for (size_t i = 0; i < n; i++)
+      in[k * n + i] = cuda_ranks_input(x->rank, i) + (float)k;
+    x->result = rcollAllReduce(in + k * n, out + k * n, n, rcollFloat32, rcollSum, comm,
+                               k == 0 ? slow : fast);
+  }
+  fake_stream_sync(slow);
+  fake_stream_sync(fast);
+  for (int k = 0; k < 21; k++)
+    for (size_t i = 0; i < n; i++)
+      x->wrong += out[k * n + i] != cuda_ranks_sum_of(x->nranks, i) + (float)(k * x->nranks);
+  rcoll_cuda_api()->stream_destroy(slow);
+  rcoll_cuda_api()->stream_destroy(fast);
+  fake_free(in);
+  fake_free(out);
+}
+
+Test(cuda_bounce, a_slot_is_reused_after_its_copy_back_on_another_stream) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 100, two_streams, ctx);
+}
+
+/* As nccl.h: a rooted call's unused buffer may be NULL, and one that is
+ * passed is not written; likewise a point-to-point call outside a group. */
+static void rooted(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count, N = n * (size_t)x->nranks;
+  int root = 1, me = x->rank;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(N * 4), *b = cuda_ranks_dev_alloc(N * 4);
+  cuda_ranks_fill(a, N, me);
+  for (size_t i = 0; i < N; i++)
+    b[i] = -1;
+  rcollResult_t r[6];
+  r[0] = rcollReduce(a, me == root ? b : NULL, n, rcollFloat32, rcollSum, root, comm, s);
+  r[1] = rcollReduce(a, b, n, rcollFloat32, rcollMax, root, comm, s);
+  r[2] = rcollBroadcast(me == root ? a : NULL, a + n, n, rcollFloat32, root, comm, s);
+  r[3] = rcollGather(a, me == root ? b : NULL, n, rcollFloat32, root, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < N; i++) {
+    float want = -1;
+    if (me == root) /* the gather's result, over the reduce's */
+      want = cuda_ranks_input((int)(i / n), i % n);
+    x->wrong += b[i] != want;
+  }
+  for (size_t i = 0; i < n; i++)
+    x->wrong += a[n + i] != cuda_ranks_input(root, i);
+  cuda_ranks_fill(a, N, me); /* the scatter's input, which the broadcast wrote into */
+  if (me == 0)
+    r[4] = rcollSend(a, n, rcollFloat32, 1, comm, s);
+  else if (me == 1)
+    r[4] = rcollRecv(b, n, rcollFloat32, 0, comm, s);
+  else
+    r[4] = rcollSuccess;
+  r[5] = rcollScatter(me == root ? a : NULL, b + n, n, rcollFloat32, root, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; me == 1 && i < n; i++)
+    x->wrong += b[i] != cuda_ranks_input(0, i);
+  for (size_t i = 0; i < n; i++) /* rank root's input: input(root, j) at j = me * n + i */
+    x->wrong += b[n + i] != cuda_ranks_input(root, (size_t)me * n + i);
+  for (int k = 0; k < 6 && x->result == rcollSuccess; k++)
+    x->result = r[k];
+  x->wrong += bounced(comm) != 6 - (me > 1);
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+  fake_free(b);
+}
+
+Test(cuda_bounce, buffers_a_rank_does_not_use_are_left_alone) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(3, 300, rooted, ctx);
+}
+
+/* On the legacy stream a call returns done (proxy.c): the copy back too.
+ * One rank: the legacy stream is one per process. */
+static void legacy(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4);
+  for (int round = 0; round < 20 && x->result == rcollSuccess; round++) {
+    cuda_ranks_fill(a, n, x->rank + round);
+    x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, NULL);
+    for (size_t i = 0; i < n; i++) /* no sync: it must be there */
+      x->wrong += b[i] != cuda_ranks_input(x->rank + round, i);
+  }
+  x->wrong += bounced(comm) != 20;
+  fake_free(a);
+  fake_free(b);
+}
+
+Test(cuda_bounce, a_call_on_the_legacy_stream_returns_done) {
+  atomic_store(&fake_stats.copy_delay_us, 200);
+  rank_ctx_t ctx[1] = {{0}};
+  cuda_ranks_run(1, 1000, legacy, ctx);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+/* What t.cpu() does after a call: a synchronous copy into pageable memory
+ * on the call's stream, which holds the driver's lock until the stream
+ * moves (docs/gpu.md). The proxy must not need that lock to finish. */
+static void pageable(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4), *host = calloc(n, 4);
+  for (int round = 0; round < 8 && x->result == rcollSuccess; round++) {
+    cuda_ranks_fill(a, n, x->rank);
+    x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
+    fake_copy_to_pageable(host, b, n * 4, s);
+    for (size_t i = 0; i < n; i++)
+      x->wrong += host[i] != cuda_ranks_sum_of(x->nranks, i);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+  fake_free(b);
+  free(host);
+}
+
+Test(cuda_bounce, a_synchronous_copy_behind_a_bounced_call) {
+  int deadlocks = atomic_load(&fake_stats.deadlocks);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 1000, pageable, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.deadlocks) - deadlocks, 0, "the proxy waited for the driver "
+               "lock that a synchronous copy held: a hang on a GPU");
+}
+
+/* ---- agreement ---- */
+
+static void *init_rank(void *arg) {
+  rank_ctx_t *x = arg;
+  rcollComm_t comm;
+  x->result = rcollCommInitRank(&comm, x->nranks, x->id, x->rank);
+  if (x->result != rcollSuccess)
+    return NULL;
+  x->body(x, comm);
+  rcollCommDestroy(comm);
+  return NULL;
+}
+
+static void small_calls(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  for (int k = 0; k < 4 && x->result == rcollSuccess; k++)
+    x->wrong += cuda_colls_allreduce(x, comm, s);
+  x->wrong += bounced(comm) != 4; /* rank 1 set 0: rank 0's limit counts */
+  x->wrong += comm->cuda_bounce != 65536;
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+/* Rank 0 reads RCOLL_CUDA_BOUNCE=65536, rank 1 reads 0: both bounce, as
+ * rank 0 says (one rank running a host plan against a device plan would
+ * fail or hang). The ranks start 300 ms apart so that each reads its own
+ * value: rank 0 reads it first thing in init, then waits for rank 1. */
+Test(cuda_bounce, the_limit_is_rank_zeros) {
+  rank_ctx_t ctx[2] = {{0}};
+  rcollUniqueId id;
+  cr_assert_eq(rcollGetUniqueId(&id), rcollSuccess);
+  pthread_t t[2];
+  for (int r = 0; r < 2; r++) {
+    setenv("RCOLL_CUDA_BOUNCE", r == 0 ? "65536" : "0", 1);
+    ctx[r] = (rank_ctx_t){.rank = r, .nranks = 2, .id = id, .count = 500, .body = small_calls};
+    pthread_create(&t[r], NULL, init_rank, &ctx[r]);
+    if (r == 0)
+      usleep(300000);
+  }
+  for (int r = 0; r < 2; r++) {
+    pthread_join(t[r], NULL);
+    cr_expect_eq(ctx[r].result, rcollSuccess, "rank %d: %s", r, rcollGetErrorString(ctx[r].result));
+    cr_expect_eq(ctx[r].wrong, 0, "rank %d: %ld wrong", r, ctx[r].wrong);
+  }
+}
+
+/* Rank 0 makes a call small enough to bounce, rank 1 one that is not: the
+ * fingerprints tell them apart (both are host messages on either path), and
+ * both ranks get the mismatch as their async error instead of a hang. */
+static void mismatched(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->rank == 0 ? 100 : 100000;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  rcollResult_t r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  rcollResult_t async = rcollSuccess;
+  rcollCommGetAsyncError(comm, &async);
+  if (r != rcollSuccess || async == rcollSuccess || strstr(comm->last_error, "mismatch") == NULL) {
+    cr_log_error("rank %d: call %d, async %d: %s", x->rank, r, async, comm->last_error);
+    x->wrong++;
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+}
+
+Test(cuda_bounce, a_bounced_call_against_a_device_call_is_a_mismatch) {
+  setenv("RCOLL_TIMEOUT", "5", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 0, mismatched, ctx);
+}
