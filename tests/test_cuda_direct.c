@@ -357,6 +357,34 @@ static void imports_kept(rank_ctx_t *x, rcollComm_t comm) {
 
 Test(cuda_direct, in_place_keeps_sixteen_mappings_per_peer) { run_direct(2, imports_kept, 2); }
 
+/* Each rank hands over its buffers' handles at every in-place call: one
+ * handle when sendbuff == recvbuff, two when they differ. */
+static void handles_per_call(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(4096 * 4), *b = cuda_ranks_dev_alloc(4096 * 4);
+  for (int k = 0; k < 10 && x->result == rcollSuccess; k++) {
+    cuda_ranks_fill(a, 4096, x->rank);
+    x->result = rcollAllReduce(a, k < 5 ? a : b, 4096, rcollFloat32, rcollSum, comm, s);
+    fake_stream_sync(s);
+    const float *got = k < 5 ? a : b;
+    for (size_t i = 0; i < 4096; i++)
+      x->wrong += got[i] != cuda_ranks_sum_of(x->nranks, i);
+  }
+  fake_free(a);
+  fake_free(b);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct, in_place_hands_over_one_handle_per_buffer) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "4096", 1);
+  int gets = atomic_load(&fake_stats.ipc_gets);
+  run_direct(2, handles_per_call, 20);
+  /* Setting the box up takes one per rank; then 5 calls with one buffer
+   * and 5 with two, per rank. */
+  cr_expect_eq(atomic_load(&fake_stats.ipc_gets) - gets, 2 * (1 + 5 + 2 * 5), "%d handles",
+               atomic_load(&fake_stats.ipc_gets) - gets);
+}
+
 /* Many in-place calls of alternating sizes back to back: a rank that left
  * the meeting posts its next call while others still read the last one's
  * posts, and none must take that for another call. */

@@ -203,25 +203,31 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   return r;
 }
 
-/* Calls on another stream than the last one start after it: their kernels
- * share the box. Waited for on the host, as it is rare. */
-static rcollResult_t direct_after_last(rcoll_cuda_comm_t *cc, rcollStream_t stream) {
+rcollResult_t rcoll_direct_wait_last(rcoll_cuda_comm_t *cc, const char *why) {
   rcoll_cuda_direct_t *d = &cc->direct;
-  if (d->calls == 0 || d->stream == stream)
+  if (d->calls == 0)
     return rcollSuccess;
   int64_t deadline = rcoll_now_ms() + cc->comm->timeout_ms;
   int r;
   while ((r = rcoll_cuda_api()->event_query(d->done)) == RCOLL_CUDA_ERROR_NOT_READY) {
     if (rcoll_now_ms() > deadline)
       return rcoll_error(rcollSystemError, "rank %d: rcollAllReduce: the previous direct "
-                         "all-reduce (on another stream) did not end within RCOLL_TIMEOUT",
-                         cc->comm->rank);
+                         "all-reduce did not end within RCOLL_TIMEOUT (waited for it %s)",
+                         cc->comm->rank, why);
     struct timespec ts = {0, 20000};
     nanosleep(&ts, NULL);
   }
   return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: waiting for the "
                                              "previous direct all-reduce: %s", cc->comm->rank,
                                              rcoll_cuda_strerror(r));
+}
+
+/* Calls on another stream than the last one start after it: their kernels
+ * share the box. Waited for on the host, as it is rare. */
+static rcollResult_t direct_after_last(rcoll_cuda_comm_t *cc, rcollStream_t stream) {
+  if (cc->direct.stream == stream)
+    return rcollSuccess;
+  return rcoll_direct_wait_last(cc, "as this call is on another stream");
 }
 
 rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, uint64_t ours,

@@ -48,6 +48,9 @@ struct rcoll_cuda_comm;
 int rcoll_cuda_direct_allreduce(struct rcollComm *c, const void *in, void *out, size_t count,
                                 rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream,
                                 int device, rcollResult_t *r);
+/* Waits (up to RCOLL_TIMEOUT) until our last direct kernel has ended; `why`
+ * completes the error ("waited for it ..."). */
+rcollResult_t rcoll_direct_wait_last(struct rcoll_cuda_comm *cc, const char *why);
 /* "rank N made another call: ..." for two calls' RCOLL_DIRECT_SIG. */
 rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, uint64_t ours,
                                     uint64_t theirs);

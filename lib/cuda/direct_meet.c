@@ -118,19 +118,6 @@ static int describe(const void *p, rcoll_cuda_ipc_handle_t *h, uint64_t *off) {
   return a->ipc_get_mem_handle(h, (void *)(uintptr_t)base) == 0;
 }
 
-/* Our last kernel may still read a mapping we are about to close. */
-static int last_kernel_done(rcoll_cuda_comm_t *cc) {
-  const rcoll_cuda_direct_t *d = &cc->direct;
-  int64_t deadline = rcoll_now_ms() + cc->comm->timeout_ms;
-  int r = 0;
-  while (d->calls > 0 && (r = rcoll_cuda_api()->event_query(d->done)) == RCOLL_CUDA_ERROR_NOT_READY &&
-         rcoll_now_ms() < deadline) {
-    struct timespec ts = {0, 20000};
-    nanosleep(&ts, NULL);
-  }
-  return d->calls == 0 || r == 0;
-}
-
 char *rcoll_direct_meet_import(rcoll_cuda_comm_t *cc, int q, const rcoll_cuda_ipc_handle_t *h) {
   rcoll_direct_meet_t *m = cc->direct.meet;
   direct_import_t *imp = m->imp[q], *slot = &imp[0];
@@ -142,8 +129,8 @@ char *rcoll_direct_meet_import(rcoll_cuda_comm_t *cc, int q, const rcoll_cuda_ip
     if (imp[i].base == NULL || (slot->base != NULL && imp[i].used < slot->used))
       slot = &imp[i];
   }
-  if (slot->base != NULL) {
-    if (!last_kernel_done(cc))
+  if (slot->base != NULL) { /* our last kernel may still read it */
+    if (rcoll_direct_wait_last(cc, "to close a peer's buffer") != rcollSuccess)
       return NULL;
     rcoll_cuda_api()->ipc_close_mem_handle(slot->base);
     slot->base = NULL;
@@ -203,7 +190,12 @@ int rcoll_direct_meet(rcoll_cuda_comm_t *cc, const void *in, void *out, uint64_t
   me->ns_key = rcoll_pid_ns_key();
   for (int k = 0; k < 2; k++) {
     me->addr[k] = (uint64_t)(uintptr_t)bufs[k];
-    me->ok = me->ok && describe(bufs[k], &me->h[k], &me->off[k]);
+    if (k == 1 && in == out) { /* in place: one buffer, described once */
+      me->h[1] = me->h[0];
+      me->off[1] = me->off[0];
+    } else {
+      me->ok = me->ok && describe(bufs[k], &me->h[k], &me->off[k]);
+    }
   }
   atomic_store_explicit(&me->offered, seq, memory_order_release);
   if ((*r = meet_wait(cc, offsetof(direct_post_t, offered), seq, sig)) != rcollSuccess)

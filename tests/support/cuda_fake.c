@@ -363,6 +363,7 @@ static int f_device_attribute(int *value, int attr, int device) {
 _Thread_local int fake_refuse_ipc;
 
 static int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
+  atomic_fetch_add(&fake_stats.ipc_gets, 1);
   if (fake_refuse_ipc)
     return 801; /* cudaErrorNotSupported */
   memset(h, 0, sizeof *h);

@@ -32,6 +32,7 @@ struct fake_stats {
   _Atomic int direct_kernels; /* rcoll_k_direct_* launches */
   _Atomic int direct_inplace; /* ... of them reading the peers' buffers in place */
   _Atomic int ipc_opens, ipc_closes; /* cudaIpcOpenMemHandle, cudaIpcCloseMemHandle */
+  _Atomic int ipc_gets;       /* cudaIpcGetMemHandle */
   _Atomic int direct_max_blocks; /* the most blocks a direct kernel was launched with */
   _Atomic int sm_count;       /* set: cudaDeviceGetAttribute's multiprocessor count (else it fails) */
   _Atomic int copies;         /* cudaMemcpyAsync */
