@@ -131,7 +131,7 @@ typedef struct rcoll_cuda_comm {
    * the one-GPU path far below the copy bandwidth: this says why. */
   struct rcoll_cuda_prof {
     int64_t units, syncs, staged_copies, ipc_parts_sent, ipc_parts_recv, bounced;
-    int64_t event_wait_us, run_us, sync_us;
+    int64_t queue_us, event_wait_us, run_us, sync_us;
   } prof;
   /* Device calls of an open group (kept until rcollGroupEnd). */
   int group_pending;

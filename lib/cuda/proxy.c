@@ -244,6 +244,7 @@ rcollResult_t rcoll_cuda_unit_launch(rcoll_cuda_unit_t *u) {
     u->preset = r;
     unit_unplan(u);
   }
+  u->queued_us = rcoll_now_us();
   for (int i = 0; i < u->nplans; i++) {
     rcoll_cuda_comm_t *cc = u->plans[i].comm->cuda;
     pthread_mutex_lock(&cc->mu);
@@ -346,6 +347,7 @@ static void unit_run(rcoll_cuda_unit_t *u) {
   if (r == rcollSuccess && !unit_comms_failed(u)) {
     unit_set_executing(u, !u->host); /* a bounced call's steps are the host engine's */
     int64_t t0 = rcoll_now_us();
+    u->owner->prof.queue_us += t0 - u->queued_us;
     r = unit_events(u);
     int64_t t1 = rcoll_now_us();
     if (r == rcollSuccess)

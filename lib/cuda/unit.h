@@ -35,6 +35,7 @@ typedef struct rcoll_cuda_unit {
   rcoll_cuda_node_t *nodes;   /* per plan: the unit's place in that comm's queue */
   rcoll_cuda_comm_t *owner;
   uint32_t seq;               /* the owner's flag value once the unit is done */
+  int64_t queued_us;          /* when it was queued (the proxy's accounts) */
   rcollResult_t preset;       /* a failure at submit: the unit only releases its streams */
   int host;                   /* its plans run on pinned host copies (bounce.h) */
   int nstreams;
