@@ -3,8 +3,9 @@
  * collective, mixed with calls too large to bounce on the same comm, over
  * shm with CUDA IPC peers and over sockets with staging; slow copies; more
  * calls in flight than the ring has slots; buffers a rank does not use left
- * alone; the legacy stream; a synchronous copy behind a bounced call; the
- * limit agreed from rank 0; a mismatch between a bounced and a device call.
+ * alone; the limit agreed from rank 0; a mismatch between a bounced and a
+ * device call. test_cuda_stream.c runs bounced calls behind a synchronous
+ * copy and on the legacy stream.
  * It proves nothing about a GPU (tests/gpu/run.sh runs the real thing). */
 #include <criterion/criterion.h>
 #include <pthread.h>
@@ -65,67 +66,46 @@ Test(cuda_bounce, every_collective_over_sockets_with_slow_copies) {
   atomic_store(&fake_stats.copy_delay_us, 0);
 }
 
-/* 100 all-reduces queued back to back, each with its own buffers and
- * inputs, with slow copies: more calls than slots are in flight, so a slot
- * reused before its copy back ran would show as a wrong result. */
-#define BACK_TO_BACK 100
-static void back_to_back(rank_ctx_t *x, rcollComm_t comm) {
+/* 40 all-reduces queued back to back, each with its own buffers and
+ * inputs, with slow copies: more calls than slots are in flight. On one
+ * stream their order protects a slot's reuse; on two it does not. With
+ * x->user set, call 0 goes on a slow stream (20 ms per copy) and the rest
+ * on a fast one: call 16 takes call 0's slot again while the slow stream
+ * may not have copied call 0's result back yet, and must wait for it. */
+#define QUEUED 40
+static void queued_calls(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
-  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  float *in[BACK_TO_BACK], *out[BACK_TO_BACK];
-  for (int k = 0; k < BACK_TO_BACK && x->result == rcollSuccess; k++) {
-    in[k] = cuda_ranks_dev_alloc(n * 4);
-    out[k] = cuda_ranks_dev_alloc(n * 4);
-    for (size_t i = 0; i < n; i++)
-      in[k][i] = cuda_ranks_input(x->rank, i) + (float)k;
-    x->result = rcollAllReduce(in[k], out[k], n, rcollFloat32, rcollSum, comm, s);
-  }
-  fake_stream_sync(s);
-  for (int k = 0; k < BACK_TO_BACK; k++) {
-    for (size_t i = 0; i < n; i++)
-      x->wrong += out[k][i] != cuda_ranks_sum_of(x->nranks, i) + (float)(k * x->nranks);
-    fake_free(in[k]);
-    fake_free(out[k]);
-  }
-  x->wrong += bounced(comm) != BACK_TO_BACK;
-  rcoll_cuda_api()->stream_destroy(s);
-}
-
-Test(cuda_bounce, more_calls_in_flight_than_slots) {
-  atomic_store(&fake_stats.copy_delay_us, 100);
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(3, 100, back_to_back, ctx);
-  atomic_store(&fake_stats.copy_delay_us, 0);
-}
-
-/* Slots are taken in turn whatever the stream: call 0 on a slow stream,
- * then 20 on a fast one. Call 16 takes call 0's slot again while the slow
- * stream may not have copied call 0's result back yet; it must wait. */
-static void two_streams(rank_ctx_t *x, rcollComm_t comm) {
-  size_t n = x->count;
-  rcoll_cuda_stream_t slow = cuda_ranks_stream_new(), fast = cuda_ranks_stream_new();
+  rcoll_cuda_stream_t fast = cuda_ranks_stream_new(), slow = cuda_ranks_stream_new();
   fake_stream_copy_delay(slow, 20000);
-  float *in = cuda_ranks_dev_alloc(21 * n * 4), *out = cuda_ranks_dev_alloc(21 * n * 4);
-  for (int k = 0; k < 21 && x->result == rcollSuccess; k++) {
+  float *in = cuda_ranks_dev_alloc(QUEUED * n * 4), *out = cuda_ranks_dev_alloc(QUEUED * n * 4);
+  for (int k = 0; k < QUEUED && x->result == rcollSuccess; k++) {
     for (size_t i = 0; i < n; i++)
       in[k * n + i] = cuda_ranks_input(x->rank, i) + (float)k;
     x->result = rcollAllReduce(in + k * n, out + k * n, n, rcollFloat32, rcollSum, comm,
-                               k == 0 ? slow : fast);
+                               k == 0 && x->user != NULL ? slow : fast);
   }
   fake_stream_sync(slow);
   fake_stream_sync(fast);
-  for (int k = 0; k < 21; k++)
+  for (int k = 0; k < QUEUED; k++)
     for (size_t i = 0; i < n; i++)
       x->wrong += out[k * n + i] != cuda_ranks_sum_of(x->nranks, i) + (float)(k * x->nranks);
+  x->wrong += bounced(comm) != QUEUED;
   rcoll_cuda_api()->stream_destroy(slow);
   rcoll_cuda_api()->stream_destroy(fast);
   fake_free(in);
   fake_free(out);
 }
 
-Test(cuda_bounce, a_slot_is_reused_after_its_copy_back_on_another_stream) {
+Test(cuda_bounce, more_calls_in_flight_than_slots) {
+  atomic_store(&fake_stats.copy_delay_us, 100);
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 100, two_streams, ctx);
+  cuda_ranks_run(3, 100, queued_calls, ctx);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+Test(cuda_bounce, a_slot_is_reused_after_its_copy_back_on_another_stream) {
+  rank_ctx_t ctx[MAX_RANKS] = {{.user = ctx}, {.user = ctx}};
+  cuda_ranks_run(2, 100, queued_calls, ctx);
 }
 
 /* As nccl.h: a rooted call's unused buffer may be NULL, and one that is
@@ -178,69 +158,7 @@ Test(cuda_bounce, buffers_a_rank_does_not_use_are_left_alone) {
   cuda_ranks_run(3, 300, rooted, ctx);
 }
 
-/* On the legacy stream a call returns done (proxy.c): the copy back too.
- * One rank: the legacy stream is one per process. */
-static void legacy(rank_ctx_t *x, rcollComm_t comm) {
-  size_t n = x->count;
-  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4);
-  for (int round = 0; round < 20 && x->result == rcollSuccess; round++) {
-    cuda_ranks_fill(a, n, x->rank + round);
-    x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, NULL);
-    for (size_t i = 0; i < n; i++) /* no sync: it must be there */
-      x->wrong += b[i] != cuda_ranks_input(x->rank + round, i);
-  }
-  x->wrong += bounced(comm) != 20;
-  fake_free(a);
-  fake_free(b);
-}
-
-Test(cuda_bounce, a_call_on_the_legacy_stream_returns_done) {
-  atomic_store(&fake_stats.copy_delay_us, 200);
-  rank_ctx_t ctx[1] = {{0}};
-  cuda_ranks_run(1, 1000, legacy, ctx);
-  atomic_store(&fake_stats.copy_delay_us, 0);
-}
-
-/* What t.cpu() does after a call: a synchronous copy into pageable memory
- * on the call's stream, which holds the driver's lock until the stream
- * moves (docs/gpu.md). The proxy must not need that lock to finish. */
-static void pageable(rank_ctx_t *x, rcollComm_t comm) {
-  size_t n = x->count;
-  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4), *host = calloc(n, 4);
-  for (int round = 0; round < 8 && x->result == rcollSuccess; round++) {
-    cuda_ranks_fill(a, n, x->rank);
-    x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
-    fake_copy_to_pageable(host, b, n * 4, s);
-    for (size_t i = 0; i < n; i++)
-      x->wrong += host[i] != cuda_ranks_sum_of(x->nranks, i);
-  }
-  rcoll_cuda_api()->stream_destroy(s);
-  fake_free(a);
-  fake_free(b);
-  free(host);
-}
-
-Test(cuda_bounce, a_synchronous_copy_behind_a_bounced_call) {
-  int deadlocks = atomic_load(&fake_stats.deadlocks);
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 1000, pageable, ctx);
-  cr_expect_eq(atomic_load(&fake_stats.deadlocks) - deadlocks, 0, "the proxy waited for the driver "
-               "lock that a synchronous copy held: a hang on a GPU");
-}
-
 /* ---- agreement ---- */
-
-static void *init_rank(void *arg) {
-  rank_ctx_t *x = arg;
-  rcollComm_t comm;
-  x->result = rcollCommInitRank(&comm, x->nranks, x->id, x->rank);
-  if (x->result != rcollSuccess)
-    return NULL;
-  x->body(x, comm);
-  rcollCommDestroy(comm);
-  return NULL;
-}
 
 static void small_calls(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
@@ -263,7 +181,7 @@ Test(cuda_bounce, the_limit_is_rank_zeros) {
   for (int r = 0; r < 2; r++) {
     setenv("RCOLL_CUDA_BOUNCE", r == 0 ? "65536" : "0", 1);
     ctx[r] = (rank_ctx_t){.rank = r, .nranks = 2, .id = id, .count = 500, .body = small_calls};
-    pthread_create(&t[r], NULL, init_rank, &ctx[r]);
+    pthread_create(&t[r], NULL, cuda_ranks_main, &ctx[r]);
     if (r == 0)
       usleep(300000);
   }

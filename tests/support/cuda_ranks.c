@@ -56,7 +56,7 @@ float cuda_ranks_sum_of(int n, size_t i) {
 
 /* ---- ranks as threads ---- */
 
-static void *rank_main(void *arg) {
+void *cuda_ranks_main(void *arg) {
   rank_ctx_t *x = arg;
   rcollComm_t comm;
   x->result = rcollCommInitRank(&comm, x->nranks, x->id, x->rank);
@@ -74,7 +74,7 @@ void cuda_ranks_run(int n, size_t count, void (*body)(rank_ctx_t *, rcollComm_t)
   for (int r = 0; r < n; r++) {
     ctx[r] = (rank_ctx_t){.rank = r, .nranks = n, .id = id, .count = count, .body = body,
                           .user = ctx[r].user};
-    pthread_create(&t[r], NULL, rank_main, &ctx[r]);
+    pthread_create(&t[r], NULL, cuda_ranks_main, &ctx[r]);
   }
   for (int r = 0; r < n; r++)
     pthread_join(t[r], NULL);

@@ -41,6 +41,10 @@ void cuda_ranks_fill(float *buf, size_t count, int rank);
 /* The sum over ranks 0..n-1 of their element i. */
 float cuda_ranks_sum_of(int n, size_t i);
 
+/* A rank's thread (pthread_create's function, ctx its rank_ctx_t, filled
+ * in as cuda_ranks_run does): init, body, destroy. */
+void *cuda_ranks_main(void *ctx);
+
 /* Runs body on n ranks, one thread each (ctx[r].user is kept), and expects
  * every rank to succeed with nothing wrong. */
 void cuda_ranks_run(int n, size_t count, void (*body)(rank_ctx_t *, rcollComm_t), rank_ctx_t *ctx);
