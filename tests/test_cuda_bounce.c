@@ -56,6 +56,14 @@ Test(cuda_bounce, every_collective_beside_ipc_peers) {
   sweep(3);
 }
 
+/* With the direct all-reduce on, all-reduces are kernels (lib/cuda/direct.h)
+ * and the other small calls bounce, in turn on one comm and stream. */
+Test(cuda_bounce, beside_the_direct_all_reduce) {
+  setenv("RCOLL_CUDA_DIRECT", "1", 1);
+  sweep(3);
+  cr_expect_gt(atomic_load(&fake_stats.direct_kernels), 0, "no direct all-reduce ran");
+}
+
 /* Copies that take 300 us: a plan that ran before its input was copied in,
  * or a result read before it was copied back, shows as wrong elements. */
 Test(cuda_bounce, every_collective_over_sockets_with_slow_copies) {
