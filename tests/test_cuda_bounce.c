@@ -166,6 +166,27 @@ Test(cuda_bounce, buffers_a_rank_does_not_use_are_left_alone) {
   cuda_ranks_run(3, 300, rooted, ctx);
 }
 
+/* The pinned slots cannot be had on rank x->user's ranks: the call fails
+ * there saying so, and the next one, once they can, runs. */
+static void no_pinned_memory(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(x->count * 4);
+  fake_host_alloc_limit = 1 << 20; /* the comm's own pinned words are made, the slots are not */
+  rcollResult_t r = rcollAllReduce(a, a, x->count, rcollFloat32, rcollSum, comm, s);
+  x->wrong += bounced(comm) != 0 || r != rcollUnhandledCudaError ||
+              strstr(rcollGetLastError(comm), "RCOLL_CUDA_BOUNCE") == NULL;
+  fake_host_alloc_limit = 0;
+  x->wrong += cuda_colls_allreduce(x, comm, s);
+  x->wrong += bounced(comm) != 1;
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_bounce, pinned_memory_refused_then_had) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 100, no_pinned_memory, ctx);
+}
+
 /* ---- agreement ---- */
 
 static void small_calls(rank_ctx_t *x, rcollComm_t comm) {
@@ -223,4 +244,35 @@ Test(cuda_bounce, a_bounced_call_against_a_device_call_is_a_mismatch) {
   setenv("RCOLL_TIMEOUT", "5", 1);
   rank_ctx_t ctx[MAX_RANKS] = {0};
   cuda_ranks_run(2, 0, mismatched, ctx);
+}
+
+/* Rank 0's call fails before it is queued (no pinned slots), rank 1's runs:
+ * rank 1 waits for a call rank 0 never made. Their next call (a host
+ * all-reduce) must fail on both ranks, by the fingerprints or by
+ * RCOLL_TIMEOUT, and the communicators must go without a crash. */
+static void one_rank_failed_first(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *a = cuda_ranks_dev_alloc(x->count * 4);
+  fake_host_alloc_limit = x->rank == 0 ? 1 << 20 : 0;
+  rcollResult_t r = rcollAllReduce(a, a, x->count, rcollFloat32, rcollSum, comm, s);
+  x->wrong += r != (x->rank == 0 ? rcollUnhandledCudaError : rcollSuccess);
+  fake_host_alloc_limit = 0;
+  int one = 1, sum = 0;
+  double t0 = cuda_ranks_now_ms();
+  r = rcollAllReduce(&one, &sum, 1, rcollInt32, rcollSum, comm, NULL);
+  double ms = cuda_ranks_now_ms() - t0;
+  if (r == rcollSuccess || ms > 2 * 3000 + 2000) {
+    cr_log_error("rank %d: the host call after the uneven one: %s after %.0f ms", x->rank,
+                 rcollGetErrorString(r), ms);
+    x->wrong++;
+  }
+  fake_stream_sync(s);
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_bounce, a_call_that_failed_on_one_rank_fails_the_next) {
+  setenv("RCOLL_TIMEOUT", "3", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 100, one_rank_failed_first, ctx);
 }

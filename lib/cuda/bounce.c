@@ -16,17 +16,25 @@ static char *slot_out(const rcoll_cuda_bounce_t *b, int i) { return slot_in(b, i
 static rcollResult_t bounce_alloc(rcoll_cuda_comm_t *cc) {
   rcoll_cuda_bounce_t *b = &cc->bounce;
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
-  b->each = (cc->comm->cuda_bounce + 255) & ~(size_t)255;
+  size_t each = (cc->comm->cuda_bounce + 255) & ~(size_t)255;
   void *base = NULL;
-  int r = a->host_alloc(&base, RCOLL_CUDA_BOUNCE_SLOTS * 2 * b->each, RCOLL_CUDA_HOST_ALLOC_PORTABLE);
+  int r = a->host_alloc(&base, RCOLL_CUDA_BOUNCE_SLOTS * 2 * each, RCOLL_CUDA_HOST_ALLOC_PORTABLE);
   for (int i = 0; r == 0 && i < RCOLL_CUDA_BOUNCE_SLOTS; i++)
     r = a->event_create_with_flags(&b->ev[i], RCOLL_CUDA_EVENT_DISABLE_TIMING);
-  b->base = base;
-  if (r != 0)
-    return rcoll_error(rcollUnhandledCudaError, "rank %d: allocating %d pinned slots of 2 x %zu bytes "
-                       "for small device calls (RCOLL_CUDA_BOUNCE) failed: %s", cc->comm->rank,
-                       RCOLL_CUDA_BOUNCE_SLOTS, b->each, rcoll_cuda_strerror(r));
-  return rcollSuccess;
+  if (r == 0) {
+    b->base = base;
+    b->each = each;
+    return rcollSuccess;
+  }
+  for (int i = 0; i < RCOLL_CUDA_BOUNCE_SLOTS; i++) /* nothing half made: the next call tries again */
+    if (b->ev[i] != NULL)
+      a->event_destroy(b->ev[i]);
+  if (base != NULL)
+    a->free_host(base);
+  memset(b, 0, sizeof *b);
+  return rcoll_error(rcollUnhandledCudaError, "rank %d: allocating %d pinned slots of 2 x %zu bytes "
+                     "for small device calls (RCOLL_CUDA_BOUNCE) failed: %s", cc->comm->rank,
+                     RCOLL_CUDA_BOUNCE_SLOTS, each, rcoll_cuda_strerror(r));
 }
 
 /* Waits until slot i's last copy ran (it may sit behind a call still
@@ -44,10 +52,10 @@ static rcollResult_t slot_wait(rcoll_cuda_comm_t *cc, int i) {
       return rcoll_error(rcollUnhandledCudaError, "rank %d: the stream of an earlier small device "
                          "call failed: %s", cc->comm->rank, rcoll_cuda_strerror(r));
     if (rcoll_now_us() - start > cc->comm->timeout_ms * 1000)
-      return rcoll_error(rcollTimeout, "rank %d: the %d small device calls before this one "
-                         "(RCOLL_CUDA_BOUNCE) did not finish within %lld ms (RCOLL_TIMEOUT): "
-                         "is a peer not calling?", cc->comm->rank, RCOLL_CUDA_BOUNCE_SLOTS,
-                         (long long)cc->comm->timeout_ms);
+      return rcoll_error(rcollTimeout, "rank %d: the small device call %d calls before this one "
+                         "(RCOLL_CUDA_BOUNCE) did not finish within %lld ms (RCOLL_TIMEOUT): is "
+                         "a peer not calling, or its stream held up?", cc->comm->rank,
+                         RCOLL_CUDA_BOUNCE_SLOTS, (long long)cc->comm->timeout_ms);
     struct timespec ts = {0, 20000};
     if (polls < 64)
       sched_yield();

@@ -258,7 +258,12 @@ static int f_get_device_count(int *n) { *n = 1; return 0; }
 static int f_get_device(int *d) { *d = 0; return 0; }
 static int f_set_device(int d) { return d == 0 ? 0 : 101; }
 static int f_malloc(void **p, size_t b) { return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_DEVICE); }
-static int f_host_alloc(void **p, size_t b, unsigned f) { (void)f; return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_HOST); }
+static int f_host_alloc(void **p, size_t b, unsigned f) {
+  (void)f;
+  if (fake_host_alloc_limit > 0 && b > fake_host_alloc_limit)
+    return 2; /* cudaErrorMemoryAllocation */
+  return fake_alloc(p, b, RCOLL_CUDA_MEMTYPE_HOST);
+}
 static int f_host_dev_ptr(void **d, void *h, unsigned f) { (void)f; *d = h; return 0; }
 static int f_get_last_error(void) { return 0; }
 static const char *f_error_string(int e) { (void)e; return "fake CUDA error"; }
@@ -361,6 +366,7 @@ static int f_device_attribute(int *value, int attr, int device) {
 }
 
 _Thread_local int fake_refuse_ipc;
+_Thread_local size_t fake_host_alloc_limit;
 
 static int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
   atomic_fetch_add(&fake_stats.ipc_gets, 1);

@@ -44,6 +44,8 @@ extern struct fake_stats fake_stats;
 /* Set in a thread: its cudaIpcGetMemHandle calls fail, as for memory from
  * cudaMallocAsync pools. */
 extern _Thread_local int fake_refuse_ipc;
+/* Set in a thread: its cudaHostAlloc calls of more bytes fail. */
+extern _Thread_local size_t fake_host_alloc_limit;
 
 struct rcoll_direct_args;
 /* Runs a direct all-reduce kernel's blocks (cuda_fake_direct.c). */
