@@ -80,6 +80,11 @@ two-hosts-nobounce rcoll 2 8 70 0.00
 two-hosts-nobounce rcoll 2 8 72 0.00
 two-hosts-nobounce rcoll 2 8 71 0.00
 one-gpu-nobounce rcoll 2 8 60 0.00
+two-hosts rcoll 2 65536 120 0.55
+two-hosts nccl 2 65536 110 0.60
+two-hosts-nobounce rcoll 2 65536 100 0.66
+one-gpu rcoll 2 65536 30 2.2
+one-gpu-nobounce rcoll 2 65536 45 1.5
 EOF
 out=$(SIZES="8 16777216 134217728" bash tests/gpu/compare_nccl.sh --table "$tmp/results")
 echo "$out" | sed 's/^/   /'
@@ -99,10 +104,11 @@ expect "through the proxy" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\);
   "one GPU 128 MiB: 30 % of d2d met, 4 ranks' busbw 450 of 600 met"
 expect "INPLACE=0" 134217728 '\| +400 +335 +16.8 \| +- +- \| MISSED \(2 ranks >= 25% of d2d\)$' \
   "one GPU direct through the regions, 128 MiB: 16.8 % of d2d, missed"
-grep -qE '^two hosts, over sockets +\| +40 \| +71 \| +50$' <<<"$out" ||
-  fail "8 B bounce table, two hosts: medians 40 (bounce), 71 (=0), 50 (NCCL)"
-grep -qE '^one GPU, through the proxy +\| +15 \| +60 \| +-$' <<<"$out" ||
-  fail "8 B bounce table, one GPU: medians 15 (bounce), 60 (=0)"
+bounce_row() { awk -v s="$1" '/^## 2 ranks: small calls/ { inside = 1 } inside && $1 == s' <<<"$out"; }
+bounce_row 8 | grep -qE '^ +8 \| +40 +71 +50 \| +15 +60$' ||
+  fail "bounce table, 8 B: medians 40 (bounce), 71 (=0), 50 (NCCL); one GPU 15, 60: $(bounce_row 8)"
+bounce_row 65536 | grep -qE '^ +65536 \| +120 +100 +110 \| +30 +45$' ||
+  fail "bounce table, 64 KiB: 120, 100, 110; one GPU 30, 45: $(bounce_row 65536)"
 grep -q 'd2d copy 2000 GB/s' <<<"$out" || fail "the d2d median (2000) is not in the one-GPU title"
 grep -q 'under MPS' <<<"$out" || fail "the one-GPU title does not say MPS"
 

@@ -19,9 +19,11 @@
 #   one-gpu-direct-regions: 2 ranks at 1 MiB and the largest size with in
 #     place off (RCOLL_CUDA_DIRECT_INPLACE=0): what in place gains, and from
 #     which size it pays for its meeting on the host (the setting's default);
-#   two-hosts-nobounce, one-gpu-nobounce: 2 ranks at the smallest size with
-#     RCOLL_CUDA_BOUNCE=0 (small calls as device plans, not host plans on
-#     pinned copies: lib/cuda/bounce.h), to show what the bounce gains.
+#   two-hosts-nobounce, one-gpu-nobounce: 2 ranks at BOUNCE_SIZES (8 B and
+#     64 KiB, the default limit) with RCOLL_CUDA_BOUNCE=0 (small calls as
+#     device plans, not host plans on pinned copies: lib/cuda/bounce.h),
+#     beside the default runs at those sizes: what the bounce gains, and
+#     whether its limit should be lower or higher.
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
 # libnccl.so.2 that PyTorch brings, else the loader's). Exit 77 without a GPU.
 #
@@ -31,6 +33,7 @@
 set -uo pipefail
 
 SIZES=${SIZES:-"8 1048576 16777216 134217728"}
+BOUNCE_SIZES=${BOUNCE_SIZES:-"8 65536"}
 
 # ---------------------------------------------------------------- the tables
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR) print a[int((NR+1)/2)]}'; }
@@ -92,15 +95,18 @@ table_one_gpu() { # SETTING HOW
   done
 }
 
-# Small calls with RCOLL_CUDA_BOUNCE (the default) and without, at the smallest size.
+# Small calls with RCOLL_CUDA_BOUNCE (the default) and without, 2 ranks.
 table_bounce() {
-  local z=${SIZES%% *}
-  printf '\n## %s B, 2 ranks: small calls as host plans on pinned copies (RCOLL_CUDA_BOUNCE) or not (=0)\n' "$z"
-  printf '%-26s | %10s | %10s | %10s\n' setting "bounce us" "=0 us" "NCCL us"
-  printf '%-26s | %10s | %10s | %10s\n' "two hosts, over sockets" "$(value two-hosts rcoll 2 "$z" 5)" \
-    "$(value two-hosts-nobounce rcoll 2 "$z" 5)" "$(value two-hosts nccl 2 "$z" 5)"
-  printf '%-26s | %10s | %10s | %10s\n' "one GPU, through the proxy" "$(value one-gpu rcoll 2 "$z" 5)" \
-    "$(value one-gpu-nobounce rcoll 2 "$z" 5)" "-"
+  printf '\n## 2 ranks: small calls as host plans on pinned copies (RCOLL_CUDA_BOUNCE) or not (=0), us\n'
+  printf '%10s | %10s %10s %10s | %10s %10s\n' size "two hosts" "=0" "NCCL" "one GPU" "=0"
+  local z on off nccl gon goff
+  for z in $BOUNCE_SIZES; do
+    on=$(value two-hosts rcoll 2 "$z" 5); off=$(value two-hosts-nobounce rcoll 2 "$z" 5)
+    nccl=$(value two-hosts nccl 2 "$z" 5)
+    gon=$(value one-gpu rcoll 2 "$z" 5); goff=$(value one-gpu-nobounce rcoll 2 "$z" 5)
+    printf '%10s | %10s %10s %10s | %10s %10s\n' "$z" "${on:--}" "${off:--}" "${nccl:--}" "${gon:--}" \
+      "${goff:--}"
+  done
 }
 
 if [[ "${1:-}" == "--table" ]]; then
@@ -170,12 +176,18 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
     run one-gpu-direct rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
     run one-gpu-direct rcoll 4 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
-    if [[ $z == "${SIZES%% *}" ]]; then
-      run two-hosts-nobounce rcoll 2 "$z" "${SOCKET_ENV[@]}" RCOLL_CUDA_BOUNCE=0
-      run one-gpu-nobounce rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE=0
-    fi
     [[ $z == 1048576 || $z == "${SIZES##* }" ]] &&
       run one-gpu-direct-regions rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0
+  done
+  # The bounce with and without; the default runs too where SIZES has not.
+  for z in $BOUNCE_SIZES; do
+    over_budget && break 2
+    if [[ " $SIZES " != *" $z "* ]]; then
+      for tool in "${order[@]}"; do run two-hosts "$tool" 2 "$z" "${SOCKET_ENV[@]}"; done
+      run one-gpu rcoll 2 "$z" RCOLL_DEBUG=WARN
+    fi
+    run two-hosts-nobounce rcoll 2 "$z" "${SOCKET_ENV[@]}" RCOLL_CUDA_BOUNCE=0
+    run one-gpu-nobounce rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE=0
   done
 done
 # Where the proxy's time goes (the issue asks for it at 8 B): one more run of 2
