@@ -1,11 +1,13 @@
 /* Small device calls run as host calls on pinned copies (lib/cuda/bounce.h),
  * on the host fake of CUDA (cuda_fake.h), ranks as threads: every
  * collective, mixed with calls too large to bounce on the same comm, over
- * shm with CUDA IPC peers and over sockets with staging; slow copies; more
- * calls in flight than the ring has slots; buffers a rank does not use left
- * alone; the limit agreed from rank 0; a mismatch between a bounced and a
- * device call. test_cuda_stream.c runs bounced calls behind a synchronous
- * copy and on the legacy stream.
+ * shm with CUDA IPC peers, beside the direct all-reduce, and over sockets
+ * with staging and slow copies; more calls in flight than the ring has
+ * slots, on one stream and two; buffers a rank does not use left alone;
+ * pinned slots refused; a call that failed on one rank only; the limit
+ * agreed from rank 0; a mismatch between a bounced and a device call.
+ * test_cuda_stream.c runs bounced calls behind a synchronous copy and on
+ * the legacy stream.
  * It proves nothing about a GPU (tests/gpu/run.sh runs the real thing). */
 #include <criterion/criterion.h>
 #include <pthread.h>
