@@ -24,6 +24,8 @@
 #     device plans, not host plans on pinned copies: lib/cuda/bounce.h),
 #     beside the default runs at those sizes: what the bounce gains, and
 #     whether its limit should be lower or higher.
+# A setting that fails once is skipped from then on. GPU_RUN_TIMEOUT (120)
+# bounds each run; GPU_BUILD (lib.sh) keeps the build for run.sh after it.
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
 # libnccl.so.2 that PyTorch brings, else the loader's). Exit 77 without a GPU.
 #
@@ -138,18 +140,27 @@ export NCCL_PERF_LIB
 say "NCCL: $NCCL_PERF_LIB"
 
 # run SETTING TOOL NRANKS SIZE ENV...: one run, its out-of-place row into RESULTS.
+# A setting that failed once is not run again (at a timeout per run, a hang
+# would otherwise spend the whole budget): BROKEN holds "SETTING TOOL NRANKS".
+BROKEN=" "
 run() {
   local setting=$1 tool=$2 n=$3 z=$4 tag iters=20
   shift 4
+  if [[ $BROKEN == *" $setting/$tool/$n "* ]]; then
+    say "$setting-$tool-$n-$z: SKIPPED (failed before)"
+    return
+  fi
   ((z >= 16777216)) && iters=5
   tag=$setting-$tool-$n-$z
   local cmd=(bench/allreduce_perf -G -b "$z" -e "$z" -n "$iters" -w 3 -c 1 -d float -o sum)
   [[ $tool == nccl ]] && cmd=(build/gpu/nccl_perf -b "$z" -e "$z" -n "$iters" -w 3)
-  if ( (($# == 0)) || export "$@"; NCCL_PERF_ID=$WORK/$tag.id launch "$n" 120 "$tag" "${cmd[@]}") >/dev/null; then
+  if ( (($# == 0)) || export "$@"; NCCL_PERF_ID=$WORK/$tag.id launch "$n" "${GPU_RUN_TIMEOUT:-120}" "$tag" "${cmd[@]}") \
+    >/dev/null; then
     awk -v s="$z" -v pre="$setting $tool $n" '$1 == s && $9 == 0 { print pre, s, $6, $8; exit }' \
       "$WORK/$tag.rank0.log" >>"$RESULTS"
   else
     say "$tag: FAILED (log: $tag.rank0.log)"
+    BROKEN+="$setting/$tool/$n "
     cp "$WORK/$tag".rank*.log "$OUTDIR/" 2>/dev/null
   fi
   rm -f "$WORK/$tag.id"

@@ -48,11 +48,21 @@ gcc --version | head -n 1
 nproc
 
 # ---------------------------------------------------------------- build
+# GPU_BUILD=DIR: build in DIR and keep it, so that the next script of the
+# same device call (run.sh after compare_nccl.sh) reuses it, not rebuilds.
+BUILD=${GPU_BUILD:-$WORK/src}
+if [[ -n "${GPU_BUILD:-}" && -f "$BUILD/.gpu-build-ok" ]]; then
+  section "build: reusing $BUILD"
+  cd "$BUILD" || exit 1
+else
 section "build (a copy of the tree, CUDA only config.mk)"
-mkdir -p "$WORK/src"
+mkdir -p "$BUILD"
 tar --exclude=./.git --exclude=./build --exclude=./build-asan --exclude=./tests/gpu/out -cf - . |
-  (cd "$WORK/src" && tar -xf -) || { say "FAIL: copying the tree"; exit 1; }
-cd "$WORK/src" || exit 1
+  (cd "$BUILD" && tar -xf -) || { say "FAIL: copying the tree"; exit 1; }
+cd "$BUILD" || exit 1
+# Only the GPU that is here: one gencode halves the kernels' build.
+CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n 1 | tr -d '. ')
+[[ $CAP =~ ^[0-9]+$ ]] && export NVCC_GENCODE="-gencode arch=compute_$CAP,code=sm_$CAP"
 rm -f lib/librcoll.* bench/*_perf
 cat >config.mk <<EOF
 # Written by tests/gpu/run.sh for the GPU run: CUDA only. VERSION as
@@ -78,7 +88,7 @@ mkdir -p build/gpu
 GPU_CFLAGS=(-std=c11 -D_GNU_SOURCE -O2 -Wall -Wextra -Iinclude -I"$CUDA_HOME/include")
 GPU_LIBS=(-L"$CUDA_LIB" -Wl,-rpath,"$CUDA_LIB" -lcudart -lm -ldl)
 gcc "${GPU_CFLAGS[@]}" tests/gpu/gpu_conformance.c -o build/gpu/gpu_conformance -Llib -lrcoll \
-  -Wl,-rpath,"$WORK/src/lib" "${GPU_LIBS[@]}" &&
+  -Wl,-rpath,"$BUILD/lib" "${GPU_LIBS[@]}" &&
   gcc "${GPU_CFLAGS[@]}" tests/gpu/d2d_bw.c -o build/gpu/d2d_bw "${GPU_LIBS[@]}" &&
   gcc "${GPU_CFLAGS[@]}" tests/gpu/nccl_perf.c -o build/gpu/nccl_perf "${GPU_LIBS[@]}" ||
   { say "FAIL: building tests/gpu programs"; exit 1; }
@@ -88,6 +98,8 @@ gcc "${GPU_CFLAGS[@]}" tests/gpu/gpu_conformance.c -o build/gpu/gpu_conformance 
   gcc "${GPU_CFLAGS[@]}" -Ilib tests/bench_reduce.c -o build/gpu/bench_reduce build/librcoll-internal.a \
     "${GPU_LIBS[@]}" -pthread || say "bench_reduce: build FAILED"
 say "build: OK ($(elapsed) s)"
+touch .gpu-build-ok
+fi
 
 # ---------------------------------------------------------------- launching ranks
 # launch NRANKS TIMEOUT LABEL CMD...: one process per rank, the rendezvous

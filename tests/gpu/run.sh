@@ -25,10 +25,16 @@
 #   5. bench/allreduce_perf -G with 2 and 4 ranks, 8 B to 256 MiB, checked;
 #      again under MPS where the machine has it.
 # Exit status: 0 when every step passed, 1 otherwise, 77 without a GPU.
+#
+# GPU_STEPS="copy conformance nccl torch bench" (all by default) runs only
+# those steps; GPU_BUILD (lib.sh) reuses a build made earlier in the call.
 set -uo pipefail
+GPU_STEPS=" ${GPU_STEPS:-copy conformance nccl torch bench} "
+step() { [[ $GPU_STEPS == *" $1 "* ]]; }
 # shellcheck source=tests/gpu/lib.sh
 source "$(dirname "$0")/lib.sh" # steps 0 and 1; the shell is now in the build
 
+if step copy; then
 section "the library loads without CUDA libraries"
 readelf -d lib/librcoll.so | grep -E 'NEEDED|RUNPATH'
 ldd lib/librcoll.so
@@ -62,14 +68,16 @@ else
   say "reduce kernel bench: FAIL"
   FAILED=1
 fi
+fi # step copy
 
 # ---------------------------------------------------------------- 3. conformance
 run_conformance() { # tag label nranks env...
   local tag=$1 label=$2 n=$3
   shift 3
+  step conformance || return 0
   if over_budget; then say "conformance $label: SKIPPED (time budget)"; FAILED=1; return; fi
   section "conformance $label"
-  if ( (($# == 0)) || export "$@"; launch "$n" 120 "$tag" build/gpu/gpu_conformance); then
+  if ( (($# == 0)) || export "$@"; launch "$n" "${GPU_CONF_TIMEOUT:-120}" "$tag" build/gpu/gpu_conformance); then
     say "conformance $label: PASS ($(grep -h 'passed' "$WORK/$tag.rank0.log" | tail -n 1))"
   else
     say "conformance $label: FAIL"
@@ -80,18 +88,11 @@ run_conformance() { # tag label nranks env...
 }
 # rcoll's own timeouts fire before the test's watchdog (45 s): a hang that
 # they catch names the peer and the step.
-export RCOLL_TIMEOUT=30
+export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-30}
 # Calls up to 64 KiB run as host plans on pinned copies (RCOLL_CUDA_BOUNCE,
 # lib/cuda/bounce.h); the 4-rank runs turn that off, so that the device
 # steps see the small counts too.
 run_conformance conf-2-ipc "2 ranks, CUDA IPC" 2 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT,NET
-run_conformance conf-4-ipc "4 ranks, CUDA IPC, no bounce" 4 RCOLL_CUDA_BOUNCE=0
-run_conformance conf-2-staged "2 ranks, staged (RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2P_DISABLE=1 \
-  RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=NET
-run_conformance conf-4-staged "4 ranks, staged (RCOLL_P2P_DISABLE=1), no bounce" 4 RCOLL_P2P_DISABLE=1 \
-  RCOLL_CUDA_BOUNCE=0
-run_conformance conf-2-kernel "2 ranks, wait kernel (RCOLL_CUDA_WAIT=kernel)" 2 RCOLL_CUDA_WAIT=kernel
-run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM=default
 # The direct all-reduce (lib/cuda/direct.h): all-reduces as one kernel each,
 # the other collectives through the proxy as above. At 2 ranks calls from
 # 1 MiB read the peers' buffers in place and smaller ones go through the
@@ -104,6 +105,14 @@ if [[ -f $WORK/conf-2-direct.rank0.log ]] && ! grep -q 'run as one kernel' "$WOR
 fi
 run_conformance conf-4-direct "4 ranks, direct all-reduce in place (RCOLL_CUDA_DIRECT=1)" 4 \
   RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=1
+
+run_conformance conf-4-ipc "4 ranks, CUDA IPC, no bounce" 4 RCOLL_CUDA_BOUNCE=0
+run_conformance conf-2-staged "2 ranks, staged (RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2P_DISABLE=1 \
+  RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=NET
+run_conformance conf-4-staged "4 ranks, staged (RCOLL_P2P_DISABLE=1), no bounce" 4 RCOLL_P2P_DISABLE=1 \
+  RCOLL_CUDA_BOUNCE=0
+run_conformance conf-2-kernel "2 ranks, wait kernel (RCOLL_CUDA_WAIT=kernel)" 2 RCOLL_CUDA_WAIT=kernel
+run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM=default
 
 # ---------------------------------------------------------------- 4. NCCL + plugin
 # Two ranks on the one GPU that NCCL takes for two hosts (NCCL_HOSTID), so
@@ -119,10 +128,11 @@ torch_cuda_nccl() {
   return 1
 }
 run_nccl_plugin() {
+  step nccl || return 0
   if over_budget; then say "NCCL through the plugin: SKIPPED (time budget)"; FAILED=1; return; fi
   section "NCCL (PyTorch) through lib/libnccl-net-rcoll.so"
   torch_cuda_nccl "NCCL through the plugin" || return
-  if (export LD_LIBRARY_PATH="$WORK/src/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PER_RANK_HOSTID=1 \
+  if (export LD_LIBRARY_PATH="$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" PER_RANK_HOSTID=1 \
       NCCL_NET_PLUGIN=rcoll NCCL_NET=rcoll NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET \
       NCCL_SOCKET_IFNAME=lo RCOLL_NET=socket PYTHONUNBUFFERED=1
     launch 2 150 nccl python3 tests/gpu/nccl_plugin.py) &&
@@ -142,6 +152,7 @@ run_nccl_plugin
 # over its own sockets, the two ranks made two hosts as above): every
 # collective's results compared, and all_reduce timed at 8 B and 16 MiB.
 run_torch_backend() {
+  step torch || return 0
   if over_budget; then say "torch backend on CUDA: SKIPPED (time budget)"; FAILED=1; return; fi
   section "rcoll torch.distributed backend on CUDA tensors, against nccl"
   torch_cuda_nccl "torch backend on CUDA" || return
@@ -162,6 +173,7 @@ run_torch_backend
 run_bench() { # tag label nranks env...
   local tag=$1 label=$2 n=$3
   shift 3
+  step bench || return 0
   if over_budget; then say "allreduce_perf $label: SKIPPED (time budget)"; FAILED=1; return; fi
   section "allreduce_perf -G $label"
   if ( (($# == 0)) || export "$@"; launch "$n" 150 "$tag" bench/allreduce_perf -G -b 16 -e 256M -f 4 -n 20 -w 5 -c 1); then
@@ -180,7 +192,7 @@ run_bench bench-4-ipc "4 ranks (CUDA IPC)" 4 RCOLL_DEBUG=WARN
 run_bench bench-2-staged "2 ranks (staged, RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2P_DISABLE=1
 # Processes on one GPU time-slice it between their contexts, which is most of
 # what the runs above measure (docs/gpu.md); under MPS they share a context.
-if command -v nvidia-cuda-mps-control >/dev/null && ! over_budget; then
+if step bench && command -v nvidia-cuda-mps-control >/dev/null && ! over_budget; then
   export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   if nvidia-cuda-mps-control -d; then
