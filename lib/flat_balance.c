@@ -15,6 +15,8 @@
 #define FLAT_BALANCE_EVERY 64
 
 void rcoll_flat_balance(struct rcollComm *c) {
+  if (rcoll_home_core_thread == RCOLL_HOME_CORE_NEVER)
+    return;
   struct rcoll_flat *f = c->flat;
   flat_ctl_t *ctl = flat_ctl(f, c->rank);
   int cpu = sched_getcpu(); /* glibc's rseq area: no system call */

@@ -31,15 +31,18 @@ int rcoll_home_core_rebalance(const int *cpus, int n, int me, const cpu_set_t *m
 /* The calling thread's home: that of the first communicator it waited in
  * with one, -1 before. A thread keeps it: two communicators that gave it
  * different homes would otherwise move it at every call (a world group
- * and its subgroups, in PyTorch). */
+ * and its subgroups, in PyTorch). RCOLL_HOME_CORE_NEVER: a thread of
+ * rcoll's own that is never moved (the CUDA proxy: the home core is its
+ * rank's user thread's). */
 extern _Thread_local int rcoll_home_core_thread;
+#define RCOLL_HOME_CORE_NEVER (-2)
 
 /* The check made where a call starts and after every sleep, for a
  * communicator whose home for this rank is comm_home (-1: none): one read
  * of the current core (glibc's rseq area: about 1 ns here, no system
  * call). Returns 1 when it moved the thread. */
 static inline int rcoll_home_core_return(int comm_home, int cores_at_init) {
-  if (comm_home < 0)
+  if (comm_home < 0 || rcoll_home_core_thread == RCOLL_HOME_CORE_NEVER)
     return 0;
   if (rcoll_home_core_thread < 0)
     rcoll_home_core_thread = comm_home;

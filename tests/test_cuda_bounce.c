@@ -2,7 +2,8 @@
  * on the host fake of CUDA (cuda_fake.h), ranks as threads: every
  * collective, mixed with calls too large to bounce on the same comm, over
  * shm with CUDA IPC peers, beside the direct all-reduce, and over sockets
- * with staging and slow copies; more calls in flight than the ring has
+ * with staging and slow copies (the proxy kept off its rank's home core
+ * there); more calls in flight than the ring has
  * slots, on one stream and two; buffers a rank does not use left alone;
  * pinned slots refused; a call that failed on one rank only; the limit
  * agreed from rank 0; a mismatch between a bounced and a device call.
@@ -74,6 +75,41 @@ Test(cuda_bounce, every_collective_over_sockets_with_slow_copies) {
   atomic_store(&fake_stats.copy_delay_us, 300);
   sweep(3);
   atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+/* A bounced call's host plan runs on the proxy, which waits in the
+ * transport; it must not then move itself to its rank's home core
+ * (home_core.h), where the rank's user thread waits on its stream (on an
+ * H200, two ranks as two hosts over sockets: 8 B in 3370 us, not 60). */
+#define ONE_BY_ONE 400
+static void one_by_one(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *buf = cuda_ranks_dev_alloc(2 * sizeof(float));
+  for (int k = 0; k < ONE_BY_ONE && x->result == rcollSuccess; k++) {
+    buf[0] = buf[1] = 1;
+    x->result = rcollAllReduce(buf, buf, 2, rcollFloat32, rcollSum, comm, s);
+    fake_stream_sync(s);
+    x->wrong += buf[0] != (float)x->nranks;
+  }
+  x->wrong += bounced(comm) != ONE_BY_ONE;
+  if (comm->home_cpu < 0) {
+    cr_log_error("rank %d: no home core (a core per rank over the network expected)", x->rank);
+    x->wrong++;
+  }
+  if (comm->home_moves != 0) {
+    cr_log_error("rank %d: the proxy moved to the home core %llu times", x->rank,
+                 (unsigned long long)comm->home_moves);
+    x->wrong++;
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(buf);
+}
+
+Test(cuda_bounce, the_proxy_stays_off_its_ranks_home_core) {
+  setenv("RCOLL_SHM_DISABLE", "1", 1);
+  setenv("RCOLL_P2P_DISABLE", "1", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 2, one_by_one, ctx);
 }
 
 /* 40 all-reduces queued back to back, each with its own buffers and
