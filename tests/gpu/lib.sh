@@ -74,6 +74,8 @@ RCOLL_HAVE_CUDA = 1
 CUDA_HOME = $CUDA_HOME
 NVCC = $CUDA_HOME/bin/nvcc
 CUDA_CFLAGS = -I$CUDA_HOME/include
+# What configure puts here for the library: lib/cuda/abi_check.c includes cuda.h.
+DEP_CFLAGS = -I$CUDA_HOME/include
 CUDA_LIBS = -L$CUDA_LIB -Wl,-rpath,$CUDA_LIB -lcudart
 RCOLL_HAVE_MPI = 0
 HAVE_CRITERION = 0

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# When a device path fails with "an illegal memory access": which kernel,
+# which thread, which address. Runs short all-reduces (allreduce_perf -G,
+# 3 calls) for each variant, plain and under compute-sanitizer's memcheck,
+# with the kernels built with line information. Run from the repository root:
+#
+#   tests/gpu/sanitize.sh [VARIANT...]   output in $OUT (sanitize.log, sanitize.summary.txt)
+#
+# A variant is NAME:RANKS:BYTES:ENV,ENV,... Without arguments: the direct
+# all-reduce (lib/cuda/direct.h) on 1 and 2 ranks, through its regions and
+# in place.
+GPU_LOG_NAME=sanitize
+GPU_RUN_BUDGET=${GPU_RUN_BUDGET:-150}
+export NVCC_FLAGS=${NVCC_FLAGS:-"-O3 -std=c++17 -lineinfo -gencode arch=compute_90,code=sm_90"}
+# shellcheck source=tests/gpu/lib.sh
+source "$(dirname "$0")/lib.sh"
+
+if (($# == 0)); then
+  set -- "direct-1:1:8:RCOLL_CUDA_DIRECT=1" "direct-2:2:8:RCOLL_CUDA_DIRECT=1" \
+    "direct-2-inplace:2:1048576:RCOLL_CUDA_DIRECT=1,RCOLL_CUDA_DIRECT_INPLACE=1"
+fi
+SANITIZER=$CUDA_HOME/bin/compute-sanitizer
+[[ -x $SANITIZER ]] || SANITIZER=$(command -v compute-sanitizer)
+export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-10}
+for v in "$@"; do
+  IFS=: read -r name n bytes settings <<<"$v"
+  IFS=, read -r -a envs <<<"$settings"
+  cmd=(bench/allreduce_perf -G -b "$bytes" -e "$bytes" -n 2 -w 1 -c 1)
+  for how in plain memcheck; do
+    over_budget && { say "$name $how: SKIPPED (time budget)"; continue; }
+    [[ $how == memcheck && -z $SANITIZER ]] && { say "$name: no compute-sanitizer here"; continue; }
+    section "$name, $how ($settings)"
+    run=("${cmd[@]}")
+    [[ $how == memcheck ]] && run=("$SANITIZER" --tool memcheck --print-limit 4 "${cmd[@]}")
+    if ( ((${#envs[@]} == 0)) || export "${envs[@]}"; launch "$n" 60 "$name-$how" "${run[@]}"); then
+      say "$name $how: PASS"
+    else
+      say "$name $how: FAIL"
+    fi
+    grep -hE 'illegal|Invalid|=========  +(at|by|Address)|ERROR SUMMARY|failed' "$WORK/$name-$how".rank*.log |
+      head -n 24 | sed 's/^/  /' | tee -a "$SUMMARY"
+  done
+done
+section "summary"
+cat "$SUMMARY"
