@@ -18,6 +18,9 @@ RCOLL_TORCH_INLINE_BYTES on the group's own thread (see _INLINE_DEFAULT for
 why the caller is the default). Point-to-point messages from rank a to rank
 b use their own two-rank communicator, made on first use, so that isend/irecv
 pairs in any order (batch_isend_irecv's exchanges) cannot block each other.
+On CUDA tensors each of these lanes has its own stream, ordered after the
+caller's current stream at submission and before it at Work.wait(), as
+ProcessGroupNCCL does (see ProcessGroupRcoll._on_lane_stream).
 
 Every wait is bounded: rcoll's own by RCOLL_TIMEOUT (or init_process_group's
 timeout when RCOLL_TIMEOUT is not set), the store's by the same.
@@ -182,13 +185,39 @@ def _nbytes(*ts):
     return sum(t.numel() * t.element_size() for t in ts)
 
 
-def _stream_for(ts):
-    """CUDA: the caller's current stream, captured in the calling thread
-    (torch's current stream is per thread). UNVERIFIED: written without a GPU."""
+def _cuda_device(ts):
+    """The device of the first CUDA tensor in ts, or None."""
     for t in ts:
         if t.is_cuda:
-            return torch.cuda.current_stream(t.device).cuda_stream
+            return t.device
     return None
+
+
+class _DeviceCall:
+    """The CUDA side of one call, and its stream argument: rcoll reads
+    cuda_stream, which _submit sets to the lane's own stream (see
+    ProcessGroupRcoll._on_lane_stream). tensors are those the call uses, to
+    be recorded on that stream for the caching allocator."""
+
+    def __init__(self, device, tensors):
+        self.device = device
+        self.tensors = tensors
+        self.cuda_stream = None
+
+
+def _stream_for(uses):
+    """None for host tensors; for CUDA ones a _DeviceCall, to pass to
+    _submit and, as stream=, to rcoll. uses: every tensor the call reads or
+    writes that is made before it is submitted (_Staged: the tensor and its
+    contiguous copy; None is skipped)."""
+    ts = []
+    for x in uses:
+        if isinstance(x, _Staged):
+            ts += [x.t] if x.direct else [x.t, x.c]
+        elif x is not None:
+            ts.append(x)
+    device = _cuda_device(ts)
+    return None if device is None else _DeviceCall(device, [t for t in ts if t.device == device])
 
 
 # Collectives of at most this many bytes run in the calling thread when the
@@ -205,16 +234,20 @@ class Work(_c10d.Work):
     """The handle of one operation: wait() raises its error, get_future() is
     completed with its output tensors (or the error)."""
 
-    def __init__(self, result, timeout_s):
+    def __init__(self, result, timeout_s, device=None):
         super().__init__()
         self._result = result
-        self._fut = torch.futures.Future()
+        # On CUDA a future of that device, as ProcessGroupNCCL's: completed
+        # with the lane's stream current, its wait() and then() make the
+        # consumer's stream wait for that stream.
+        self._fut = torch.futures.Future() if device is None else torch.futures.Future(devices=[device])
         self._done = False
         self._lock = threading.Lock()  # held until the operation ends (cheaper than an Event)
         self._lock.acquire()
         self._error = None
         self._timeout_s = timeout_s
         self._cuda_lane = None
+        self._cuda_done = None  # CUDA: (device, event recorded on the lane's stream after the call)
 
     def _finish(self, error):
         self._error = error
@@ -235,6 +268,11 @@ class Work(_c10d.Work):
             self._lock.release()
         if self._error is not None:
             raise self._error
+        if self._cuda_done is not None:
+            # As ProcessGroupNCCL's Work.wait: the waiting thread's current
+            # stream waits for the call's stream; the CPU does not wait.
+            device, done = self._cuda_done
+            torch.cuda.current_stream(device).wait_event(done)
         if self._cuda_lane is not None and self._cuda_lane.comm is not None:
             # UNVERIFIED (no GPU here): a device call returned once queued on
             # its stream; what went wrong since shows in rcollCommGetAsyncError.
@@ -288,6 +326,8 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         self._p2p = {}
         self._p2p_lock = threading.Lock()
         self._store_lock = threading.Lock()
+        self._streams = {}  # (lane name, device): the lane's CUDA stream
+        self._streams_lock = threading.Lock()
 
     def getBackendName(self):
         return BACKEND
@@ -332,16 +372,65 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         return "<ProcessGroupRcoll rank %d of %d>" % (self._rank, self._size)
 
     # -- plumbing
-    def _submit(self, lane, result, fn, nbytes):
-        work = Work(result, self._timeout_s)
-        if any(t.is_cuda for t in _tensors_in(result)):
+    def _submit(self, lane, result, fn, nbytes, stream=None):
+        """Runs fn(comm) on lane; stream: _stream_for's answer for the call's
+        tensors (None on the host)."""
+        work = Work(result, self._timeout_s, None if stream is None else stream.device)
+        finish = work._finish
+        if stream is not None:
             work._cuda_lane = lane  # stream-ordered: errors come later, from the communicator
+            fn, finish = self._on_lane_stream(lane, stream, work, fn)
         with self._works_lock:
             self._works.append(work)
             while len(self._works) > self.KEEP_WORKS and self._works[0].is_completed():
                 self._works.popleft()
-        lane.submit(fn, work._finish, nbytes)
+        lane.submit(fn, finish, nbytes)
         return work
+
+    def _lane_stream(self, lane, device):
+        """The lane's own CUDA stream on device, made on first use."""
+        key = (lane.name, device)
+        with self._streams_lock:
+            s = self._streams.get(key)
+            if s is None:
+                s = self._streams[key] = torch.cuda.Stream(device=device)
+        return s
+
+    def _on_lane_stream(self, lane, call, work, fn):
+        """fn and work's completion, run on the lane's own CUDA stream, as
+        ProcessGroupNCCL runs each communicator's calls on its own stream.
+        rcoll's device calls are stream-ordered (a call starts when the
+        stream's earlier work is done), and a send and a receive run on two
+        lanes, from two threads: on the caller's stream they could queue on
+        each rank as [recv, send], each receive behind the send its peer
+        waits for. That deadlock was seen on an H200 (batch_isend_irecv,
+        tests/gpu/torch_backend.py). So: the caller's stream is marked here,
+        in the calling thread, after its work on the inputs and the staging
+        copies just made; the lane's stream waits for that mark, runs the
+        call and whatever fn copies after it (_Staged.back), and marks its
+        end, which Work.wait makes the caller's stream wait for."""
+        device = call.device
+        ls = self._lane_stream(lane, device)
+        ready = torch.cuda.Event()
+        ready.record(torch.cuda.current_stream(device))
+        for t in call.tensors:  # made on another stream: not to be reused before ls is past them
+            t.record_stream(ls)
+        call.cuda_stream = ls.cuda_stream  # what fn passes to rcoll
+        done = torch.cuda.Event()
+        work._cuda_done = (device, done)
+
+        def on_lane(comm):
+            with torch.cuda.device(device), torch.cuda.stream(ls):
+                ls.wait_event(ready)
+                try:
+                    fn(comm)
+                finally:
+                    done.record(ls)
+
+        def finish(error):
+            with torch.cuda.device(device), torch.cuda.stream(ls):  # the future marks the current stream
+                work._finish(error)
+        return on_lane, finish
 
     def _p2p_lane(self, src, dst):
         key = (src, dst)
@@ -399,47 +488,50 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
             def fast(comm):
                 _check("rcollAllReduce", _lib.rcollAllReduce(ptr, ptr, n, dt, op, comm._h, None), comm._h)
             return self._submit(self._coll, tensors, fast, n * t.element_size())
-        s, stream = _Staged(t), _stream_for([t])
+        s = _Staged(t)
+        stream = _stream_for([s])
 
         def run(comm):
             with _op_on(comm, op, t.dtype) as o:
                 comm.all_reduce(s.flat(), op=o, stream=stream)
             s.back()
-        return self._submit(self._coll, tensors, run, _nbytes(t))
+        return self._submit(self._coll, tensors, run, _nbytes(t), stream)
 
     def allreduce_coalesced(self, tensors, opts=None):
         op_in = opts.reduceOp if opts is not None else _R.SUM
         staged = [(_Staged(t), _redop(op_in, t.dtype)) for t in tensors]
-        stream = _stream_for(tensors)
+        stream = _stream_for([s for s, _ in staged])
 
         def run(comm):
             for s, op in staged:
                 with _op_on(comm, op, s.t.dtype) as o:
                     comm.all_reduce(s.flat(), op=o, stream=stream)
                 s.back()
-        return self._submit(self._coll, tensors, run, _nbytes(*tensors))
+        return self._submit(self._coll, tensors, run, _nbytes(*tensors), stream)
 
     def broadcast(self, tensors, opts):
         t = _one(tensors, "broadcast")
         root = opts.rootRank
-        s, stream = _Staged(t), _stream_for([t])
+        s = _Staged(t)
+        stream = _stream_for([s])
 
         def run(comm):
             comm.broadcast(s.flat(), root=root, stream=stream)
             s.back()
-        return self._submit(self._coll, tensors, run, _nbytes(t))
+        return self._submit(self._coll, tensors, run, _nbytes(t), stream)
 
     def reduce(self, tensors, opts):
         t = _one(tensors, "reduce")
         op, root = _redop(opts.reduceOp, t.dtype), opts.rootRank
-        s, stream = _Staged(t), _stream_for([t])
+        s = _Staged(t)
+        stream = _stream_for([s])
 
         def run(comm):
             with _op_on(comm, op, t.dtype) as o:
                 comm.reduce(s.flat(), op=o, root=root, stream=stream)
             if comm.rank == root:
                 s.back()
-        return self._submit(self._coll, tensors, run, _nbytes(t))
+        return self._submit(self._coll, tensors, run, _nbytes(t), stream)
 
     def _check_blocks(self, what, whole, whole_name, block):
         """whole must be n blocks of block's type: the output of an all-gather,
@@ -452,51 +544,53 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
     def _allgather_base(self, output, input, opts=None):
         self._check_blocks("all_gather_into_tensor", output, "output", input)
         si, so = _Staged(input), _Staged(output, copy_in=False)
-        stream = _stream_for([input, output])
+        stream = _stream_for([si, so])
 
         def run(comm):
             comm.all_gather(si.flat(), so.flat(), stream=stream)
             so.back()
-        return self._submit(self._coll, [output], run, _nbytes(output))
+        return self._submit(self._coll, [output], run, _nbytes(output), stream)
 
     def allgather(self, output_tensors, input_tensors, opts=None):
         t = _one(input_tensors, "allgather")
         outs = _one_list(output_tensors, "allgather")
         _check_list(outs, t, self._size, "allgather output")
         flat = torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
-        si, stream = _Staged(t), _stream_for([t])
+        si = _Staged(t)
+        stream = _stream_for([si, flat] + list(outs))
 
         def run(comm):
             comm.all_gather(si.flat(), _flat(flat), stream=stream)
             for i, o in enumerate(outs):
                 o.copy_(flat[i])
-        return self._submit(self._coll, output_tensors, run, _nbytes(flat))
+        return self._submit(self._coll, output_tensors, run, _nbytes(flat), stream)
 
     def _reduce_scatter_base(self, output, input, opts=None):
         self._check_blocks("reduce_scatter_tensor", input, "input", output)
         op = _redop(opts.reduceOp if opts is not None else _R.SUM, input.dtype)
         si, so = _Staged(input), _Staged(output, copy_in=False)
-        stream = _stream_for([input, output])
+        stream = _stream_for([si, so])
 
         def run(comm):
             with _op_on(comm, op, input.dtype) as o:
                 comm.reduce_scatter(si.flat(), so.flat(), op=o, stream=stream)
             so.back()
-        return self._submit(self._coll, [output], run, _nbytes(input))
+        return self._submit(self._coll, [output], run, _nbytes(input), stream)
 
     def reduce_scatter(self, output_tensors, input_tensors, opts=None):
         out = _one(output_tensors, "reduce_scatter")
         ins = _one_list(input_tensors, "reduce_scatter")
         _check_list(ins, out, self._size, "reduce_scatter input")
         op = _redop(opts.reduceOp if opts is not None else _R.SUM, out.dtype)
-        so, stream = _Staged(out, copy_in=False), _stream_for([out])
+        so = _Staged(out, copy_in=False)
+        stream = _stream_for([so] + list(ins))
 
         def run(comm):
             flat = torch.stack([i.contiguous() for i in ins])
             with _op_on(comm, op, out.dtype) as o:
                 comm.reduce_scatter(_flat(flat), so.flat(), op=o, stream=stream)
             so.back()
-        return self._submit(self._coll, output_tensors, run, _nbytes(out) * self._size)
+        return self._submit(self._coll, output_tensors, run, _nbytes(out) * self._size, stream)
 
     def barrier(self, opts=None):
         one = torch.zeros(1, dtype=torch.uint8)
@@ -513,7 +607,7 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
 
             def run(comm):
                 comm.all_to_all(_flat(input), _flat(output), stream=stream)
-            return self._submit(self._coll, [output], run, _nbytes(input))
+            return self._submit(self._coll, [output], run, _nbytes(input), stream)
         outs = _split(output, output_split_sizes, n, "all_to_all_single output")
         ins = _split(input, input_split_sizes, n, "all_to_all_single input")
         return self._alltoall(outs, ins, [output])
@@ -525,23 +619,24 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         return self._alltoall(list(output_tensors), list(input_tensors), output_tensors)
 
     def _alltoall(self, outs, ins, result):
-        stream = _stream_for(ins + outs)
         me, n = self._rank, self._size
         if len({o.numel() for o in outs + ins}) == 1:
             # Equal blocks (all_to_all_single without splits, or equal
             # splits): one rcollAlltoAll over staged contiguous copies.
             so = torch.empty((n,) + tuple(ins[0].shape), dtype=ins[0].dtype, device=ins[0].device)
+            stream = _stream_for(ins + outs + [so])
 
             def run(comm):
                 si = torch.stack([i.contiguous() for i in ins])
                 comm.all_to_all(_flat(si), _flat(so), stream=stream)
                 for o, block in zip(outs, so):
                     o.copy_(block.view(o.shape))
-            return self._submit(self._coll, result, run, _nbytes(*ins))
+            return self._submit(self._coll, result, run, _nbytes(*ins), stream)
         # Uneven splits: NCCL has no all-to-all-v either; a group of sends
         # and receives is what ProcessGroupNCCL does too.
         so = [_Staged(o, copy_in=False) for o in outs]
         si = [_Staged(i) for i in ins]
+        stream = _stream_for(so + si)
 
         def run(comm):
             so[me].flat().copy_(si[me].flat())
@@ -552,35 +647,37 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
                         comm.recv(so[p].flat(), p, stream=stream)
             for s in so:
                 s.back()
-        return self._submit(self._coll, result, run, _nbytes(*ins))
+        return self._submit(self._coll, result, run, _nbytes(*ins), stream)
 
     def gather(self, output_tensors, input_tensors, opts):
         t, root, me = _one(input_tensors, "gather"), opts.rootRank, self._rank
         outs = _one_list(output_tensors, "gather") if me == root else []
         if me == root:
             _check_list(outs, t, self._size, "gather output")
-        si, stream = _Staged(t), _stream_for([t])
+        si = _Staged(t)
         flat = (torch.empty((self._size,) + tuple(t.shape), dtype=t.dtype, device=t.device)
                 if me == root else None)
+        stream = _stream_for([si, flat] + list(outs))
 
         def run(comm):
             comm.gather(si.flat(), None if flat is None else _flat(flat), root=root, stream=stream)
             for o, block in zip(outs, flat if flat is not None else []):
                 o.copy_(block)
-        return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size)
+        return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size, stream)
 
     def scatter(self, output_tensors, input_tensors, opts):
         t, root, me = _one(output_tensors, "scatter"), opts.rootRank, self._rank
         ins = _one_list(input_tensors, "scatter") if me == root else []
         if me == root:
             _check_list(ins, t, self._size, "scatter input")
-        so, stream = _Staged(t, copy_in=False), _stream_for([t])
+        so = _Staged(t, copy_in=False)
+        stream = _stream_for([so] + list(ins))
 
         def run(comm):
             flat = torch.stack([i.contiguous() for i in ins]) if me == root else None
             comm.scatter(None if flat is None else _flat(flat), so.flat(), root=root, stream=stream)
             so.back()
-        return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size)
+        return self._submit(self._coll, output_tensors, run, _nbytes(t) * self._size, stream)
 
     # -- point to point
     def send(self, tensors, dstRank, tag=0):
@@ -589,9 +686,10 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         if tag:
             raise _unsupported("send with tag=%d (messages between two ranks match in order; "
                                "use tag 0)" % tag)
-        s, stream = _Staged(t), _stream_for([t])
+        s = _Staged(t)
+        stream = _stream_for([s])
         return self._submit(self._p2p_lane(self._rank, dstRank), tensors,
-                            lambda comm: comm.send(s.flat(), 1, stream=stream), _nbytes(t))
+                            lambda comm: comm.send(s.flat(), 1, stream=stream), _nbytes(t), stream)
 
     def recv(self, tensors, srcRank, tag=0):
         t = _one(tensors, "recv")
@@ -599,12 +697,13 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
         if tag:
             raise _unsupported("recv with tag=%d (messages between two ranks match in order; "
                                "use tag 0)" % tag)
-        s, stream = _Staged(t, copy_in=False), _stream_for([t])
+        s = _Staged(t, copy_in=False)
+        stream = _stream_for([s])
 
         def run(comm):
             comm.recv(s.flat(), 0, stream=stream)
             s.back()
-        return self._submit(self._p2p_lane(srcRank, self._rank), tensors, run, _nbytes(t))
+        return self._submit(self._p2p_lane(srcRank, self._rank), tensors, run, _nbytes(t), stream)
 
     def recv_anysource(self, tensors, tag=0):
         raise _unsupported("recv from any source (src=None); name the sender")
@@ -630,13 +729,13 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
             self._check_blocks("gather_single", output, "output at the root", input)
         si = _Staged(input)
         so = _Staged(output, copy_in=False) if me == root else None
-        stream = _stream_for([input, output])
+        stream = _stream_for([si, so])
 
         def run(comm):
             comm.gather(si.flat(), None if so is None else so.flat(), root=root, stream=stream)
             if so is not None:
                 so.back()
-        return self._submit(self._coll, [output], run, _nbytes(input) * n)
+        return self._submit(self._coll, [output], run, _nbytes(input) * n, stream)
 
     def _coalesced(self, what, outputs, inputs, call):
         """A coalesced list of single-tensor collectives: one after another,
@@ -645,13 +744,13 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
             raise ValueError("rcoll backend: %s has %d outputs and %d inputs"
                              % (what, len(outputs), len(inputs)))
         staged = [(_Staged(i), _Staged(o, copy_in=False)) for o, i in zip(outputs, inputs)]
-        stream = _stream_for(list(inputs) + list(outputs))
+        stream = _stream_for([x for pair in staged for x in pair])
 
         def run(comm):
             for si, so in staged:
                 call(comm, si, so, stream)
                 so.back()
-        return self._submit(self._coll, list(outputs), run, _nbytes(*inputs, *outputs))
+        return self._submit(self._coll, list(outputs), run, _nbytes(*inputs, *outputs), stream)
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         what = "all_gather_into_tensor (coalesced)"
@@ -677,14 +776,6 @@ class ProcessGroupRcoll(_c10d.ProcessGroup):
     # torch 2.x before the rename calls these for the same coalesced forms.
     allgather_into_tensor_coalesced = all_gather_single_coalesced
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
-
-
-def _tensors_in(result):
-    for x in result:
-        if isinstance(x, (list, tuple)):
-            yield from (t for t in x if torch.is_tensor(t))
-        elif torch.is_tensor(x):
-            yield x
 
 
 def _one_list(lists, what):

@@ -144,6 +144,18 @@ def main():
                                      dist.P2POp(dist.irecv, r, (rank - 1) % world)]):
         q.wait()
     check("batch_isend_irecv ring", r, inputs((rank - 1) % world, torch.float32, 1 << 16, "cpu"))
+    if side is not None:
+        # wait() alone orders the caller's stream after the call, which runs
+        # on the group's own stream: the result is used on the side stream
+        # with no device-wide synchronization in between.
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            big = inputs(rank, torch.float32, 1 << 22, dev)
+            dist.all_reduce(big, async_op=True).wait()
+            twice = big * 2
+        side.synchronize()
+        check("all_reduce, wait(), then used on the caller's stream", twice,
+              everyone(world, torch.float32, 1 << 22).sum(0) * 2)
     w = dist.all_reduce(inputs(rank, torch.float32, n, dev), async_op=True)
     check("async all_reduce future", w.get_future().wait()[0], everyone(world, torch.float32, n).sum(0))
 

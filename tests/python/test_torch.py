@@ -337,5 +337,148 @@ class TorchPreMulSum(unittest.TestCase):
                  else "refused with a clear error"))
 
 
+def lane_streams(rank, size, port):
+    """The backend's CUDA stream handling, run on CPU tensors through a fake
+    of torch.cuda's streams and events that logs each use; the tensors count
+    as on a device (rcoll.torch._cuda_device), rcoll moves them as host memory."""
+    import contextlib
+    import threading
+    from unittest import mock
+
+    import torch
+    import torch.distributed as dist
+    import rcoll.comm
+    import rcoll.torch as rt
+    dist.init_process_group("rcoll", init_method="tcp://127.0.0.1:%d" % port, rank=rank, world_size=size)
+    log, tls, handles = [], threading.local(), {}
+
+    def note(*entry):
+        log.append(entry + (threading.current_thread().name,))
+
+    class Stream:
+        def __init__(self, name=None, device=None):
+            self.name = name or "stream%d" % len(handles)
+            self.cuda_stream = 1000 + len(handles)
+            handles[self.name] = self.cuda_stream
+
+        def wait_event(self, ev):
+            note("wait", self.name, ev.name)
+
+    default = Stream("default")
+
+    def current_stream(device=None):
+        return getattr(tls, "stream", default)
+
+    @contextlib.contextmanager
+    def stream(s):
+        prev, tls.stream = current_stream(), s
+        try:
+            yield
+        finally:
+            tls.stream = prev
+
+    class Event:
+        made = []
+
+        def __init__(self):
+            self.name = "ev%d" % len(Event.made)
+            Event.made.append(self)
+
+        def record(self, s=None):
+            note("record", self.name, (s or current_stream()).name)
+
+    class Future(torch.futures.Future):
+        def __init__(self, devices=None):
+            super().__init__()
+            self.devices = devices
+
+        def set_result(self, result):
+            note("future", current_stream().name, str(self.devices))
+            super().set_result(result)
+
+    def logged(name, real):
+        def call(comm, *args, stream=None, **kw):
+            note("call", name, stream.cuda_stream, current_stream().name)
+            return real(comm, *args, stream=stream, **kw)
+        return call
+
+    real_back = rt._Staged.back
+
+    def back(staged):
+        note("back", current_stream().name, staged.direct)
+        real_back(staged)
+
+    tags = {}
+    C = rcoll.comm.Communicator
+    with contextlib.ExitStack() as patches:
+        for target, name, fake in (
+                (torch.cuda, "Stream", Stream), (torch.cuda, "Event", Event),
+                (torch.cuda, "current_stream", current_stream), (torch.cuda, "stream", stream),
+                (torch.cuda, "device", lambda d: contextlib.nullcontext()),
+                (torch.futures, "Future", Future),
+                (torch.Tensor, "record_stream",
+                 lambda t, s: note("record_stream", tags.get(t.data_ptr(), "copy"), s.name)),
+                (rt, "_cuda_device", lambda ts: torch.device("cpu") if ts else None),
+                (rt._Staged, "back", back),
+                (C, "send", logged("send", C.send)), (C, "recv", logged("recv", C.recv)),
+                (C, "broadcast", logged("broadcast", C.broadcast))):
+            patches.enter_context(mock.patch.object(target, name, fake))
+        caller = Stream("caller")
+        with stream(caller):  # the caller works on a side stream, as in tests/gpu/torch_backend.py
+            peer = (rank + 1) % size
+            s, r = torch.full((1000,), float(rank + 1)), torch.zeros(1000)
+            tags[s.data_ptr()], tags[r.data_ptr()] = "s", "r"
+            for q in dist.batch_isend_irecv([dist.P2POp(dist.isend, s, peer),
+                                             dist.P2POp(dist.irecv, r, (rank - 1) % size)]):
+                q.wait()
+            nc = torch.zeros(6, 4)[:, 1]  # non-contiguous: staged through a copy, written back
+            nc += rank + 1
+            tags[nc.data_ptr()] = "nc"
+            w = dist.broadcast(nc, src=0, async_op=True)
+            w.wait()
+            fut_devices = w.get_future().devices
+    dist.barrier()
+    dist.destroy_process_group()
+    return log, handles, r.tolist(), nc.tolist(), str(fut_devices)
+
+
+class TorchLaneStreams(unittest.TestCase):
+    """Each lane's device calls on the lane's own stream, ordered after the
+    caller's stream and before what the caller does after wait() (a fake
+    torch.cuda: no GPU here). On the caller's stream, a send and a receive
+    on two lanes deadlocked batch_isend_irecv on an H200."""
+
+    def test_lane_streams(self):
+        res = run(lane_streams, 2, (29800 + os.getpid() % 150,), timeout=120)
+        for rank, (log, handles, r, nc, fut_devices) in enumerate(res):
+            self.assertEqual(r, [float((rank - 1) % 2 + 1)] * 1000)
+            self.assertEqual(nc, [1.0] * 6)
+            self.assertEqual(fut_devices, "[device(type='cpu')]")
+            calls = {e[1]: i for i, e in enumerate(log) if e[0] == "call"}
+            self.assertEqual(sorted(calls), ["broadcast", "recv", "send"], log)
+            lanes = {}
+            for op, i in calls.items():
+                _, _, handle, cur, thread = log[i]
+                msg = "rank %d %s: %s" % (rank, op, log)
+                self.assertNotIn(cur, ("caller", "default"), msg)  # run with the lane's stream current
+                self.assertEqual(handle, handles[cur], msg)       # and given to rcoll
+                lanes[op] = cur
+                # the lane's stream waits for an event recorded on the
+                # caller's stream in the calling thread, before the call ...
+                ready = [e[2] for e in log[:i] if e[:2] == ("wait", cur)][-1]
+                self.assertIn(("record", ready, "caller", "MainThread"), log[:i], msg)
+                # ... then records one after it, which wait() makes the caller's stream wait for
+                done = next(j for j in range(i + 1, len(log)) if log[j][0] == "record" and log[j][2] == cur)
+                self.assertIn(("wait", "caller", log[done][1]), [e[:3] for e in log[done:]], msg)
+                # the future is completed with the lane's stream current (it marks that stream)
+                self.assertIn(("future", cur), [e[:2] for e in log[done:]], msg)
+                if op == "broadcast":  # the staged copy goes back on the lane's stream, before done
+                    self.assertIn(("back", cur, False), [e[:3] for e in log[i:done]], msg)
+            self.assertEqual(len(set(lanes.values())), 3, lanes)  # send, recv, collectives: a stream each
+            recorded = sorted(e[1:3] for e in log if e[0] == "record_stream")
+            self.assertEqual(recorded, sorted([("s", lanes["send"]), ("r", lanes["recv"]),
+                                               ("nc", lanes["broadcast"]), ("copy", lanes["broadcast"])]))
+
+
 if __name__ == "__main__":
     unittest.main()
