@@ -18,6 +18,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <condition_variable>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -42,8 +44,33 @@ template <class T> static inline T __ldcg(const T *p) {
   memcpy(&v, (const void *)p, sizeof v);
   return v;
 }
-static inline void __syncthreads() {}
-static inline int __syncthreads_or(int x) { return x; }
+// A block's threads are CPU threads that meet at __syncthreads: a barrier
+// that also ORs what each brings (__syncthreads_or). Once all n have come,
+// none can come again before every one has read the result.
+struct emu_block {
+  std::mutex mu;
+  std::condition_variable cv;
+  unsigned n, arrived = 0, gen = 0;
+  int acc = 0, result = 0;
+  int sync(int x) {
+    std::unique_lock<std::mutex> l(mu);
+    unsigned g = gen;
+    acc |= x;
+    if (++arrived == n) {
+      result = acc;
+      acc = 0;
+      arrived = 0;
+      gen++;
+      cv.notify_all();
+      return result;
+    }
+    cv.wait(l, [&] { return gen != g; });
+    return result;
+  }
+};
+static thread_local emu_block *emu_this_block;
+static inline void __syncthreads() { emu_this_block->sync(0); }
+static inline int __syncthreads_or(int x) { return emu_this_block->sync(x); }
 static inline void __threadfence_system() { __atomic_thread_fence(__ATOMIC_SEQ_CST); }
 static inline void __nanosleep(unsigned) { sched_yield(); }
 static inline unsigned long long rcoll_globaltimer_ns() {
@@ -54,14 +81,25 @@ static inline unsigned long long rcoll_globaltimer_ns() {
 
 #include "cuda/kernels.cu"
 
-// One "launch": every block of the grid with one thread each, in turn.
-template <class F, class... A> static void launch(unsigned grid, F kernel, A... args) {
-  gridDim = {grid, 1, 1};
-  blockDim = {1, 1, 1};
-  threadIdx = {0, 0, 0};
+// One "launch": the blocks of the grid in turn, each as `threads` CPU
+// threads at once, so that every thread's share of a loop is its own, as on
+// a GPU (where the direct all-reduce runs 512 a block).
+template <class F, class... A> static void launch(unsigned grid, unsigned threads, F kernel, A... args) {
   for (unsigned b = 0; b < grid; b++) {
-    blockIdx = {b, 0, 0};
-    kernel(args...);
+    emu_block blk;
+    blk.n = threads;
+    std::vector<std::thread> ts;
+    for (unsigned t = 0; t < threads; t++)
+      ts.emplace_back([&, t] {
+        gridDim = {grid, 1, 1};
+        blockDim = {threads, 1, 1};
+        blockIdx = {b, 0, 0};
+        threadIdx = {t, 0, 0};
+        emu_this_block = &blk;
+        kernel(args...);
+      });
+    for (auto &t : ts)
+      t.join();
   }
 }
 
@@ -94,7 +132,7 @@ static void check_reduce(const char *name, void (*kernel)(T *, const T *, const 
         for (size_t i = 0; i < count; i++)
           want[i] = ref(a[i], b[i]);
         T *dst = inplace ? a : d;
-        launch(3, kernel, dst, (const T *)a, (const T *)b, count);
+        launch(3, 4, kernel, dst, (const T *)a, (const T *)b, count);
         if (memcmp(dst, want.data(), count * sizeof(T)) != 0) {
           size_t k = 0;
           while (memcmp(&dst[k], &want[k], sizeof(T)) == 0)
@@ -106,6 +144,9 @@ static void check_reduce(const char *name, void (*kernel)(T *, const T *, const 
         }
       }
 }
+
+// Threads per block of the direct all-reduce here (the GPU runs 512).
+#define EMU_DIRECT_THREADS 32
 
 // The direct all-reduce between nranks CPU threads: sum, `count` elements,
 // several rounds of nb blocks, twice in a row (the second reuses regions),
@@ -162,7 +203,7 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
         }
         memset(out[r].data(), 0, out[r].size() * sizeof(uint4));
       }
-      ranks.emplace_back([&, r] { launch((unsigned)nb, kernel, args[r]); });
+      ranks.emplace_back([&, r] { launch((unsigned)nb, EMU_DIRECT_THREADS, kernel, args[r]); });
     }
     for (auto &t : ranks)
       t.join();
@@ -186,6 +227,8 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
 
 int main() {
   RCOLL_DIRECT_ALL(CHECK_REDUCE)
+  check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 2, 2);  // 8 B
+  check_direct<uint8_t>("sum_e5m2", rcoll_k_direct_sum_e5m2, rcoll_sum_e5m2, 2, 1031);
   check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 2, 5000);
   check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 3, 7777);
   check_direct<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_sum_bf16, 3, 9001);
