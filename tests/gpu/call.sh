@@ -29,6 +29,9 @@ left() { echo $((CALL_BUDGET - ($(date +%s) - START))); }
 # Each script stops starting runs at its budget; the last run may take its
 # timeout beyond that, which the shares below leave room for.
 GPU_STEPS="copy conformance" GPU_RUN_BUDGET=$(($(left) * 30 / 100)) bash tests/gpu/run.sh
+# The benches of step 3 print their busbw beside the copy's of step 1.
+D2D_GBS=$(sed -n 's/^d2d cudaMemcpy 256 MiB: \([0-9.]*\) GB\/s.*/\1/p' "$LOGS/summary.txt")
+export D2D_GBS
 GPU_RUN_BUDGET=$(($(left) * 75 / 100)) bash tests/gpu/compare_nccl.sh
 if (($(left) > 90)); then
   GPU_LOG_NAME=gpu_run_rest GPU_STEPS="nccl torch bench" GPU_RUN_BUDGET=$(($(left) - 60)) bash tests/gpu/run.sh
