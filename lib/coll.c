@@ -134,6 +134,15 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
     return rcoll_error(rcollInternalError, "%s: no algorithm implements %s", d->name,
                        rcoll_coll_name(d->coll));
   p->chunk_bytes = ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes;
+  /* A device plan within a node moves each part as GPU work its proxy
+   * waits for (an IPC or staging copy, then a stream synchronization or an
+   * event), where the tuner's shm figures cap chunks at 512 KiB to keep host
+   * copies in cache. On an H200 a part cost ~10 us of such round trips and
+   * its 512 KiB moved in under 1 us: a 128 MiB all-reduce of 2 ranks made
+   * 512 synchronizations, 42 % of its proxy's time (docs/gpu.md). So whole
+   * slots there, 8 times fewer parts; not yet measured on a GPU. */
+  if (device >= 0 && p->tuner->nnodes == 1)
+    p->chunk_bytes = comm->chunk_bytes & ~(size_t)63;
   p->predicted_us += ch.time_us;
   algo->plan(p, a);
   p->algo = algo->name;

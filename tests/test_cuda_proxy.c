@@ -13,6 +13,7 @@
 #include <sys/time.h>
 
 #include "comm.h"
+#include "cuda/cuda_comm.h"
 #include "cuda/module.h"
 #include "memtype.h"
 #include "rcoll.h"
@@ -80,6 +81,35 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
    * reading the slot). Before staging waited by event, each copy was one sync. */
   cr_expect_geq(copies, 3 * 6 * 64, "%d copies: fewer than the staging needs", copies);
   cr_expect_leq(syncs, 3 * 8, "%d stream syncs for %d copies", syncs, copies);
+}
+
+/* A device plan within a node moves whole slots (coll.c: each part costs
+ * GPU round trips, so the shm chunk cap of host plans does not apply): an
+ * 8 MiB all-reduce of 2 ranks over CUDA IPC sends at most 4 parts of the
+ * 4 MiB slot (any algorithm moves at most twice the vector), where 512 KiB
+ * chunks made 16 or more. */
+static void whole_slots(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  float *buf = cuda_ranks_dev_alloc(n * sizeof(float));
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  cuda_ranks_fill(buf, n, x->rank);
+  x->result = rcollAllReduce(buf, buf, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < n; i++)
+    x->wrong += buf[i] != cuda_ranks_sum_of(x->nranks, i);
+  int64_t parts = comm->cuda->prof.ipc_parts_sent;
+  if (parts < 1 || parts > 4) {
+    cr_log_error("rank %d: %lld IPC parts for an 8 MiB all-reduce", x->rank, (long long)parts);
+    x->wrong++;
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(buf);
+}
+
+Test(cuda_proxy, a_device_plan_within_a_node_moves_whole_slots) {
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, (size_t)2 << 20, whole_slots, ctx);
 }
 
 /* PreMulSum runs on host buffers only: a device scalar or device buffers
