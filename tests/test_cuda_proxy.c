@@ -85,9 +85,9 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
 
 /* A device plan within a node moves whole slots (coll.c: each part costs
  * GPU round trips, so the shm chunk cap of host plans does not apply): an
- * 8 MiB all-reduce of 2 ranks over CUDA IPC sends at most 4 parts of the
- * 4 MiB slot (any algorithm moves at most twice the vector), where 512 KiB
- * chunks made 16 or more. */
+ * 8 MiB all-reduce of 2 ranks sends at most 4 messages of the 4 MiB slot
+ * (any algorithm moves at most twice the vector), over CUDA IPC or staged,
+ * where 512 KiB chunks made 16 or more. */
 static void whole_slots(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
   float *buf = cuda_ranks_dev_alloc(n * sizeof(float));
@@ -97,9 +97,9 @@ static void whole_slots(rank_ctx_t *x, rcollComm_t comm) {
   fake_stream_sync(s);
   for (size_t i = 0; i < n; i++)
     x->wrong += buf[i] != cuda_ranks_sum_of(x->nranks, i);
-  int64_t parts = comm->cuda->prof.ipc_parts_sent;
-  if (parts < 1 || parts > 4) {
-    cr_log_error("rank %d: %lld IPC parts for an 8 MiB all-reduce", x->rank, (long long)parts);
+  uint64_t sends = comm->peers[1 - x->rank].send_posted;
+  if (sends < 1 || sends > 4) {
+    cr_log_error("rank %d: %llu sends for an 8 MiB all-reduce", x->rank, (unsigned long long)sends);
     x->wrong++;
   }
   rcoll_cuda_api()->stream_destroy(s);
@@ -110,6 +110,9 @@ Test(cuda_proxy, a_device_plan_within_a_node_moves_whole_slots) {
   setenv("RCOLL_P2P_DISABLE", "0", 1);
   rank_ctx_t ctx[MAX_RANKS] = {0};
   cuda_ranks_run(2, (size_t)2 << 20, whole_slots, ctx);
+  setenv("RCOLL_P2P_DISABLE", "1", 1);
+  rank_ctx_t staged[MAX_RANKS] = {0};
+  cuda_ranks_run(2, (size_t)2 << 20, whole_slots, staged);
 }
 
 /* PreMulSum runs on host buffers only: a device scalar or device buffers
