@@ -147,7 +147,7 @@ run() {
   local setting=$1 tool=$2 n=$3 z=$4 tag iters=20
   shift 4
   if [[ $BROKEN == *" $setting/$tool/$n "* ]]; then
-    say "$setting-$tool-$n-$z: SKIPPED (failed before)"
+    echo "$setting-$tool-$n-$z: skipped (failed before)"
     return
   fi
   ((z >= 16777216)) && iters=5
