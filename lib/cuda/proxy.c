@@ -421,9 +421,9 @@ static void *proxy_main(void *arg) {
   /* The host plans it runs (bounced calls, bounce.h) wait in the transport,
    * after which the engine moves a thread to its rank's home core
    * (home_core.h): the core of the rank's user thread, which meanwhile
-   * spins in cudaStreamSynchronize. The likely cause of 3370 us for a
-   * bounced 8-byte all-reduce of two ranks on one H200 as two hosts over
-   * sockets, against 60 us as device plans (docs/gpu.md). */
+   * spins in cudaStreamSynchronize. A bounced 8-byte all-reduce of two
+   * ranks on one H200 as two hosts over sockets took 3370 us so, 44 us
+   * since (docs/gpu.md). */
   rcoll_home_core_thread = RCOLL_HOME_CORE_NEVER;
   /* Runtime calls of this thread (copies, kernels) go to the comm's device. */
   rcoll_cuda_api()->set_device(cc->device);
