@@ -140,8 +140,9 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
    * copies in cache. On an H200 a part cost ~10 us of such round trips and
    * its 512 KiB moved in under 1 us: a 128 MiB all-reduce of 2 ranks made
    * 512 synchronizations, 42 % of its proxy's time. So whole slots there,
-   * 8 times fewer parts: that all-reduce went from 7.5 to 1.2 ms (4 ranks:
-   * 12.6 to 9.4 ms; docs/gpu.md). */
+   * 8 times fewer parts: that all-reduce then took 1.2 ms, against 7.5 in an
+   * earlier run on another H200 machine (4 ranks: 9.4 against 12.6 ms;
+   * docs/gpu.md). */
   if (device >= 0 && p->tuner->nnodes == 1)
     p->chunk_bytes = comm->chunk_bytes & ~(size_t)63;
   p->predicted_us += ch.time_us;
