@@ -78,6 +78,8 @@ static inline unsigned long long rcoll_globaltimer_ns() {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
 }
+// kernels.cu's is an ld.volatile.global in PTX.
+static inline uint64_t rcoll_dk_flag_load(const uint64_t *p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
 
 #include "cuda/kernels.cu"
 

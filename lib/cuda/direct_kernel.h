@@ -99,7 +99,7 @@ typedef struct rcoll_direct_args {
 #define RCOLL_DK_SYNC() __syncthreads()
 #define RCOLL_DK_SYNC_OR(x) __syncthreads_or(x)
 #define RCOLL_DK_FENCE() __threadfence_system()
-#define RCOLL_DK_FLAG_LOAD(p) (*(const volatile uint64_t *)(p))
+#define RCOLL_DK_FLAG_LOAD(p) rcoll_dk_flag_load((const uint64_t *)(p)) /* kernels.cu */
 #define RCOLL_DK_FLAG_STORE(p, v) (*(volatile uint64_t *)(p) = (v))
 #define RCOLL_DK_PAUSE() __nanosleep(100)
 #define RCOLL_DK_LOAD(p) rcoll_dk_load(p) /* kernels.cu: past L1 */

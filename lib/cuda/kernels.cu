@@ -17,11 +17,24 @@
 
 #include "reduce_math.h"
 
-#ifndef RCOLL_KERNEL_EMU /* tests/kernel_emu.cpp compiles this file for the CPU, with its own clock */
+#ifndef RCOLL_KERNEL_EMU /* tests/kernel_emu.cpp compiles this file for the CPU, with its own clock and flag loads */
 static __device__ __forceinline__ unsigned long long rcoll_globaltimer_ns(void) {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+/* A flag another rank stores: read from global memory every time. Written
+ * as the PTX instruction itself, not a volatile C++ load: nvcc 13.0 merged
+ * `cond ? a->sig : *(volatile uint64_t *)flag` (direct_kernel.h, with `a`
+ * the kernel's __grid_constant__ parameter) into a volatile *generic* load
+ * from the parameter's address, which the GPU refuses: every direct
+ * all-reduce on the H200 stopped with "an illegal memory access" at its
+ * first wait. tests/check_ptx.sh fails on any generic load or store. */
+static __device__ __forceinline__ uint64_t rcoll_dk_flag_load(const uint64_t *p) {
+  uint64_t v;
+  asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(__cvta_generic_to_global(p)) : "memory");
+  return v;
 }
 #endif
 
