@@ -8,11 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "comm.h"
 #include "cuda/cuda_comm.h"
 #include "cuda/direct_meet.h"
+#include "cuda/module.h"
 #include "rcoll.h"
 #include "support/conformance_ref.h"
 #include "support/cuda_fake.h"
@@ -420,4 +422,102 @@ Test(cuda_direct, in_place_and_regions_alternating) {
   cuda_ranks_run(4, 0, alternating_sizes, ctx);
   cr_expect_eq(atomic_load(&fake_stats.direct_kernels), 4 * 300);
   cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 4 * 150);
+}
+
+/* Two processes on one GPU without MPS take turns on it (direct.h): no
+ * direct all-reduce then. The pairs the rule holds against, and those it
+ * leaves alone. */
+Test(cuda_direct, processes_sharing_a_gpu_need_mps) {
+  const rcoll_direct_gpu_t a = {.pid = 100, .ns_key = 7, .bus = "0000:17:00.0", .mps = 0};
+  rcoll_direct_gpu_t b = a;
+  cr_expect_not(rcoll_direct_take_turns(&a, &b), "threads of one process share a context");
+  b.pid = 101;
+  cr_expect(rcoll_direct_take_turns(&a, &b), "two processes, one GPU, no MPS");
+  b.pid = 100;
+  b.ns_key = 8;
+  cr_expect(rcoll_direct_take_turns(&a, &b), "our pid number in another pid namespace");
+  b.ns_key = 7;
+  b.pid = 101;
+  b.mps = 1;
+  cr_expect(rcoll_direct_take_turns(&a, &b), "MPS on one side only");
+  rcoll_direct_gpu_t c = a, d = b;
+  c.mps = 1;
+  cr_expect_not(rcoll_direct_take_turns(&c, &d), "both under MPS");
+  c.mps = d.mps = -1;
+  cr_expect_not(rcoll_direct_take_turns(&c, &d), "MPS unknown (a runtime before 12.4)");
+  snprintf(d.bus, sizeof d.bus, "0000:18:00.0");
+  c.mps = d.mps = 0;
+  cr_expect_not(rcoll_direct_take_turns(&c, &d), "two GPUs");
+  c.bus[0] = d.bus[0] = '\0';
+  cr_expect_not(rcoll_direct_take_turns(&c, &d), "bus ids unknown");
+}
+
+/* A rank in a process of its own, made after the fork (the fake's streams
+ * are threads): a small all-reduce with the device saying "no MPS" and both
+ * ranks on one bus id. It must not be a direct kernel, which would map the
+ * other process's box (the fake's IPC cannot), and it must be right; it runs
+ * as a host plan on pinned copies over shm (bounce.h). Exit status: 0 when
+ * all went well. */
+static int turns_rank(int rank, rcollUniqueId id, const char *log) {
+  if (rank == 0 && freopen(log, "w", stderr) == NULL)
+    return 2;
+  setenv("RCOLL_TIMEOUT", "20", 1);
+  setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
+  fake_cuda_install();
+  snprintf(fake_bus_id, sizeof fake_bus_id, "0000:17:00.0");
+  fake_mps = 0;
+  rcollComm_t comm;
+  if (rcollCommInitRank(&comm, 2, id, rank) != rcollSuccess)
+    return 3;
+  const size_t n = 1000;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  void *p = NULL;
+  if (rcoll_cuda_api()->malloc(&p, n * 4) != 0)
+    return 4;
+  float *a = p;
+  cuda_ranks_fill(a, n, rank);
+  rcollResult_t r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  int bad = r != rcollSuccess || atomic_load(&fake_stats.direct_kernels) != 0;
+  for (size_t i = 0; i < n; i++)
+    bad += a[i] != cuda_ranks_sum_of(2, i);
+  rcollCommDestroy(comm);
+  fflush(stderr);
+  return bad ? 5 : 0;
+}
+
+TestSuite(cuda_direct_processes, .timeout = 60);
+
+Test(cuda_direct_processes, two_processes_on_one_gpu_without_mps_use_the_proxy) {
+  if (rcoll_cuda_fatbin_size == 0)
+    cr_skip_test("this build has no device code");
+  setenv("RCOLL_CUDA_DIRECT", "1", 1);
+  char log[] = "/tmp/rcoll-turns-XXXXXX";
+  int fd = mkstemp(log);
+  cr_assert_geq(fd, 0);
+  close(fd);
+  rcollUniqueId id;
+  cr_assert_eq(rcollGetUniqueId(&id), rcollSuccess);
+  pid_t pids[2];
+  for (int r = 0; r < 2; r++) {
+    pids[r] = fork();
+    cr_assert_geq(pids[r], 0);
+    if (pids[r] == 0)
+      _exit(turns_rank(r, id, log));
+  }
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d (signal %d)", r,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  }
+  char text[8192] = "";
+  FILE *f = fopen(log, "r");
+  cr_assert_not_null(f);
+  size_t got = fread(text, 1, sizeof text - 1, f);
+  text[got] = '\0';
+  fclose(f);
+  unlink(log);
+  cr_expect_not_null(strstr(text, "ranks 0 and 1 are two processes on one GPU (0000:17:00.0) without MPS"),
+                     "rank 0's log:\n%s", text);
 }

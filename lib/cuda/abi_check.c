@@ -34,6 +34,9 @@ _Static_assert((int)RCOLL_CUDA_EVENT_DISABLE_TIMING == (int)cudaEventDisableTimi
 _Static_assert((int)RCOLL_CUDA_IPC_LAZY_PEER_ACCESS == (int)cudaIpcMemLazyEnablePeerAccess, "IPC flag");
 _Static_assert((int)RCOLL_CUDA_ERROR_NOT_READY == (int)cudaErrorNotReady, "not-ready error");
 _Static_assert((int)RCOLL_CUDA_DEV_ATTR_SM_COUNT == (int)cudaDevAttrMultiProcessorCount, "SM count");
+#if CUDART_VERSION >= 12040
+_Static_assert((int)RCOLL_CUDA_DEV_ATTR_MPS_ENABLED == (int)cudaDevAttrMpsEnabled, "MPS enabled");
+#endif
 
 _Static_assert((int)RCOLL_CU_POINTER_ATTRIBUTE_MEMORY_TYPE == (int)CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
                "attr");

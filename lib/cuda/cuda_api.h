@@ -30,6 +30,7 @@ enum {
   RCOLL_CUDA_IPC_LAZY_PEER_ACCESS = 1,
   RCOLL_CUDA_ERROR_NOT_READY = 600,
   RCOLL_CUDA_DEV_ATTR_SM_COUNT = 16, /* cudaDevAttrMultiProcessorCount */
+  RCOLL_CUDA_DEV_ATTR_MPS_ENABLED = 133, /* cudaDevAttrMpsEnabled (CUDA 12.4 on) */
 };
 
 /* Driver constants (cuda.h). */

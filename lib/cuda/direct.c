@@ -31,7 +31,7 @@ typedef struct direct_offer {
   int64_t inplace_min;     /* rank 0's RCOLL_CUDA_DIRECT_INPLACE */
   int32_t sms;             /* its GPU's multiprocessors (0: unknown) */
   int32_t max_blocks;      /* round 2: the blocks its GPU holds for each of its ranks */
-  char bus[32];            /* its GPU's PCI bus id ("": unknown) */
+  rcoll_direct_gpu_t gpu;  /* whose process, which GPU, under MPS or not */
   char meet[RCOLL_SETTING_STR_MAX + 48]; /* rank 0: the meeting file it made, or "" */
 } direct_offer_t;
 
@@ -115,21 +115,49 @@ static int32_t direct_max_blocks(const rcoll_cuda_comm_t *cc, const direct_offer
   const direct_offer_t *me = &all[cc->comm->rank];
   int sharing = 0;
   for (int q = 0; q < cc->comm->nranks; q++)
-    sharing += me->bus[0] == '\0' || strcmp(all[q].bus, me->bus) == 0;
+    sharing += me->gpu.bus[0] == '\0' || strcmp(all[q].gpu.bus, me->gpu.bus) == 0;
   int32_t n = me->sms > 0 ? me->sms / sharing : RCOLL_DIRECT_MAX_BLOCKS;
   return n < 1 ? 1 : n > RCOLL_DIRECT_MAX_BLOCKS ? RCOLL_DIRECT_MAX_BLOCKS : n;
 }
 
 static void direct_describe_gpu(const rcoll_cuda_comm_t *cc, direct_offer_t *me) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
-  int sms = 0;
+  int sms = 0, mps = 0;
   if (a->device_get_attribute != NULL &&
       a->device_get_attribute(&sms, RCOLL_CUDA_DEV_ATTR_SM_COUNT, cc->device) == 0)
     me->sms = sms;
+  me->gpu.mps = a->device_get_attribute != NULL &&
+                a->device_get_attribute(&mps, RCOLL_CUDA_DEV_ATTR_MPS_ENABLED, cc->device) == 0
+                ? mps != 0 : -1;
   if (a->device_get_pci_bus_id == NULL ||
-      a->device_get_pci_bus_id(me->bus, (int)sizeof me->bus, cc->device) != 0)
-    me->bus[0] = '\0';
-  me->bus[sizeof me->bus - 1] = '\0';
+      a->device_get_pci_bus_id(me->gpu.bus, (int)sizeof me->gpu.bus, cc->device) != 0)
+    me->gpu.bus[0] = '\0';
+  me->gpu.bus[sizeof me->gpu.bus - 1] = '\0';
+  me->gpu.pid = getpid();
+  me->gpu.ns_key = rcoll_pid_ns_key();
+}
+
+int rcoll_direct_take_turns(const rcoll_direct_gpu_t *x, const rcoll_direct_gpu_t *y) {
+  int same_gpu = x->bus[0] != '\0' && strcmp(x->bus, y->bus) == 0;
+  int other_process = x->pid != y->pid || x->ns_key != y->ns_key;
+  return same_gpu && other_process && (x->mps == 0 || y->mps == 0);
+}
+
+/* Off on every rank (each finds the same pair in the same offers) when two
+ * ranks would take turns on one GPU (direct.h). */
+static int direct_turns_apart(const struct rcollComm *c, const direct_offer_t *all) {
+  for (int p = 0; p < c->nranks; p++)
+    for (int q = p + 1; q < c->nranks; q++)
+      if (rcoll_direct_take_turns(&all[p].gpu, &all[q].gpu)) {
+        if (c->rank == 0)
+          RCOLL_WARN("RCOLL_CUDA_DIRECT: ranks %d and %d are two processes on one GPU (%s) "
+                     "without MPS: the GPU runs one process's kernels at a time, and a direct "
+                     "all-reduce needs every rank's running at once; device all-reduces go "
+                     "through the proxy (start MPS, nvidia-cuda-mps-control -d, to use it)",
+                     p, q, all[p].gpu.bus);
+        return 1;
+      }
+  return 0;
 }
 
 /* Two rounds over the bootstrap, as the flat board: every rank offers its
@@ -164,7 +192,7 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   int ok = r == rcollSuccess;
   for (int q = 0; q < c->nranks && ok; q++)
     ok = all[q].ok && all[q].hello.magic == RCOLL_IPC_MAGIC;
-  ok = ok && direct_map(cc, all);
+  ok = ok && !direct_turns_apart(c, all) && direct_map(cc, all);
   all[0].meet[sizeof all[0].meet - 1] = '\0';
   d->inplace_min = (uint64_t)all[0].inplace_min;
   if (ok && all[0].meet[0] != '\0')

@@ -40,6 +40,22 @@ typedef struct rcoll_cuda_direct {
   uint32_t max_blocks;                  /* per call, agreed at setup (direct.c says why) */
 } rcoll_cuda_direct_t;
 
+/* One rank's GPU as the direct all-reduce's setup sees it. */
+typedef struct rcoll_direct_gpu {
+  int64_t pid;
+  uint64_t ns_key; /* rcoll_pid_ns_key(): whose pid numbers `pid` is in (0: unknown) */
+  char bus[32];    /* its PCI bus id ("": unknown) */
+  int32_t mps;     /* cudaDevAttrMpsEnabled: 1, 0, or -1 (unknown) */
+} rcoll_direct_gpu_t;
+
+/* 1 when ranks x and y are two processes on one GPU without MPS: the GPU
+ * then runs one process's kernels at a time, taking turns every time slice,
+ * and a direct all-reduce needs every rank's blocks running at once (each
+ * flag would wait for a turn). 0 when no such pair is known: threads of one
+ * process share their context, and an unknown bus id or MPS state is not
+ * held against the ranks. */
+int rcoll_direct_take_turns(const rcoll_direct_gpu_t *x, const rcoll_direct_gpu_t *y);
+
 struct rcollComm;
 struct rcoll_cuda_comm;
 

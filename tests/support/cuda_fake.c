@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -357,11 +358,25 @@ static int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
   return 0;
 }
 
+char fake_bus_id[32];
+int fake_mps = -1;
+
 static int f_device_attribute(int *value, int attr, int device) {
   int sms = atomic_load(&fake_stats.sm_count);
+  if (attr == RCOLL_CUDA_DEV_ATTR_MPS_ENABLED && device == 0 && fake_mps >= 0) {
+    *value = fake_mps;
+    return 0;
+  }
   if (attr != RCOLL_CUDA_DEV_ATTR_SM_COUNT || device != 0 || sms <= 0)
     return 1; /* cudaErrorInvalidValue */
   *value = sms;
+  return 0;
+}
+
+static int f_device_bus_id(char *bus, int len, int device) {
+  if (fake_bus_id[0] == '\0' || device != 0 || len < 1)
+    return 1; /* cudaErrorInvalidValue */
+  snprintf(bus, (size_t)len, "%s", fake_bus_id);
   return 0;
 }
 
@@ -481,7 +496,7 @@ static const rcoll_cuda_api_t fake_api = {
     .cu_module_get_function = f_module_get_function, .cu_launch_kernel = f_launch,
     .cu_stream_wait_value32 = f_wait_value, .cu_flush_gpudirect_rdma_writes = NULL,
     .cu_func_load = f_func_load,
-    .device_get_pci_bus_id = NULL, /* no PCI device: the proxy keeps its inherited CPUs */
+    .device_get_pci_bus_id = f_device_bus_id, /* fails unless fake_bus_id is set */
     .device_get_attribute = f_device_attribute,
 };
 

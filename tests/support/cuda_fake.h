@@ -46,6 +46,10 @@ extern struct fake_stats fake_stats;
 extern _Thread_local int fake_refuse_ipc;
 /* Set in a thread: its cudaHostAlloc calls of more bytes fail. */
 extern _Thread_local size_t fake_host_alloc_limit;
+/* Device 0's PCI bus id (cudaDeviceGetPCIBusId fails while it is "") and
+ * cudaDevAttrMpsEnabled (-1: the query fails, as before CUDA 12.4). */
+extern char fake_bus_id[32];
+extern int fake_mps;
 
 struct rcoll_direct_args;
 /* Runs a direct all-reduce kernel's blocks (cuda_fake_direct.c). */
