@@ -169,11 +169,7 @@ run() {
 SOCKET_ENV=(PER_RANK_HOSTID=1 RCOLL_NET=socket NCCL_NET=Socket NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
             RCOLL_DEBUG=WARN)
 MPS=no
-if command -v nvidia-cuda-mps-control >/dev/null; then
-  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d && MPS=yes
-fi
+mps_start && MPS=yes
 echo "mps $MPS" >>"$RESULTS"
 for ((round = 1; round <= ROUNDS; round++)); do
   section "round $round of $ROUNDS"
@@ -213,7 +209,7 @@ for z in $(tr ' ' '\n' <<<"$SIZES" | grep -v '^$' | sed -n '1p;$p'); do
   grep -h "CUDA proxy:" "$WORK/accounts-$z".rank*.log | sed "s/^.*rcoll INFO /  $z B, 20+3 calls: /" |
     tee -a "$SUMMARY"
 done
-[[ $MPS == yes ]] && echo quit | nvidia-cuda-mps-control
+[[ $MPS == yes ]] && mps_stop
 over_budget && say "time budget reached: the rounds above are all there is"
 section "tables"
 bash "$ROOT/tests/gpu/compare_nccl.sh" --table "$RESULTS" | tee -a "$SUMMARY"

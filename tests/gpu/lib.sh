@@ -154,3 +154,26 @@ symbolize() {
     fi
   done <"$f"
 }
+
+# ---------------------------------------------------------------- MPS
+# mps_start: the MPS control daemon for this script's ranks (pipe and logs
+# under $WORK); fails where there is none or it does not start. mps_stop:
+# asks it to quit and waits (up to 10 s) until it and its server are gone,
+# so that a later mps_start finds nothing in the way. Ranks of several
+# processes on one GPU share it better under MPS, and the direct all-reduce
+# needs it (without it every rank turns the direct path off: docs/gpu.md).
+mps_start() {
+  command -v nvidia-cuda-mps-control >/dev/null || return 1
+  export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  nvidia-cuda-mps-control -d
+}
+mps_stop() {
+  echo quit | nvidia-cuda-mps-control
+  local i
+  for ((i = 0; i < 100; i++)); do
+    pgrep -x nvidia-cuda-mps >/dev/null 2>&1 || return 0 # the control and the server (15-character names)
+    sleep 0.1
+  done
+  say "MPS: still running 10 s after quit"
+}

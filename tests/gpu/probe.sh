@@ -60,18 +60,12 @@ bench_quick() { # tag
 if [[ ${PROBE_BENCH:-0} == 1 ]] && ! over_budget; then
   section "allreduce_perf -G 2 ranks, short"
   bench_quick bench-plain || say "bench-plain: FAIL"
-  if command -v nvidia-cuda-mps-control >/dev/null; then
-    export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
-    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-    if nvidia-cuda-mps-control -d; then
-      section "allreduce_perf -G 2 ranks, short, under MPS"
-      bench_quick bench-mps || { say "bench-mps: FAIL"; tail -n 20 "$CUDA_MPS_LOG_DIRECTORY"/*.log; }
-      echo quit | nvidia-cuda-mps-control
-    else
-      say "MPS: nvidia-cuda-mps-control -d failed"
-    fi
+  if mps_start; then
+    section "allreduce_perf -G 2 ranks, short, under MPS"
+    bench_quick bench-mps || { say "bench-mps: FAIL"; tail -n 20 "$CUDA_MPS_LOG_DIRECTORY"/*.log; }
+    mps_stop
   else
-    say "MPS: no nvidia-cuda-mps-control here"
+    say "MPS: no nvidia-cuda-mps-control here, or it would not start"
   fi
 fi
 section "summary"

@@ -23,6 +23,14 @@ fi
 SANITIZER=$CUDA_HOME/bin/compute-sanitizer
 [[ -x $SANITIZER ]] || SANITIZER=$(command -v compute-sanitizer)
 export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-10}
+# Under MPS, which the direct all-reduce needs for processes on one GPU (the
+# ranks turn it off without: docs/gpu.md). Whether compute-sanitizer works
+# under MPS the memcheck runs will show.
+if mps_start; then
+  say "MPS: on"
+else
+  say "MPS: would not start; the direct variants will run through the proxy"
+fi
 for v in "$@"; do
   IFS=: read -r name n bytes settings <<<"$v"
   IFS=, read -r -a envs <<<"$settings"
@@ -42,5 +50,6 @@ for v in "$@"; do
       head -n 24 | sed 's/^/  /' | tee -a "$SUMMARY"
   done
 done
+[[ -n ${CUDA_MPS_PIPE_DIRECTORY:-} ]] && mps_stop
 section "summary"
 cat "$SUMMARY"
