@@ -14,7 +14,6 @@
 #include "comm.h"
 #include "cuda/cuda_comm.h"
 #include "cuda/direct_meet.h"
-#include "cuda/module.h"
 #include "rcoll.h"
 #include "support/conformance_ref.h"
 #include "support/cuda_fake.h"
@@ -452,8 +451,8 @@ Test(cuda_direct, processes_sharing_a_gpu_need_mps) {
   cr_expect_not(rcoll_direct_take_turns(&c, &d), "bus ids unknown");
 }
 
-/* A rank in a process of its own, made after the fork (the fake's streams
- * are threads): a small all-reduce with the device saying "no MPS" and both
+/* A rank in a process of its own, which installs the fake again after the
+ * fork (its streams are threads, which a fork does not copy): a small all-reduce with the device saying "no MPS" and both
  * ranks on one bus id. It must not be a direct kernel, which would map the
  * other process's box (the fake's IPC cannot), and it must be right; it runs
  * as a host plan on pinned copies over shm (bounce.h). Exit status: 0 when
@@ -461,7 +460,6 @@ Test(cuda_direct, processes_sharing_a_gpu_need_mps) {
 static int turns_rank(int rank, rcollUniqueId id, const char *log) {
   if (rank == 0 && freopen(log, "w", stderr) == NULL)
     return 2;
-  setenv("RCOLL_TIMEOUT", "20", 1);
   setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
   fake_cuda_install();
   snprintf(fake_bus_id, sizeof fake_bus_id, "0000:17:00.0");
@@ -486,12 +484,7 @@ static int turns_rank(int rank, rcollUniqueId id, const char *log) {
   return bad ? 5 : 0;
 }
 
-TestSuite(cuda_direct_processes, .timeout = 60);
-
-Test(cuda_direct_processes, two_processes_on_one_gpu_without_mps_use_the_proxy) {
-  if (rcoll_cuda_fatbin_size == 0)
-    cr_skip_test("this build has no device code");
-  setenv("RCOLL_CUDA_DIRECT", "1", 1);
+Test(cuda_direct, two_processes_on_one_gpu_without_mps_use_the_proxy) {
   char log[] = "/tmp/rcoll-turns-XXXXXX";
   int fd = mkstemp(log);
   cr_assert_geq(fd, 0);
