@@ -11,8 +11,9 @@
 #
 #   tests/gpu/call.sh        (ROUNDS, SIZES, BOUNCE_SIZES: compare_nccl.sh's)
 #
-# While the direct all-reduce fails on the GPU (docs/gpu.md), put
-# tests/gpu/sanitize.sh before it in the same call, sharing the build:
+# Until the direct all-reduce has passed on a GPU (its fault of 2026-12-04
+# is fixed, not yet run: docs/gpu.md), put tests/gpu/sanitize.sh before it
+# in the same call, sharing the build:
 #   export GPU_BUILD=/tmp/rcoll-gpu-build; GPU_RUN_BUDGET=120 tests/gpu/sanitize.sh;
 #   GPU_CALL_BUDGET=400 tests/gpu/call.sh
 set -uo pipefail
