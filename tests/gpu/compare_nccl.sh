@@ -156,6 +156,13 @@ run() {
   [[ $tool == nccl ]] && cmd=(build/gpu/nccl_perf -b "$z" -e "$z" -n "$iters" -w 3)
   if ( (($# == 0)) || export "$@"; NCCL_PERF_ID=$WORK/$tag.id launch "$n" "${GPU_RUN_TIMEOUT:-120}" "$tag" "${cmd[@]}") \
     >/dev/null; then
+    # A direct row is the direct path's only if its init said so (it turns
+    # itself off without MPS, say, and the proxy would be measured instead).
+    if [[ $setting == one-gpu-direct* ]] && ! grep -q 'run as one kernel' "$WORK/$tag.rank0.log"; then
+      say "$tag: the direct all-reduce was off: $(grep -h -m1 'RCOLL_CUDA_DIRECT' "$WORK/$tag.rank0.log")"
+      BROKEN+="$setting/$tool/$n "
+      return
+    fi
     awk -v s="$z" -v pre="$setting $tool $n" '$1 == s && $9 == 0 { print pre, s, $6, $8; exit }' \
       "$WORK/$tag.rank0.log" >>"$RESULTS"
   else
@@ -168,6 +175,8 @@ run() {
 
 SOCKET_ENV=(PER_RANK_HOSTID=1 RCOLL_NET=socket NCCL_NET=Socket NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=lo
             RCOLL_DEBUG=WARN)
+# INIT's INFO lines say whether the direct path came on (run() checks); calls log nothing.
+DIRECT_ENV=(RCOLL_CUDA_DIRECT=1 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT)
 MPS=no
 mps_start && MPS=yes
 echo "mps $MPS" >>"$RESULTS"
@@ -181,10 +190,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
     for tool in "${order[@]}"; do run two-hosts "$tool" 2 "$z" "${SOCKET_ENV[@]}"; done
     run one-gpu rcoll 2 "$z" RCOLL_DEBUG=WARN
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
-    run one-gpu-direct rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
-    run one-gpu-direct rcoll 4 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
+    run one-gpu-direct rcoll 2 "$z" "${DIRECT_ENV[@]}"
+    run one-gpu-direct rcoll 4 "$z" "${DIRECT_ENV[@]}"
     [[ $z == 1048576 || $z == "${SIZES##* }" ]] &&
-      run one-gpu-direct-regions rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0
+      run one-gpu-direct-regions rcoll 2 "$z" "${DIRECT_ENV[@]}" RCOLL_CUDA_DIRECT_INPLACE=0
   done
   # The bounce with and without; the default runs too where SIZES has not.
   for z in $BOUNCE_SIZES; do
