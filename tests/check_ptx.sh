@@ -30,13 +30,13 @@ for arch in compute_80 compute_90; do
     head -n 20 "$tmp/nvcc.log"
     exit 1
   fi
-  # Every ld/st/atom/red names its state space right after the opcode or
-  # after .volatile/.relaxed/.acquire/.release and a scope; print those that
-  # do not, with the kernel they are in.
+  # Every ld/ldu/st/atom/red (predicated or not) names its state space right
+  # after the opcode or after .volatile/.relaxed/.acquire/.release and a
+  # scope; print those that do not, with the kernel they are in.
   awk -v arch="$arch" '
     /^\.(visible )?\.entry / { k = $NF; sub(/\(.*/, "", k) }
-    /^[ \t]+(ld|st|atom|red)\./ {
-      op = $1
+    /^[ \t]+(@!?%p[0-9]+[ \t]+)?(ld|ldu|st|atom|red)\./ {
+      op = $1 ~ /^@/ ? $2 : $1
       if (op !~ /\.(global|param|local|shared|const)(\.|$)/) {
         n++
         if (n <= 10) printf "  %s %s: %s\n", arch, k, $0
