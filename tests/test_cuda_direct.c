@@ -452,14 +452,22 @@ Test(cuda_direct, processes_sharing_a_gpu_need_mps) {
 }
 
 /* A rank in a process of its own, which installs the fake again after the
- * fork (its streams are threads, which a fork does not copy): a small all-reduce with the device saying "no MPS" and both
- * ranks on one bus id. It must not be a direct kernel, which would map the
- * other process's box (the fake's IPC cannot), and it must be right; it runs
- * as a host plan on pinned copies over shm (bounce.h). Exit status: 0 when
- * all went well. */
-static int turns_rank(int rank, rcollUniqueId id, const char *log) {
-  if (rank == 0 && freopen(log, "w", stderr) == NULL)
+ * fork (its streams are threads, which a fork does not copy): a small
+ * all-reduce with the device saying "no MPS" and both ranks on one bus id.
+ * It must not be a direct kernel, which would map the other process's box
+ * (the fake's IPC cannot), and it must be right; it runs as a host plan on
+ * pinned copies over shm (bounce.h). Rank 0 makes the unique id and hands
+ * it to rank 1 through `ids`, as a launcher would. Exit status: 0 when all
+ * went well. */
+static int turns_rank(int rank, const int ids[2], const char *log) {
+  rcollUniqueId id;
+  if (rank == 0) {
+    if (freopen(log, "w", stderr) == NULL || rcollGetUniqueId(&id) != rcollSuccess ||
+        write(ids[1], &id, sizeof id) != (ssize_t)sizeof id)
+      return 2;
+  } else if (read(ids[0], &id, sizeof id) != (ssize_t)sizeof id) {
     return 2;
+  }
   setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
   fake_cuda_install();
   snprintf(fake_bus_id, sizeof fake_bus_id, "0000:17:00.0");
@@ -484,26 +492,37 @@ static int turns_rank(int rank, rcollUniqueId id, const char *log) {
   return bad ? 5 : 0;
 }
 
+static void nothing(void *arg) { (void)arg; }
+
+/* Nothing may start a thread, or allocate in one, while the ranks fork: a
+ * child would inherit an allocator lock that no thread of its own releases
+ * (under ASan it then hung, 3 runs in 6). So the legacy stream's thread is
+ * seen idle first, no Criterion call comes before the forks, and the unique
+ * id (whose root listens in a thread) is made by rank 0's process. */
 Test(cuda_direct, two_processes_on_one_gpu_without_mps_use_the_proxy) {
   char log[] = "/tmp/rcoll-turns-XXXXXX";
-  int fd = mkstemp(log);
-  cr_assert_geq(fd, 0);
-  close(fd);
-  rcollUniqueId id;
-  cr_assert_eq(rcollGetUniqueId(&id), rcollSuccess);
-  pid_t pids[2];
-  for (int r = 0; r < 2; r++) {
+  int fd = mkstemp(log), ids[2] = {-1, -1};
+  int ready = fd >= 0 && pipe(ids) == 0;
+  if (fd >= 0)
+    close(fd);
+  fake_stream_host(NULL, nothing, NULL); /* the legacy stream's thread has run, and waits */
+  fake_stream_sync(NULL);
+  pid_t pids[2] = {-1, -1};
+  for (int r = 0; r < 2 && ready; r++) {
     pids[r] = fork();
-    cr_assert_geq(pids[r], 0);
     if (pids[r] == 0)
-      _exit(turns_rank(r, id, log));
+      _exit(turns_rank(r, ids, log));
   }
+  cr_assert(ready, "a log file and a pipe");
   for (int r = 0; r < 2; r++) {
     int st = 0;
+    cr_assert_gt(pids[r], 0, "fork of rank %d", r);
     cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
     cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d (signal %d)", r,
               WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
   }
+  close(ids[0]);
+  close(ids[1]);
   char text[8192] = "";
   FILE *f = fopen(log, "r");
   cr_assert_not_null(f);
