@@ -53,6 +53,15 @@ Test(cuda_proxy, staged_slow_copies_over_sockets) {
   atomic_store(&fake_stats.copy_delay_us, 0);
 }
 
+/* The same over CUDA IPC: a part published before its copy into the ring
+ * ran, or a slot handed back before the copy or reduction out of it ran,
+ * shows as stale data (ipc.c waits for both by event). */
+Test(cuda_proxy, ipc_slow_copies) {
+  atomic_store(&fake_stats.copy_delay_us, 300);
+  sweep(3, "0");
+  atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
 static void one_allreduce(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   x->wrong += cuda_colls_allreduce(x, comm, s);
@@ -80,6 +89,25 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
    * times: every send and the 2 plain receives are copies (the 2 receive-reduces are kernels
    * reading the slot). Before staging waited by event, each copy was one sync. */
   cr_expect_geq(copies, 3 * 6 * 64, "%d copies: fewer than the staging needs", copies);
+  cr_expect_leq(syncs, 3 * 8, "%d stream syncs for %d copies", syncs, copies);
+}
+
+/* IPC parts end in an event the proxy polls, as staging copies do: a ring
+ * all-reduce of 3 ranks and 3 x 64 parts per rank keeps the proxy free
+ * while they copy, where each batch of parts was one stream sync. */
+Test(cuda_proxy, ipc_parts_leave_the_proxy_free) {
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
+  setenv("RCOLL_ALGO", "ring", 1);
+  atomic_store(&fake_stats.copy_delay_us, 100);
+  int syncs0 = atomic_load(&fake_stats.syncs), copies0 = atomic_load(&fake_stats.copies);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(3, 3 * 64 * 1024, one_allreduce, ctx);
+  int syncs = atomic_load(&fake_stats.syncs) - syncs0, copies = atomic_load(&fake_stats.copies) - copies0;
+  atomic_store(&fake_stats.copy_delay_us, 0);
+  unsetenv("RCOLL_ALGO");
+  cr_log_info("3 ranks over IPC: %d copies, %d stream syncs", copies, syncs);
+  cr_expect_geq(copies, 3 * 6 * 64, "%d copies: fewer than the parts need", copies);
   cr_expect_leq(syncs, 3 * 8, "%d stream syncs for %d copies", syncs, copies);
 }
 

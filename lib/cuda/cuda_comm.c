@@ -294,8 +294,11 @@ static rcollResult_t peer_prepare(rcoll_cuda_comm_t *cc, int peer, int sends, in
     RCOLL_INFO(RCOLL_SUB_NET | RCOLL_SUB_P2P, "rank %d <-> rank %d: device buffers via %s",
                cc->comm->rank, peer, mode_name(cp->mode));
   }
-  if (cp->mode == RCOLL_CUDA_MODE_IPC)
+  if (cp->mode == RCOLL_CUDA_MODE_IPC) {
+    if (recvs)
+      RCOLL_CHECK(rcoll_ipc_rx_alloc(cc, peer));
     return sends && cp->tx.ring == NULL ? rcoll_ipc_tx_alloc(cc, peer) : rcollSuccess;
+  }
   /* GDR falls back to staging per connection, so it keeps slots too. */
   if (sends)
     RCOLL_CHECK(slots_alloc(cc, &cp->send, big_send));

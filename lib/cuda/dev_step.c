@@ -3,9 +3,9 @@
  * device plan names is device memory (the user's buffers, or the device twin
  * of the scratch ring that rcoll_cuda_plan_prepare substituted), so copies
  * and reductions run on the proxy's stream; messages go the way the peer's
- * mode says (stage.c, ipc.c). Staging copies end in an event the proxy
- * polls, so the network moves other chunks while the GPU copies; local
- * copies and IPC parts are waited for before the step moves on. */
+ * mode says (stage.c, ipc.c). Staging copies and IPC parts end in an event
+ * the proxy polls, so other steps move while the GPU copies; local copies
+ * are waited for before the step moves on. */
 #include <sched.h>
 #include <string.h>
 #include <time.h>

@@ -48,16 +48,31 @@ static rcollResult_t ctrl_create(struct rcollComm *c, int peer, rcoll_ipc_tx_t *
   return rcollSuccess;
 }
 
+static rcollResult_t ipc_event_make(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t *ev) {
+  int r = rcoll_cuda_api()->event_create_with_flags(ev, RCOLL_CUDA_EVENT_DISABLE_TIMING);
+  return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventCreate "
+                                             "for CUDA IPC parts on device %d failed: %s",
+                                             cc->comm->rank, cc->device, rcoll_cuda_strerror(r));
+}
+
+rcollResult_t rcoll_ipc_rx_alloc(rcoll_cuda_comm_t *cc, int peer) {
+  rcoll_ipc_rx_t *rx = &cc->peers[peer].rx;
+  return rx->ev != NULL ? rcollSuccess : ipc_event_make(cc, &rx->ev);
+}
+
 rcollResult_t rcoll_ipc_tx_alloc(rcoll_cuda_comm_t *cc, int peer) {
   struct rcollComm *c = cc->comm;
   rcoll_ipc_tx_t *tx = &cc->peers[peer].tx;
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   size_t bytes = (size_t)c->nslots * c->chunk_bytes;
+  RCOLL_CHECK(ipc_event_make(cc, &tx->ev));
   void *ring = NULL;
   int r = a->malloc(&ring, bytes);
-  if (r != 0)
+  if (r != 0) {
+    rcoll_ipc_tx_free(tx);
     return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaMalloc of a %zu-byte IPC ring failed: %s",
                        c->rank, bytes, rcoll_cuda_strerror(r));
+  }
   tx->ring = ring;
   tx->hello = (rcoll_ipc_hello_t){.magic = RCOLL_IPC_MAGIC, .pid = getpid(),
                                   .ns_key = rcoll_pid_ns_key(), .device = cc->device,
@@ -96,6 +111,8 @@ void rcoll_ipc_tx_free(rcoll_ipc_tx_t *tx) {
   }
   if (tx->ring != NULL)
     rcoll_cuda_api()->free(tx->ring);
+  if (tx->ev != NULL)
+    rcoll_cuda_api()->event_destroy(tx->ev);
   memset(tx, 0, sizeof *tx);
 }
 
@@ -104,6 +121,8 @@ void rcoll_ipc_rx_free(rcoll_ipc_rx_t *rx) {
     munmap(rx->ctrl, ctrl_bytes());
   if (rx->opened)
     rcoll_cuda_api()->ipc_close_mem_handle(rx->ring);
+  if (rx->ev != NULL)
+    rcoll_cuda_api()->event_destroy(rx->ev);
   memset(rx, 0, sizeof *rx);
 }
 
@@ -238,16 +257,62 @@ int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   return 1;
 }
 
-/* ---- parts ---- */
+/* ---- parts ----
+ * A batch of parts is issued on the proxy stream and ends in the
+ * direction's event; the proxy polls it between its other steps (a receive
+ * from one peer while its send to another copies, as staging does) and
+ * publishes the batch once it has run. One batch per direction and peer is
+ * in flight: the connection's next step waits for this one's end anyway. */
 
-/* Copies as many parts as the ring has room for, waits for the copies once,
- * then publishes them. The step is done when its last part is in the ring:
- * the user's buffer is no longer needed. */
+static rcollResult_t ipc_record(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what) {
+  int r = rcoll_cuda_api()->event_record(ev, cc->stream);
+  return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord "
+                                             "after %s failed on device %d: %s", cc->comm->rank,
+                                             what, cc->device, rcoll_cuda_strerror(r));
+}
+
+/* 1 once the work before ev has run; 0 while it runs, or with *err set. */
+static int ipc_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what, rcollResult_t *err) {
+  int r = rcoll_cuda_api()->event_query(ev);
+  if (r == RCOLL_CUDA_ERROR_NOT_READY)
+    return 0;
+  if (r != 0) {
+    *err = rcoll_error(rcollUnhandledCudaError, "rank %d: %s failed on device %d: %s",
+                       cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
+    return 0;
+  }
+  return 1;
+}
+
+/* Publishes the parts copied into the ring once their copies ran. The step
+ * is done when its last part is in the ring: the user's buffer is no longer
+ * needed. */
+static int ipc_send_publish(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                            size_t nparts, rcollResult_t *err) {
+  rcoll_cuda_comm_t *cc = c->cuda;
+  rcoll_ipc_tx_t *tx = &cc->peers[st->peer].tx;
+  if (!ipc_ran(cc, tx->ev, "a copy into the IPC ring", err))
+    return 0;
+  tx->next_part += tx->inflight;
+  x->part += tx->inflight;
+  cc->prof.ipc_parts_sent += tx->inflight;
+  tx->inflight = 0;
+  atomic_store_explicit(&tx->ctrl->filled, tx->next_part, memory_order_release);
+  if (x->part == nparts) {
+    c->peers[st->peer].send_posted++;
+    st->state = RCOLL_STEP_DONE;
+  }
+  return 1;
+}
+
+/* Copies as many parts as the ring has room for, or publishes those copied. */
 static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                           rcollResult_t *err) {
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_ipc_tx_t *tx = &cc->peers[st->peer].tx;
   size_t slot_bytes = c->chunk_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
+  if (tx->inflight > 0)
+    return ipc_send_publish(c, st, x, nparts, err);
   uint64_t consumed = atomic_load_explicit(&tx->ctrl->consumed, memory_order_acquire);
   uint32_t issued = 0;
   while (x->part + issued < nparts && tx->next_part + issued - consumed < (uint64_t)c->nslots) {
@@ -262,16 +327,9 @@ static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
   }
   if (issued == 0)
     return 0;
-  if ((*err = rcoll_cuda_sync(cc, "a copy into the IPC ring")) != rcollSuccess)
+  if ((*err = ipc_record(cc, tx->ev, "a copy into the IPC ring")) != rcollSuccess)
     return 0;
-  tx->next_part += issued;
-  x->part += issued;
-  cc->prof.ipc_parts_sent += issued;
-  atomic_store_explicit(&tx->ctrl->filled, tx->next_part, memory_order_release);
-  if (x->part == nparts) {
-    c->peers[st->peer].send_posted++;
-    st->state = RCOLL_STEP_DONE;
-  }
+  tx->inflight = issued;
   return 1;
 }
 
@@ -283,13 +341,35 @@ static rcollResult_t ipc_mismatch(struct rcollComm *c, const rcoll_step_t *st, u
                      (unsigned long long)sent, st->bytes);
 }
 
-/* Copies out (or reduces from) every part that has arrived, waits once,
- * then hands the slots back. */
+/* Hands the slots of the parts read back once their copies or reductions
+ * ran; the step is done with its last part in its place. */
+static int ipc_recv_release(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                            size_t nparts, rcollResult_t *err) {
+  rcoll_cuda_comm_t *cc = c->cuda;
+  rcoll_ipc_rx_t *rx = &cc->peers[st->peer].rx;
+  if (!ipc_ran(cc, rx->ev, "a copy out of the IPC ring", err))
+    return 0;
+  rx->next_part += rx->inflight;
+  x->part += rx->inflight;
+  cc->prof.ipc_parts_recv += rx->inflight;
+  rx->inflight = 0;
+  atomic_store_explicit(&rx->ctrl->consumed, rx->next_part, memory_order_release);
+  if (x->part == nparts) {
+    c->peers[st->peer].recv_posted++;
+    st->state = RCOLL_STEP_DONE;
+  }
+  return 1;
+}
+
+/* Copies out (or reduces from) every part that has arrived, or hands back
+ * the slots of those read. */
 static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                           rcollResult_t *err) {
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_ipc_rx_t *rx = &cc->peers[st->peer].rx;
   size_t slot_bytes = rx->hello.slot_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
+  if (rx->inflight > 0)
+    return ipc_recv_release(c, st, x, nparts, err);
   uint64_t filled = atomic_load_explicit(&rx->ctrl->filled, memory_order_acquire);
   uint32_t issued = 0;
   while (x->part + issued < nparts && rx->next_part + issued < filled) {
@@ -309,16 +389,9 @@ static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
   }
   if (issued == 0)
     return 0;
-  if ((*err = rcoll_cuda_sync(cc, "a copy out of the IPC ring")) != rcollSuccess)
+  if ((*err = ipc_record(cc, rx->ev, "a copy out of the IPC ring")) != rcollSuccess)
     return 0;
-  rx->next_part += issued;
-  x->part += issued;
-  cc->prof.ipc_parts_recv += issued;
-  atomic_store_explicit(&rx->ctrl->consumed, rx->next_part, memory_order_release);
-  if (x->part == nparts) {
-    c->peers[st->peer].recv_posted++;
-    st->state = RCOLL_STEP_DONE;
-  }
+  rx->inflight = issued;
   return 1;
 }
 

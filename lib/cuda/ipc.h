@@ -71,7 +71,9 @@ typedef struct rcoll_ipc_tx {
   char *ring;
   rcoll_ipc_ctrl_t *ctrl;
   void *req;
-  uint64_t next_part;
+  uint64_t next_part;        /* parts published (filled) */
+  uint32_t inflight;         /* parts after those, copied into the ring up to `ev` */
+  rcoll_cuda_event_t ev;     /* made in the calling thread (event_pool.c says why) */
   rcoll_ipc_hello_t hello;
 } rcoll_ipc_tx_t;
 
@@ -81,15 +83,18 @@ typedef struct rcoll_ipc_rx {
   char *ring;
   rcoll_ipc_ctrl_t *ctrl;
   void *req;
-  uint64_t next_part;
+  uint64_t next_part;        /* parts handed back (consumed) */
+  uint32_t inflight;         /* parts after those, copied out or reduced up to `ev` */
+  rcoll_cuda_event_t ev;
   rcoll_ipc_hello_t hello;
 } rcoll_ipc_rx_t;
 
 struct rcoll_cuda_comm;
 
-/* The ring and control page towards `peer` (in the calling thread, with the
- * comm's device current). */
+/* The ring and control page towards `peer`, and the events of both
+ * directions (in the calling thread, with the comm's device current). */
 rcollResult_t rcoll_ipc_tx_alloc(struct rcoll_cuda_comm *cc, int peer);
+rcollResult_t rcoll_ipc_rx_alloc(struct rcoll_cuda_comm *cc, int peer);
 /* Waits (up to timeout_ms) until the receiver has read every part sent. */
 void rcoll_ipc_tx_drain(rcoll_ipc_tx_t *tx, int64_t timeout_ms);
 void rcoll_ipc_tx_free(rcoll_ipc_tx_t *tx);
