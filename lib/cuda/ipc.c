@@ -271,19 +271,6 @@ static rcollResult_t ipc_record(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, co
                                              what, cc->device, rcoll_cuda_strerror(r));
 }
 
-/* 1 once the work before ev has run; 0 while it runs, or with *err set. */
-static int ipc_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what, rcollResult_t *err) {
-  int r = rcoll_cuda_api()->event_query(ev);
-  if (r == RCOLL_CUDA_ERROR_NOT_READY)
-    return 0;
-  if (r != 0) {
-    *err = rcoll_error(rcollUnhandledCudaError, "rank %d: %s failed on device %d: %s",
-                       cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
-    return 0;
-  }
-  return 1;
-}
-
 /* Publishes the parts copied into the ring once their copies ran. The step
  * is done when its last part is in the ring: the user's buffer is no longer
  * needed. */
@@ -291,7 +278,7 @@ static int ipc_send_publish(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_st
                             size_t nparts, rcollResult_t *err) {
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_ipc_tx_t *tx = &cc->peers[st->peer].tx;
-  if (!ipc_ran(cc, tx->ev, "a copy into the IPC ring", err))
+  if (!rcoll_dev_event_ran(cc, tx->ev, "a copy into the IPC ring", err))
     return 0;
   tx->next_part += tx->inflight;
   x->part += tx->inflight;
@@ -347,7 +334,7 @@ static int ipc_recv_release(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_st
                             size_t nparts, rcollResult_t *err) {
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_ipc_rx_t *rx = &cc->peers[st->peer].rx;
-  if (!ipc_ran(cc, rx->ev, "a copy out of the IPC ring", err))
+  if (!rcoll_dev_event_ran(cc, rx->ev, "a copy out of the IPC ring", err))
     return 0;
   rx->next_part += rx->inflight;
   x->part += rx->inflight;

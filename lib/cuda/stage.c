@@ -144,11 +144,9 @@ static rcollResult_t slot_record(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t
   return rcollSuccess;
 }
 
-/* 1 once the copy before the slot's event has run; 0 while it runs, or with
- * *err set when the device reported a failure. */
-static int slot_copied(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int slot,
-                       const char *what, rcollResult_t *err) {
-  int r = rcoll_cuda_api()->event_query(slot_event(s, slot));
+int rcoll_dev_event_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what,
+                        rcollResult_t *err) {
+  int r = rcoll_cuda_api()->event_query(ev);
   if (r == RCOLL_CUDA_ERROR_NOT_READY)
     return 0;
   if (r != 0) {
@@ -157,6 +155,12 @@ static int slot_copied(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int s
     return 0;
   }
   return 1;
+}
+
+/* 1 once the copy before the slot's event has run (rcoll_dev_event_ran). */
+static int slot_copied(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int slot,
+                       const char *what, rcollResult_t *err) {
+  return rcoll_dev_event_ran(cc, slot_event(s, slot), what, err);
 }
 
 /* Queues the copy of the step's chunk into a free slot; while it runs the

@@ -48,6 +48,10 @@ rcollResult_t rcoll_dev_reduce_issue(rcoll_cuda_comm_t *cc, const rcoll_step_t *
                                      const void *staged, size_t bytes);
 /* Queues a device copy on the proxy stream (the caller waits). */
 rcollResult_t rcoll_dev_copy_issue(rcoll_cuda_comm_t *cc, void *dst, const void *src, size_t bytes);
+/* 1 once the work queued before ev has run; 0 while it runs, or with *err
+ * set ("<what> failed on device D") when the device reported a failure. */
+int rcoll_dev_event_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what,
+                        rcollResult_t *err);
 /* "rank R: <what> rank P (host) failed: <text>" as the host engine says it. */
 rcollResult_t rcoll_dev_peer_error(struct rcollComm *c, int peer, rcollResult_t r, const char *what);
 
