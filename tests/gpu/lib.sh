@@ -157,7 +157,7 @@ symbolize() {
 
 # ---------------------------------------------------------------- MPS
 # mps_start: the MPS control daemon for this script's ranks (pipe and logs
-# under $WORK); fails where there is none or it does not start. mps_stop:
+# under $WORK); fails where there is none or it does not start in 5 s. mps_stop:
 # asks it to quit and waits (up to 10 s) until it and its server are gone,
 # so that a later mps_start finds nothing in the way. Ranks of several
 # processes on one GPU share it better under MPS, and the direct all-reduce
@@ -166,7 +166,12 @@ mps_start() {
   command -v nvidia-cuda-mps-control >/dev/null || return 1
   export CUDA_MPS_PIPE_DIRECTORY=$WORK/mps-pipe CUDA_MPS_LOG_DIRECTORY=$WORK/mps-log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  nvidia-cuda-mps-control -d
+  local i
+  for ((i = 0; i < 10; i++)); do # a daemon told to quit may still be going (no pgrep to see it)
+    nvidia-cuda-mps-control -d && return 0
+    sleep 0.5
+  done
+  return 1
 }
 mps_stop() {
   echo quit | nvidia-cuda-mps-control
