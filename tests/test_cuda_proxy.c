@@ -98,6 +98,40 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
 }
 Test(cuda_proxy, ipc_parts_leave_the_proxy_free) { syncs_of_a_ring_allreduce("0"); }
 
+/* Each IPC part is published once its own copy ran (ipc.h), so the
+ * receiver copies part k out while the sender copies part k + 1 in: a send
+ * of 8 parts through a ring of 4 slots, with copies taking 30 ms, has two
+ * copies running at once. Published a batch at a time, the two sides take
+ * turns (the receiver sees the first part only when the sender's batch has
+ * run, and the sender finds room only when the receiver's has), so there
+ * is never more than one. */
+static void send_eight_parts(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  float *buf = cuda_ranks_dev_alloc(n * sizeof(float));
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  cuda_ranks_fill(buf, n, x->rank);
+  x->result = x->rank == 0 ? rcollSend(buf, n, rcollFloat32, 1, comm, s)
+                           : rcollRecv(buf, n, rcollFloat32, 0, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; x->rank == 1 && i < n; i++)
+    x->wrong += buf[i] != cuda_ranks_input(0, i);
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(buf);
+}
+
+Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
+  setenv("RCOLL_CUDA_BOUNCE", "0", 1);
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_NSLOTS", "4", 1);
+  atomic_store(&fake_stats.copy_delay_us, 30000);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 8 * 4096 / sizeof(float), send_eight_parts, ctx);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+  cr_expect_geq(atomic_load(&fake_stats.copies_overlap), 2, "a copy into the ring and one out of it "
+                "never ran at once: the receiver waited for the sender's whole batch");
+}
+
 /* A device plan within a node moves whole slots (coll.c: each part costs
  * GPU round trips, so the shm chunk cap of host plans does not apply): an
  * 8 MiB all-reduce of 2 ranks sends at most 4 messages of the 4 MiB slot

@@ -48,16 +48,31 @@ static rcollResult_t ctrl_create(struct rcollComm *c, int peer, rcoll_ipc_tx_t *
   return rcollSuccess;
 }
 
-static rcollResult_t ipc_event_make(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t *ev) {
-  int r = rcoll_cuda_api()->event_create_with_flags(ev, RCOLL_CUDA_EVENT_DISABLE_TIMING);
-  return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventCreate "
-                                             "for CUDA IPC parts on device %d failed: %s",
-                                             cc->comm->rank, cc->device, rcoll_cuda_strerror(r));
+/* One event per part in flight (ipc.h), RCOLL_NSLOTS of them. */
+static rcollResult_t flight_alloc(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f) {
+  for (uint32_t i = 0; i < (uint32_t)cc->comm->nslots; i++) {
+    int r = rcoll_cuda_api()->event_create_with_flags(&f->ev[i], RCOLL_CUDA_EVENT_DISABLE_TIMING);
+    if (r != 0)
+      return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventCreate for CUDA IPC parts on "
+                         "device %d failed: %s", cc->comm->rank, cc->device, rcoll_cuda_strerror(r));
+    f->nev = i + 1;
+  }
+  return rcollSuccess;
+}
+
+static void flight_free(rcoll_ipc_flight_t *f) {
+  for (uint32_t i = 0; i < f->nev; i++)
+    rcoll_cuda_api()->event_destroy(f->ev[i]);
 }
 
 rcollResult_t rcoll_ipc_rx_alloc(rcoll_cuda_comm_t *cc, int peer) {
   rcoll_ipc_rx_t *rx = &cc->peers[peer].rx;
-  return rx->ev != NULL ? rcollSuccess : ipc_event_make(cc, &rx->ev);
+  if (rx->f.nev > 0)
+    return rcollSuccess;
+  rcollResult_t r = flight_alloc(cc, &rx->f);
+  if (r != rcollSuccess)
+    rcoll_ipc_rx_free(rx);
+  return r;
 }
 
 rcollResult_t rcoll_ipc_tx_alloc(rcoll_cuda_comm_t *cc, int peer) {
@@ -65,7 +80,11 @@ rcollResult_t rcoll_ipc_tx_alloc(rcoll_cuda_comm_t *cc, int peer) {
   rcoll_ipc_tx_t *tx = &cc->peers[peer].tx;
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   size_t bytes = (size_t)c->nslots * c->chunk_bytes;
-  RCOLL_CHECK(ipc_event_make(cc, &tx->ev));
+  rcollResult_t res = flight_alloc(cc, &tx->f);
+  if (res != rcollSuccess) {
+    rcoll_ipc_tx_free(tx);
+    return res;
+  }
   void *ring = NULL;
   int r = a->malloc(&ring, bytes);
   if (r != 0) {
@@ -85,7 +104,7 @@ rcollResult_t rcoll_ipc_tx_alloc(rcoll_cuda_comm_t *cc, int peer) {
                        "RCOLL_P2P_DISABLE=1 to stage through host memory)", c->rank,
                        rcoll_cuda_strerror(r));
   }
-  rcollResult_t res = ctrl_create(c, peer, tx);
+  res = ctrl_create(c, peer, tx);
   if (res != rcollSuccess)
     rcoll_ipc_tx_free(tx);
   return res;
@@ -97,7 +116,7 @@ void rcoll_ipc_tx_drain(rcoll_ipc_tx_t *tx, int64_t timeout_ms) {
   if (tx->ctrl == NULL || tx->state != RCOLL_IPC_READY)
     return;
   int64_t deadline = rcoll_now_us() + timeout_ms * 1000;
-  while (atomic_load_explicit(&tx->ctrl->consumed, memory_order_acquire) < tx->next_part &&
+  while (atomic_load_explicit(&tx->ctrl->consumed, memory_order_acquire) < tx->f.next_part &&
          rcoll_now_us() < deadline) {
     struct timespec ts = {0, 100000};
     nanosleep(&ts, NULL);
@@ -111,8 +130,7 @@ void rcoll_ipc_tx_free(rcoll_ipc_tx_t *tx) {
   }
   if (tx->ring != NULL)
     rcoll_cuda_api()->free(tx->ring);
-  if (tx->ev != NULL)
-    rcoll_cuda_api()->event_destroy(tx->ev);
+  flight_free(&tx->f);
   memset(tx, 0, sizeof *tx);
 }
 
@@ -121,8 +139,7 @@ void rcoll_ipc_rx_free(rcoll_ipc_rx_t *rx) {
     munmap(rx->ctrl, ctrl_bytes());
   if (rx->opened)
     rcoll_cuda_api()->ipc_close_mem_handle(rx->ring);
-  if (rx->ev != NULL)
-    rcoll_cuda_api()->event_destroy(rx->ev);
+  flight_free(&rx->f);
   memset(rx, 0, sizeof *rx);
 }
 
@@ -258,66 +275,75 @@ int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
 }
 
 /* ---- parts ----
- * A batch of parts is issued on the proxy stream and ends in the
- * direction's event; the proxy polls it between its other steps (a receive
- * from one peer while its send to another copies, as staging does) and
- * publishes the batch once it has run. One batch per direction and peer is
- * in flight: the connection's next step waits for this one's end anyway. */
+ * Each part is issued on the proxy stream and ends in its own event; the
+ * proxy polls the oldest between its other steps (a receive from one peer
+ * while its send to another copies, as staging does) and publishes every
+ * part that has run, then issues as many more as the ring allows. */
 
-static rcollResult_t ipc_record(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what) {
-  int r = rcoll_cuda_api()->event_record(ev, cc->stream);
-  return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord "
-                                             "after %s failed on device %d: %s", cc->comm->rank,
-                                             what, cc->device, rcoll_cuda_strerror(r));
+/* After a part's copy or reduction: its event. */
+static rcollResult_t flight_record(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f, const char *what) {
+  int r = rcoll_cuda_api()->event_record(f->ev[(f->next_part + f->inflight) % f->nev], cc->stream);
+  if (r != 0)
+    return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after %s failed on "
+                       "device %d: %s", cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
+  f->inflight++;
+  return rcollSuccess;
 }
 
-/* Publishes the parts copied into the ring once their copies ran. The step
- * is done when its last part is in the ring: the user's buffer is no longer
- * needed. */
-static int ipc_send_publish(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
-                            size_t nparts, rcollResult_t *err) {
+/* Publishes (in *counter: filled, or consumed) the parts whose events have
+ * fired; the step is done with its last part published. Returns how many
+ * were. */
+static uint32_t flight_publish(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                          rcoll_ipc_flight_t *f, _Atomic uint64_t *counter, size_t nparts,
+                          const char *what, rcollResult_t *err) {
   rcoll_cuda_comm_t *cc = c->cuda;
-  rcoll_ipc_tx_t *tx = &cc->peers[st->peer].tx;
-  if (!rcoll_dev_event_ran(cc, tx->ev, "a copy into the IPC ring", err))
+  uint32_t ran = 0;
+  while (ran < f->inflight && rcoll_dev_event_ran(cc, f->ev[(f->next_part + ran) % f->nev], what, err))
+    ran++;
+  if (ran == 0)
     return 0;
-  tx->next_part += tx->inflight;
-  x->part += tx->inflight;
-  cc->prof.ipc_parts_sent += tx->inflight;
-  tx->inflight = 0;
-  atomic_store_explicit(&tx->ctrl->filled, tx->next_part, memory_order_release);
+  f->next_part += ran;
+  f->inflight -= ran;
+  x->part += ran;
+  atomic_store_explicit(counter, f->next_part, memory_order_release);
   if (x->part == nparts) {
-    c->peers[st->peer].send_posted++;
+    rcoll_peer_t *pe = &c->peers[st->peer];
+    if (st->kind == RCOLL_STEP_SEND)
+      pe->send_posted++;
+    else
+      pe->recv_posted++;
     st->state = RCOLL_STEP_DONE;
   }
-  return 1;
+  return ran;
 }
 
-/* Copies as many parts as the ring has room for, or publishes those copied. */
+/* Publishes the parts copied into the ring (the step is done when its last
+ * is there: the user's buffer is no longer needed), then copies as many
+ * more as the ring has room for. */
 static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                           rcollResult_t *err) {
+  static const char what[] = "a copy into the IPC ring";
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_ipc_tx_t *tx = &cc->peers[st->peer].tx;
+  rcoll_ipc_flight_t *f = &tx->f;
   size_t slot_bytes = c->chunk_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
-  if (tx->inflight > 0)
-    return ipc_send_publish(c, st, x, nparts, err);
+  uint32_t published = flight_publish(c, st, x, f, &tx->ctrl->filled, nparts, what, err);
+  cc->prof.ipc_parts_sent += published;
+  int moved = published > 0;
   uint64_t consumed = atomic_load_explicit(&tx->ctrl->consumed, memory_order_acquire);
-  uint32_t issued = 0;
-  while (x->part + issued < nparts && tx->next_part + issued - consumed < (uint64_t)c->nslots) {
-    size_t k = x->part + issued, slot = (size_t)((tx->next_part + issued) % (uint64_t)c->nslots);
+  while (*err == rcollSuccess && x->part + f->inflight < nparts &&
+         f->next_part + f->inflight - consumed < (uint64_t)c->nslots) {
+    size_t k = x->part + f->inflight, slot = (size_t)((f->next_part + f->inflight) % (uint64_t)c->nslots);
     size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
-    if ((*err = rcoll_dev_copy_issue(cc, tx->ring + slot * slot_bytes,
-                                     (const char *)st->src + k * slot_bytes, n)) != rcollSuccess)
-      return 0;
+    *err = rcoll_dev_copy_issue(cc, tx->ring + slot * slot_bytes, (const char *)st->src + k * slot_bytes, n);
+    if (*err != rcollSuccess)
+      break;
     tx->ctrl->part_bytes[slot] = n;
     tx->ctrl->msg_bytes[slot] = st->bytes;
-    issued++;
+    *err = flight_record(cc, f, what);
+    moved = 1;
   }
-  if (issued == 0)
-    return 0;
-  if ((*err = ipc_record(cc, tx->ev, "a copy into the IPC ring")) != rcollSuccess)
-    return 0;
-  tx->inflight = issued;
-  return 1;
+  return *err == rcollSuccess && moved;
 }
 
 static rcollResult_t ipc_mismatch(struct rcollComm *c, const rcoll_step_t *st, uint64_t sent) {
@@ -328,58 +354,38 @@ static rcollResult_t ipc_mismatch(struct rcollComm *c, const rcoll_step_t *st, u
                      (unsigned long long)sent, st->bytes);
 }
 
-/* Hands the slots of the parts read back once their copies or reductions
- * ran; the step is done with its last part in its place. */
-static int ipc_recv_release(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
-                            size_t nparts, rcollResult_t *err) {
-  rcoll_cuda_comm_t *cc = c->cuda;
-  rcoll_ipc_rx_t *rx = &cc->peers[st->peer].rx;
-  if (!rcoll_dev_event_ran(cc, rx->ev, "a copy out of the IPC ring", err))
-    return 0;
-  rx->next_part += rx->inflight;
-  x->part += rx->inflight;
-  cc->prof.ipc_parts_recv += rx->inflight;
-  rx->inflight = 0;
-  atomic_store_explicit(&rx->ctrl->consumed, rx->next_part, memory_order_release);
-  if (x->part == nparts) {
-    c->peers[st->peer].recv_posted++;
-    st->state = RCOLL_STEP_DONE;
-  }
-  return 1;
-}
-
-/* Copies out (or reduces from) every part that has arrived, or hands back
- * the slots of those read. */
+/* Hands back the slots of the parts read (the step is done with its last
+ * part in its place), then copies out (or reduces from) every part that
+ * has arrived, as many as we have events for. */
 static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                           rcollResult_t *err) {
+  static const char what[] = "a copy out of the IPC ring";
   rcoll_cuda_comm_t *cc = c->cuda;
   rcoll_ipc_rx_t *rx = &cc->peers[st->peer].rx;
+  rcoll_ipc_flight_t *f = &rx->f;
   size_t slot_bytes = rx->hello.slot_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
-  if (rx->inflight > 0)
-    return ipc_recv_release(c, st, x, nparts, err);
+  uint32_t published = flight_publish(c, st, x, f, &rx->ctrl->consumed, nparts, what, err);
+  cc->prof.ipc_parts_recv += published;
+  int moved = published > 0;
   uint64_t filled = atomic_load_explicit(&rx->ctrl->filled, memory_order_acquire);
-  uint32_t issued = 0;
-  while (x->part + issued < nparts && rx->next_part + issued < filled) {
-    size_t k = x->part + issued, slot = (size_t)((rx->next_part + issued) % (uint64_t)rx->hello.nslots);
+  while (*err == rcollSuccess && x->part + f->inflight < nparts && f->next_part + f->inflight < filled &&
+         f->inflight < f->nev) {
+    size_t k = x->part + f->inflight;
+    size_t slot = (size_t)((f->next_part + f->inflight) % (uint64_t)rx->hello.nslots);
     size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
     if (rx->ctrl->msg_bytes[slot] != st->bytes || rx->ctrl->part_bytes[slot] != n) {
       *err = ipc_mismatch(c, st, rx->ctrl->msg_bytes[slot]);
-      return 0;
+      break;
     }
     const char *part = rx->ring + slot * slot_bytes;
     *err = st->kind == RCOLL_STEP_RECV_REDUCE
                ? rcoll_dev_reduce_issue(cc, st, k * slot_bytes, part, n)
                : rcoll_dev_copy_issue(cc, (char *)st->dst + k * slot_bytes, part, n);
-    if (*err != rcollSuccess)
-      return 0;
-    issued++;
+    if (*err == rcollSuccess)
+      *err = flight_record(cc, f, what);
+    moved = 1;
   }
-  if (issued == 0)
-    return 0;
-  if ((*err = ipc_record(cc, rx->ev, "a copy out of the IPC ring")) != rcollSuccess)
-    return 0;
-  rx->inflight = issued;
-  return 1;
+  return *err == rcollSuccess && moved;
 }
 
 int rcoll_ipc_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {

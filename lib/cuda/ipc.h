@@ -66,14 +66,26 @@ int rcoll_ipc_same_process(const rcoll_ipc_hello_t *h);
 
 enum rcoll_ipc_state { RCOLL_IPC_NONE = 0, RCOLL_IPC_HELLO, RCOLL_IPC_READY };
 
+/* Parts of one direction of a connection between being issued on the
+ * proxy stream and being published (filled, or consumed). Each part ends in
+ * its own event, so a part is published as soon as its copy (or reduction)
+ * has run, and the peer works on it while the next ones still copy: with
+ * one event per batch the two sides took turns (the sender filled the
+ * ring, then the receiver emptied it). One stream runs them, so the events
+ * fire in order. */
+typedef struct rcoll_ipc_flight {
+  uint64_t next_part; /* parts published */
+  uint32_t inflight;  /* parts after those, issued; part next_part + i ends in ev[(next_part + i) % nev] */
+  uint32_t nev;
+  rcoll_cuda_event_t ev[RCOLL_MAX_SLOTS]; /* made in the calling thread (event_pool.c says why) */
+} rcoll_ipc_flight_t;
+
 typedef struct rcoll_ipc_tx {
   int state;
   char *ring;
   rcoll_ipc_ctrl_t *ctrl;
   void *req;
-  uint64_t next_part;        /* parts published (filled) */
-  uint32_t inflight;         /* parts after those, copied into the ring up to `ev` */
-  rcoll_cuda_event_t ev;     /* made in the calling thread (event_pool.c says why) */
+  rcoll_ipc_flight_t f; /* parts copied into the ring; nev = the ring's slots */
   rcoll_ipc_hello_t hello;
 } rcoll_ipc_tx_t;
 
@@ -83,9 +95,7 @@ typedef struct rcoll_ipc_rx {
   char *ring;
   rcoll_ipc_ctrl_t *ctrl;
   void *req;
-  uint64_t next_part;        /* parts handed back (consumed) */
-  uint32_t inflight;         /* parts after those, copied out or reduced up to `ev` */
-  rcoll_cuda_event_t ev;
+  rcoll_ipc_flight_t f; /* parts copied out or reduced; nev = our RCOLL_NSLOTS */
   rcoll_ipc_hello_t hello;
 } rcoll_ipc_rx_t;
 

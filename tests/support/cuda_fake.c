@@ -118,11 +118,16 @@ static void fake_run(fake_op_t *op) {
   switch (op->kind) {
   case FAKE_OP_COPY: {
     int delay_us = atomic_load(&fake_stats.copy_delay_us) + op->delay_us;
+    int running = atomic_fetch_add(&fake_stats.copies_running, 1) + 1;
+    for (int most = atomic_load(&fake_stats.copies_overlap);
+         running > most && !atomic_compare_exchange_weak(&fake_stats.copies_overlap, &most, running);)
+      ;
     if (delay_us > 0) {
       struct timespec ts = {delay_us / 1000000, (long)(delay_us % 1000000) * 1000};
       nanosleep(&ts, NULL);
     }
     memmove(op->dst, op->src, op->bytes);
+    atomic_fetch_sub(&fake_stats.copies_running, 1);
     break;
   }
   case FAKE_OP_EVENT: atomic_store(&op->event->pending, 0); break;

@@ -39,6 +39,8 @@ struct fake_stats {
   _Atomic int syncs;          /* cudaStreamSynchronize */
   _Atomic int copy_delay_us;  /* set: every copy runs this long after its turn comes, as a copy
                                  over a bus takes time; data not waited for shows as stale */
+  _Atomic int copies_running; /* copies of all streams running now, */
+  _Atomic int copies_overlap; /* and the most that ran at once */
 };
 extern struct fake_stats fake_stats;
 /* Set in a thread: its cudaIpcGetMemHandle calls fail, as for memory from
