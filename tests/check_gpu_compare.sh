@@ -7,7 +7,7 @@
 #     answers are known: a size where rcoll wins, one where it loses, one
 #     with no NCCL result, and the one-GPU targets (25 % of d2d, 20 us,
 #     4 ranks' busbw within 1.5x of 2's), and the 8 B table with the
-#     bounce and without (RCOLL_CUDA_BOUNCE=0).
+#     bounce and without (RCOLL_CUDA_BOUNCE=0), and the proxy by IPC slot.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 failed=0
@@ -85,6 +85,9 @@ two-hosts nccl 2 65536 110 0.60
 two-hosts-nobounce rcoll 2 65536 100 0.66
 one-gpu rcoll 2 65536 30 2.2
 one-gpu-nobounce rcoll 2 65536 45 1.5
+one-gpu-chunk-16777216 rcoll 2 134217728 180 746
+one-gpu-chunk-16777216 rcoll 2 134217728 170 790
+one-gpu-chunk-16777216 rcoll 2 134217728 175 767
 EOF
 out=$(SIZES="8 16777216 134217728" bash tests/gpu/compare_nccl.sh --table "$tmp/results")
 echo "$out" | sed 's/^/   /'
@@ -109,6 +112,12 @@ bounce_row 8 | grep -qE '^ +8 \| +40 +71 +50 \| +15 +60$' ||
   fail "bounce table, 8 B: medians 40 (bounce), 71 (=0), 50 (NCCL); one GPU 15, 60: $(bounce_row 8)"
 bounce_row 65536 | grep -qE '^ +65536 \| +120 +100 +110 \| +30 +45$' ||
   fail "bounce table, 64 KiB: 120, 100, 110; one GPU 30, 45: $(bounce_row 65536)"
+chunk_row() { awk -v s="$1" '/by IPC slot/ { inside = 1 } inside && $1 == s' <<<"$out"; }
+chunk_row 4194304 | grep -qE '^ +4194304 \| +220 +600 +30.0$' ||
+  fail "slot table, 4 MiB (one-gpu's rows): 220 us, 600 GB/s, 30 %: $(chunk_row 4194304)"
+chunk_row 16777216 | grep -qE '^ +16777216 \| +175 +767 +38.4$' ||
+  fail "slot table, 16 MiB: medians 175 us, 767 GB/s, 38.4 %: $(chunk_row 16777216)"
+chunk_row 67108864 | grep -qE '^ +67108864 \| +- +- +-$' || fail "slot table, 64 MiB: no result: $(chunk_row 67108864)"
 grep -q 'd2d copy 2000 GB/s' <<<"$out" || fail "the d2d median (2000) is not in the one-GPU title"
 grep -q 'under MPS' <<<"$out" || fail "the one-GPU title does not say MPS"
 

@@ -23,7 +23,12 @@
 #     64 KiB, the default limit) with RCOLL_CUDA_BOUNCE=0 (small calls as
 #     device plans, not host plans on pinned copies: lib/cuda/bounce.h),
 #     beside the default runs at those sizes: what the bounce gains, and
-#     whether its limit should be lower or higher.
+#     whether its limit should be lower or higher;
+#   one-gpu-chunk-N: 2 ranks at the largest size through the proxy with an
+#     IPC slot (RCOLL_CHUNK_SIZE) of N bytes for each N in CHUNK_SIZES (16
+#     and 64 MiB), beside one-gpu's 4 MiB default: every step of a device
+#     plan is one slot and costs GPU round trips the proxy waits for, so
+#     this says whether larger slots should be the default within a node.
 # A setting that fails once is skipped from then on. GPU_RUN_TIMEOUT (120)
 # bounds each run; GPU_BUILD (lib.sh) keeps the build for run.sh after it.
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
@@ -36,6 +41,8 @@ set -uo pipefail
 
 SIZES=${SIZES:-"8 1048576 16777216 134217728"}
 BOUNCE_SIZES=${BOUNCE_SIZES:-"8 65536"}
+CHUNK_SIZES=${CHUNK_SIZES-"16777216 67108864"}
+LARGEST=${SIZES##* }
 
 # ---------------------------------------------------------------- the tables
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END{if (NR) print a[int((NR+1)/2)]}'; }
@@ -111,6 +118,23 @@ table_bounce() {
   done
 }
 
+# 2 ranks through the proxy at the largest size, by IPC slot.
+table_chunk() {
+  [[ -z "$CHUNK_SIZES" ]] && return
+  local d2d ch setting t b pct
+  d2d=$(awk '$1 == "d2d" { print $2 }' "$RESULTS" | median)
+  printf '\n## 2 ranks on one GPU through the proxy at %s B, by IPC slot (RCOLL_CHUNK_SIZE), us\n' "$LARGEST"
+  printf '%10s | %10s %9s %8s\n' slot us GB/s "% d2d"
+  for ch in 4194304 $CHUNK_SIZES; do
+    setting=one-gpu-chunk-$ch
+    [[ $ch == 4194304 ]] && setting=one-gpu
+    t=$(value "$setting" rcoll 2 "$LARGEST" 5); b=$(value "$setting" rcoll 2 "$LARGEST" 6)
+    pct="-"
+    [[ -n "$b" && -n "$d2d" ]] && pct=$(awk -v b="$b" -v d="$d2d" 'BEGIN{printf "%.1f", 100 * b / d}')
+    printf '%10s | %10s %9s %8s\n' "$ch" "${t:--}" "${b:--}" "$pct"
+  done
+}
+
 if [[ "${1:-}" == "--table" ]]; then
   RESULTS=${2:?usage: compare_nccl.sh --table RESULTS}
   ROUNDS=$(awk '$1 == "rounds" { print $2 }' "$RESULTS" | tail -n 1)
@@ -119,6 +143,7 @@ if [[ "${1:-}" == "--table" ]]; then
   table_one_gpu one-gpu-direct "RCOLL_CUDA_DIRECT=1: one kernel per call"
   table_one_gpu one-gpu-direct-regions "RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0"
   table_bounce
+  table_chunk
   exit 0
 fi
 
@@ -192,8 +217,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run one-gpu rcoll 4 "$z" RCOLL_DEBUG=WARN
     run one-gpu-direct rcoll 2 "$z" "${DIRECT_ENV[@]}"
     run one-gpu-direct rcoll 4 "$z" "${DIRECT_ENV[@]}"
-    [[ $z == 1048576 || $z == "${SIZES##* }" ]] &&
+    [[ $z == 1048576 || $z == "$LARGEST" ]] &&
       run one-gpu-direct-regions rcoll 2 "$z" "${DIRECT_ENV[@]}" RCOLL_CUDA_DIRECT_INPLACE=0
+  done
+  for ch in $CHUNK_SIZES; do
+    over_budget && break 2
+    run "one-gpu-chunk-$ch" rcoll 2 "$LARGEST" RCOLL_DEBUG=WARN RCOLL_CHUNK_SIZE="$ch"
   done
   # The bounce with and without; the default runs too where SIZES has not.
   for z in $BOUNCE_SIZES; do
