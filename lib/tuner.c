@@ -255,21 +255,28 @@ static rcoll_tune_choice_t choose(const rcoll_tuner_t *t, int coll, size_t bytes
   return best;
 }
 
+/* Calls repeat their sizes: recent choices are remembered (exact keys
+ * only). A device call on one node asks without the flat board (host
+ * memory) every time: that choice is kept too. */
+static rcoll_tune_choice_t choose_cached(rcoll_tuner_t *t, int coll, size_t bytes, int skip) {
+  size_t slot = (bytes * 0x9E3779B97F4A7C15ull + (size_t)coll * 31u + (size_t)(skip + 1)) % RCOLL_TUNE_CACHE;
+  int logging = rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_TUNE);
+  if (!logging && t->cache[slot].coll == coll && t->cache[slot].bytes == bytes && t->cache[slot].skip == skip)
+    return t->cache[slot].choice;
+  rcoll_tune_choice_t ch = choose(t, coll, bytes, skip);
+  t->cache[slot].coll = coll;
+  t->cache[slot].bytes = bytes;
+  t->cache[slot].skip = skip;
+  t->cache[slot].choice = ch;
+  if (logging && skip < 0)
+    log_choice(t, coll, bytes, ch);
+  return ch;
+}
+
 rcoll_tune_choice_t rcoll_tune_choose_without(rcoll_tuner_t *t, int coll, size_t bytes, int skip) {
-  return choose(t, coll, bytes, skip);
+  return choose_cached(t, coll, bytes, skip);
 }
 
 rcoll_tune_choice_t rcoll_tune_choose(rcoll_tuner_t *t, int coll, size_t bytes) {
-  /* Calls repeat their sizes: remember recent choices (exact keys only). */
-  size_t slot = (bytes * 0x9E3779B97F4A7C15ull + (size_t)coll) % RCOLL_TUNE_CACHE;
-  int logging = rcoll_log_enabled(RCOLL_LOG_INFO, RCOLL_SUB_TUNE);
-  if (!logging && t->cache[slot].coll == coll && t->cache[slot].bytes == bytes)
-    return t->cache[slot].choice;
-  rcoll_tune_choice_t ch = choose(t, coll, bytes, -1);
-  t->cache[slot].coll = coll;
-  t->cache[slot].bytes = bytes;
-  t->cache[slot].choice = ch;
-  if (logging)
-    log_choice(t, coll, bytes, ch);
-  return ch;
+  return choose_cached(t, coll, bytes, -1);
 }

@@ -85,6 +85,7 @@ typedef struct rcoll_tuner {
   struct {
     size_t bytes;
     int coll; /* -1: empty */
+    int skip; /* the family left out (rcoll_tune_choose_without), or -1 */
     rcoll_tune_choice_t choice;
   } cache[RCOLL_TUNE_CACHE];
 } rcoll_tuner_t;
@@ -154,8 +155,8 @@ rcoll_tune_choice_t rcoll_tune_best(const rcoll_tuner_t *t, int coll, int algo, 
  * for this collective, its RCOLL_ALGO_FALLBACK one. Logs the alternatives under
  * RCOLL_DEBUG_SUBSYS=TUNE. */
 rcoll_tune_choice_t rcoll_tune_choose(rcoll_tuner_t *t, int coll, size_t bytes);
-/* The same choice without one algorithm family (not remembered): device
- * buffers never meet on the flat board, which is host memory. */
+/* The same choice without one algorithm family: device buffers never meet
+ * on the flat board, which is host memory. Both remember recent choices. */
 rcoll_tune_choice_t rcoll_tune_choose_without(rcoll_tuner_t *t, int coll, size_t bytes, int skip);
 
 #endif

@@ -473,6 +473,32 @@ Test(tuner, flat_board_up_to_its_slot) {
   free(t);
 }
 
+/* Device calls on one node ask, every call, for the choice without the
+ * board (coll.c); both choices are remembered, each under its own key: the
+ * one without the board never comes back as the board, in either order,
+ * and repeats give what the first asking gave. */
+Test(tuner, choices_without_the_board_are_remembered_apart) {
+  rcoll_tuner_t *t = model(4, 1, NULL, "", 0);
+  t->prm.flat_max = 2048;
+  const int flat = ALGO(flat);
+  for (size_t b = 8; b <= 2048; b *= 4) {
+    rcoll_tune_choice_t with = rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b);
+    rcoll_tune_choice_t without = rcoll_tune_choose_without(t, RCOLL_COLL_ALLREDUCE, b, flat);
+    cr_assert_eq(with.algo, flat, "%zu B", b);
+    cr_assert_neq(without.algo, flat, "%zu B: the choice without the board is the board", b);
+    for (int again = 0; again < 3; again++) {
+      cr_assert_eq(rcoll_tune_choose_without(t, RCOLL_COLL_ALLREDUCE, b, flat).algo, without.algo, "%zu B", b);
+      cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, b).algo, flat, "%zu B", b);
+    }
+  }
+  free(t);
+  t = model(4, 1, NULL, "", 0); /* the other order: without first */
+  t->prm.flat_max = 2048;
+  cr_assert_neq(rcoll_tune_choose_without(t, RCOLL_COLL_ALLREDUCE, 8, flat).algo, flat);
+  cr_assert_eq(rcoll_tune_choose(t, RCOLL_COLL_ALLREDUCE, 8).algo, flat);
+  free(t);
+}
+
 /* Where ranks outnumber cores every message costs a scheduling of its peer
  * (RCOLL_COST_SHARED_US): hier of 64 MiB on 2 namespaces x 2 ranks on 2
  * cores took 116-123 ms in 128 KiB chunks and 90-95 ms in 4 MiB ones
