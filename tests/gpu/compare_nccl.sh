@@ -23,7 +23,9 @@
 #     64 KiB, the default limit) with RCOLL_CUDA_BOUNCE=0 (small calls as
 #     device plans, not host plans on pinned copies: lib/cuda/bounce.h),
 #     beside the default runs at those sizes: what the bounce gains, and
-#     whether its limit should be lower or higher;
+#     whether its limit should be lower or higher; two-hosts-host: the same
+#     2 ranks over sockets on host buffers (no -G), the floor a bounced
+#     call stands on: the rest of its time is the device's;
 #   one-gpu-chunk-N: 2 ranks at the largest size through the proxy with an
 #     IPC slot (RCOLL_CHUNK_SIZE) of N bytes for each N in CHUNK_SIZES (16
 #     and 64 MiB), beside one-gpu's 4 MiB default: every step of a device
@@ -104,17 +106,18 @@ table_one_gpu() { # SETTING HOW
   done
 }
 
-# Small calls with RCOLL_CUDA_BOUNCE (the default) and without, 2 ranks.
+# Small calls with RCOLL_CUDA_BOUNCE (the default) and without, 2 ranks;
+# "host": the same call on host buffers over sockets.
 table_bounce() {
   printf '\n## 2 ranks: small calls as host plans on pinned copies (RCOLL_CUDA_BOUNCE) or not (=0), us\n'
-  printf '%10s | %10s %10s %10s | %10s %10s\n' size "two hosts" "=0" "NCCL" "one GPU" "=0"
-  local z on off nccl gon goff
+  printf '%10s | %10s %10s %10s %10s | %10s %10s\n' size "two hosts" "=0" "host" "NCCL" "one GPU" "=0"
+  local z on off host nccl gon goff
   for z in $BOUNCE_SIZES; do
     on=$(value two-hosts rcoll 2 "$z" 5); off=$(value two-hosts-nobounce rcoll 2 "$z" 5)
-    nccl=$(value two-hosts nccl 2 "$z" 5)
+    host=$(value two-hosts-host rcoll 2 "$z" 5); nccl=$(value two-hosts nccl 2 "$z" 5)
     gon=$(value one-gpu rcoll 2 "$z" 5); goff=$(value one-gpu-nobounce rcoll 2 "$z" 5)
-    printf '%10s | %10s %10s %10s | %10s %10s\n' "$z" "${on:--}" "${off:--}" "${nccl:--}" "${gon:--}" \
-      "${goff:--}"
+    printf '%10s | %10s %10s %10s %10s | %10s %10s\n' "$z" "${on:--}" "${off:--}" "${host:--}" "${nccl:--}" \
+      "${gon:--}" "${goff:--}"
   done
 }
 
@@ -178,6 +181,7 @@ run() {
   ((z >= 16777216)) && iters=5
   tag=$setting-$tool-$n-$z
   local cmd=(bench/allreduce_perf -G -b "$z" -e "$z" -n "$iters" -w 3 -c 1 -d float -o sum)
+  [[ $setting == two-hosts-host ]] && cmd=(bench/allreduce_perf -b "$z" -e "$z" -n "$iters" -w 3 -c 1 -d float -o sum)
   [[ $tool == nccl ]] && cmd=(build/gpu/nccl_perf -b "$z" -e "$z" -n "$iters" -w 3)
   if ( (($# == 0)) || export "$@"; NCCL_PERF_ID=$WORK/$tag.id launch "$n" "${GPU_RUN_TIMEOUT:-120}" "$tag" "${cmd[@]}") \
     >/dev/null; then
@@ -205,6 +209,9 @@ DIRECT_ENV=(RCOLL_CUDA_DIRECT=1 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT)
 MPS=no
 mps_start && MPS=yes
 echo "mps $MPS" >>"$RESULTS"
+# The GPU round trips of a small call, as the runs below have them.
+section "the GPU round trips of a small call (MPS: $MPS)"
+timeout 60 build/gpu/latency 300 | sed "s/^latency: /latency (MPS: $MPS): /" | tee -a "$SUMMARY"
 for ((round = 1; round <= ROUNDS; round++)); do
   section "round $round of $ROUNDS"
   echo "d2d $(build/gpu/d2d_bw $((256 << 20)) | sed -n 's/.*: \([0-9.]*\) GB\/s copied.*/\1/p')" >>"$RESULTS"
@@ -232,6 +239,7 @@ for ((round = 1; round <= ROUNDS; round++)); do
       run one-gpu rcoll 2 "$z" RCOLL_DEBUG=WARN
     fi
     run two-hosts-nobounce rcoll 2 "$z" "${SOCKET_ENV[@]}" RCOLL_CUDA_BOUNCE=0
+    run two-hosts-host rcoll 2 "$z" "${SOCKET_ENV[@]}"
     run one-gpu-nobounce rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE=0
   done
 done

@@ -94,6 +94,9 @@ gcc "${GPU_CFLAGS[@]}" tests/gpu/gpu_conformance.c -o build/gpu/gpu_conformance 
   gcc "${GPU_CFLAGS[@]}" tests/gpu/d2d_bw.c -o build/gpu/d2d_bw "${GPU_LIBS[@]}" &&
   gcc "${GPU_CFLAGS[@]}" tests/gpu/nccl_perf.c -o build/gpu/nccl_perf "${GPU_LIBS[@]}" ||
   { say "FAIL: building tests/gpu programs"; exit 1; }
+read -ra GENCODE <<<"${NVCC_GENCODE:-}"
+"$CUDA_HOME/bin/nvcc" -O2 -std=c++17 "${GENCODE[@]}" tests/gpu/latency.cu -o build/gpu/latency -ldl ||
+  say "latency: build FAILED"
 # bench_reduce calls the library's internal reduce launcher: it links the
 # internal archive, which needs nothing the CUDA-only config.mk leaves out.
 "${MAKE_GPU[@]}" build/librcoll-internal.a >/dev/null &&

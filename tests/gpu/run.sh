@@ -12,7 +12,9 @@
 # Steps, each logged and summed up at the end (summary.txt):
 #   1. build librcoll.so with the device code, and check that the library
 #      needs no CUDA library to load (ldd/readelf, nm -D);
-#   2. the device-to-device copy bandwidth of the GPU (tests/gpu/d2d_bw.c);
+#   2. the device-to-device copy bandwidth of the GPU (tests/gpu/d2d_bw.c),
+#      the latency of the stream operations a small call is made of
+#      (tests/gpu/latency.cu) and the reduce kernel against the copy;
 #   3. GPU conformance (tests/gpu/gpu_conformance.c): every collective on
 #      device buffers, 2 and 4 ranks as processes on the one GPU, over CUDA
 #      IPC and again staged through host memory (RCOLL_P2P_DISABLE=1), and
@@ -54,6 +56,17 @@ D2D=$(build/gpu/d2d_bw $((256 << 20)))
 echo "$D2D"
 D2D_GBS=$(sed -n 's/.*: \([0-9.]*\) GB\/s copied.*/\1/p' <<<"$D2D")
 say "d2d cudaMemcpy 256 MiB: ${D2D_GBS:-?} GB/s copied"
+
+# What the GPU round trips of a small call cost here (issue 16: where each
+# microsecond of an 8-byte call goes); compare_nccl.sh runs it under MPS.
+section "the GPU round trips of a small call (tests/gpu/latency.cu)"
+if [[ -x build/gpu/latency ]] && LAT=$(timeout 60 build/gpu/latency 300); then
+  echo "$LAT"
+  tee -a "$SUMMARY" <<<"$LAT" >/dev/null
+else
+  say "latency probe: FAIL"
+  FAILED=1
+fi
 
 # The reduce kernel against a copy of the same size in the same run (issue
 # 16: float32 sum >= 70 % of the copy's memory traffic at 256 MiB).
