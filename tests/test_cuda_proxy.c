@@ -132,6 +132,42 @@ Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
                 "never ran at once: the receiver waited for the sender's whole batch");
 }
 
+/* A message lets the next one on its connection start once its parts are
+ * issued (ipc.h), so the next copy queues on the proxy stream behind it and
+ * the GPU need not wait for the proxy to see each copy end: 3 sends of one
+ * part each in a group, copies taking 30 ms, have copies queued on one
+ * stream together. When a message had to be done (its copy run and
+ * published) before the next could start, there was one at a time. */
+static void three_sends(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  float *buf = cuda_ranks_dev_alloc(3 * n * sizeof(float));
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  cuda_ranks_fill(buf, 3 * n, x->rank);
+  rcollGroupStart();
+  for (int k = 0; k < 3; k++)
+    x->result = x->rank == 0 ? rcollSend(buf + k * n, n, rcollFloat32, 1, comm, s)
+                             : rcollRecv(buf + k * n, n, rcollFloat32, 0, comm, s);
+  rcollResult_t r = rcollGroupEnd();
+  if (x->result == rcollSuccess)
+    x->result = r;
+  fake_stream_sync(s);
+  for (size_t i = 0; x->rank == 1 && i < 3 * n; i++)
+    x->wrong += buf[i] != cuda_ranks_input(0, i);
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(buf);
+}
+
+Test(cuda_proxy, ipc_messages_queue_behind_each_other) {
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  atomic_store(&fake_stats.copy_delay_us, 30000);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 4096 / sizeof(float), three_sends, ctx);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+  cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the copies of 3 messages to one peer "
+                "never queued together: each waited for the one before to be done");
+}
+
 /* A device plan within a node moves whole slots (coll.c: each part costs
  * GPU round trips, so the shm chunk cap of host plans does not apply): an
  * 8 MiB all-reduce of 2 ranks sends at most 4 messages of the 4 MiB slot

@@ -79,7 +79,8 @@ typedef struct rcoll_cuda_stepx {
   char *buf;       /* ... its memory when taken (a big buffer may be replaced later) */
   int staged;      /* STAGE: the copy into (send) or out of (receive) the slot is
                       1 queued, 2 done */
-  uint32_t part;   /* IPC: parts of the message done */
+  uint32_t part;   /* IPC: parts of the message issued on the proxy stream */
+  uint64_t first;  /* IPC: the connection's number for its first part (ipc.h) */
   void *mh;        /* GDR: registration of the user buffer for this step */
 } rcoll_cuda_stepx_t;
 

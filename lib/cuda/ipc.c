@@ -278,7 +278,10 @@ int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
  * Each part is issued on the proxy stream and ends in its own event; the
  * proxy polls the oldest between its other steps (a receive from one peer
  * while its send to another copies, as staging does) and publishes every
- * part that has run, then issues as many more as the ring allows. */
+ * part that has run, then issues as many more as the ring allows. A step
+ * lets the next message on its connection start (send_posted or
+ * recv_posted) once all its parts are issued, and is done once they are
+ * all published; the parts of several steps can be in flight at once. */
 
 /* After a part's copy or reduction: its event. */
 static rcollResult_t flight_record(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f, const char *what) {
@@ -291,30 +294,43 @@ static rcollResult_t flight_record(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f,
 }
 
 /* Publishes (in *counter: filled, or consumed) the parts whose events have
- * fired; the step is done with its last part published. Returns how many
- * were. */
-static uint32_t flight_publish(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
-                          rcoll_ipc_flight_t *f, _Atomic uint64_t *counter, size_t nparts,
-                          const char *what, rcollResult_t *err) {
-  rcoll_cuda_comm_t *cc = c->cuda;
+ * fired, whichever steps they belong to. Returns how many. */
+static uint32_t flight_publish(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f, _Atomic uint64_t *counter,
+                               const char *what, rcollResult_t *err) {
   uint32_t ran = 0;
   while (ran < f->inflight && rcoll_dev_event_ran(cc, f->ev[(f->next_part + ran) % f->nev], what, err))
     ran++;
-  if (ran == 0)
-    return 0;
-  f->next_part += ran;
-  f->inflight -= ran;
-  x->part += ran;
-  atomic_store_explicit(counter, f->next_part, memory_order_release);
-  if (x->part == nparts) {
-    rcoll_peer_t *pe = &c->peers[st->peer];
+  if (ran > 0) {
+    f->next_part += ran;
+    f->inflight -= ran;
+    atomic_store_explicit(counter, f->next_part, memory_order_release);
+  }
+  return ran;
+}
+
+/* The step's next part is about to be issued: where its parts start. */
+static void step_part_issued(rcoll_cuda_stepx_t *x, const rcoll_ipc_flight_t *f) {
+  if (x->part == 0)
+    x->first = f->next_part + f->inflight;
+  x->part++;
+}
+
+/* Once the step has issued its parts the connection's next message may
+ * start; once they are all published the step is done. */
+static int step_progress(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                         const rcoll_ipc_flight_t *f, size_t nparts, uint32_t issued, int moved) {
+  rcoll_peer_t *pe = &c->peers[st->peer];
+  if (issued > 0 && x->part == nparts) {
     if (st->kind == RCOLL_STEP_SEND)
       pe->send_posted++;
     else
       pe->recv_posted++;
-    st->state = RCOLL_STEP_DONE;
   }
-  return ran;
+  if (x->part == nparts && f->next_part >= x->first + nparts) {
+    st->state = RCOLL_STEP_DONE;
+    return 1;
+  }
+  return moved || issued > 0;
 }
 
 /* Publishes the parts copied into the ring (the step is done when its last
@@ -327,23 +343,22 @@ static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
   rcoll_ipc_tx_t *tx = &cc->peers[st->peer].tx;
   rcoll_ipc_flight_t *f = &tx->f;
   size_t slot_bytes = c->chunk_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
-  uint32_t published = flight_publish(c, st, x, f, &tx->ctrl->filled, nparts, what, err);
+  uint32_t published = flight_publish(cc, f, &tx->ctrl->filled, what, err), issued = 0;
   cc->prof.ipc_parts_sent += published;
-  int moved = published > 0;
   uint64_t consumed = atomic_load_explicit(&tx->ctrl->consumed, memory_order_acquire);
-  while (*err == rcollSuccess && x->part + f->inflight < nparts &&
-         f->next_part + f->inflight - consumed < (uint64_t)c->nslots) {
-    size_t k = x->part + f->inflight, slot = (size_t)((f->next_part + f->inflight) % (uint64_t)c->nslots);
+  while (*err == rcollSuccess && x->part < nparts && f->next_part + f->inflight - consumed < (uint64_t)c->nslots) {
+    size_t k = x->part, slot = (size_t)((f->next_part + f->inflight) % (uint64_t)c->nslots);
     size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
     *err = rcoll_dev_copy_issue(cc, tx->ring + slot * slot_bytes, (const char *)st->src + k * slot_bytes, n);
     if (*err != rcollSuccess)
       break;
     tx->ctrl->part_bytes[slot] = n;
     tx->ctrl->msg_bytes[slot] = st->bytes;
+    step_part_issued(x, f);
     *err = flight_record(cc, f, what);
-    moved = 1;
+    issued++;
   }
-  return *err == rcollSuccess && moved;
+  return *err == rcollSuccess && step_progress(c, st, x, f, nparts, issued, published > 0);
 }
 
 static rcollResult_t ipc_mismatch(struct rcollComm *c, const rcoll_step_t *st, uint64_t sent) {
@@ -364,13 +379,11 @@ static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
   rcoll_ipc_rx_t *rx = &cc->peers[st->peer].rx;
   rcoll_ipc_flight_t *f = &rx->f;
   size_t slot_bytes = rx->hello.slot_bytes, nparts = rcoll_stage_nparts(st->bytes, slot_bytes);
-  uint32_t published = flight_publish(c, st, x, f, &rx->ctrl->consumed, nparts, what, err);
+  uint32_t published = flight_publish(cc, f, &rx->ctrl->consumed, what, err), issued = 0;
   cc->prof.ipc_parts_recv += published;
-  int moved = published > 0;
   uint64_t filled = atomic_load_explicit(&rx->ctrl->filled, memory_order_acquire);
-  while (*err == rcollSuccess && x->part + f->inflight < nparts && f->next_part + f->inflight < filled &&
-         f->inflight < f->nev) {
-    size_t k = x->part + f->inflight;
+  while (*err == rcollSuccess && x->part < nparts && f->next_part + f->inflight < filled && f->inflight < f->nev) {
+    size_t k = x->part;
     size_t slot = (size_t)((f->next_part + f->inflight) % (uint64_t)rx->hello.nslots);
     size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
     if (rx->ctrl->msg_bytes[slot] != st->bytes || rx->ctrl->part_bytes[slot] != n) {
@@ -381,11 +394,13 @@ static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
     *err = st->kind == RCOLL_STEP_RECV_REDUCE
                ? rcoll_dev_reduce_issue(cc, st, k * slot_bytes, part, n)
                : rcoll_dev_copy_issue(cc, (char *)st->dst + k * slot_bytes, part, n);
-    if (*err == rcollSuccess)
-      *err = flight_record(cc, f, what);
-    moved = 1;
+    if (*err != rcollSuccess)
+      break;
+    step_part_issued(x, f);
+    *err = flight_record(cc, f, what);
+    issued++;
   }
-  return *err == rcollSuccess && moved;
+  return *err == rcollSuccess && step_progress(c, st, x, f, nparts, issued, published > 0);
 }
 
 int rcoll_ipc_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {

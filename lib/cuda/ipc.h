@@ -67,12 +67,15 @@ int rcoll_ipc_same_process(const rcoll_ipc_hello_t *h);
 enum rcoll_ipc_state { RCOLL_IPC_NONE = 0, RCOLL_IPC_HELLO, RCOLL_IPC_READY };
 
 /* Parts of one direction of a connection between being issued on the
- * proxy stream and being published (filled, or consumed). Each part ends in
- * its own event, so a part is published as soon as its copy (or reduction)
- * has run, and the peer works on it while the next ones still copy: with
- * one event per batch the two sides took turns (the sender filled the
- * ring, then the receiver emptied it). One stream runs them, so the events
- * fire in order. */
+ * proxy stream and being published (filled, or consumed), numbered from the
+ * connection's first. Each part ends in its own event, so a part is
+ * published as soon as its copy (or reduction) has run, and the peer works
+ * on it while the next ones still copy: with one event per batch the two
+ * sides took turns (the sender filled the ring, then the receiver emptied
+ * it). One stream runs them, so the events fire in order. A message lets
+ * the connection's next one start once all its parts are issued, not
+ * published (ipc.c): the next message's copies queue behind its own, and
+ * the GPU does not wait for the proxy to notice each end. */
 typedef struct rcoll_ipc_flight {
   uint64_t next_part; /* parts published */
   uint32_t inflight;  /* parts after those, issued; part next_part + i ends in ev[(next_part + i) % nev] */

@@ -44,6 +44,7 @@ typedef struct fake_op {
   void *host_arg;
   rcoll_direct_args_t *direct; /* FAKE_OP_DIRECT: the kernel's parameter, copied */
   int delay_us;                /* FAKE_OP_COPY: its stream's own delay, beside copy_delay_us */
+  _Atomic int *queued;         /* FAKE_OP_COPY: its stream's copies_queued */
   struct fake_op *next;
 } fake_op_t;
 
@@ -53,6 +54,7 @@ typedef struct fake_stream {
   fake_op_t *head, *tail;
   int busy, stop;
   _Atomic int copy_delay_us; /* fake_stream_copy_delay */
+  _Atomic int copies_queued; /* copies pushed and not yet run (fake_stats.copies_queued_most) */
   pthread_t thread;
 } fake_stream_t;
 
@@ -114,20 +116,25 @@ int fake_free(void *p) {
 
 /* ---- streams: one thread each, running operations in order ---- */
 
+/* *gauge += 1, and *most follows the largest value it took. */
+static void fake_gauge_up(_Atomic int *gauge, _Atomic int *most) {
+  int now = atomic_fetch_add(gauge, 1) + 1;
+  for (int m = atomic_load(most); now > m && !atomic_compare_exchange_weak(most, &m, now);)
+    ;
+}
+
 static void fake_run(fake_op_t *op) {
   switch (op->kind) {
   case FAKE_OP_COPY: {
     int delay_us = atomic_load(&fake_stats.copy_delay_us) + op->delay_us;
-    int running = atomic_fetch_add(&fake_stats.copies_running, 1) + 1;
-    for (int most = atomic_load(&fake_stats.copies_overlap);
-         running > most && !atomic_compare_exchange_weak(&fake_stats.copies_overlap, &most, running);)
-      ;
+    fake_gauge_up(&fake_stats.copies_running, &fake_stats.copies_overlap);
     if (delay_us > 0) {
       struct timespec ts = {delay_us / 1000000, (long)(delay_us % 1000000) * 1000};
       nanosleep(&ts, NULL);
     }
     memmove(op->dst, op->src, op->bytes);
     atomic_fetch_sub(&fake_stats.copies_running, 1);
+    atomic_fetch_sub(op->queued, 1);
     break;
   }
   case FAKE_OP_EVENT: atomic_store(&op->event->pending, 0); break;
@@ -194,6 +201,10 @@ static void fake_push(rcoll_cuda_stream_t h, fake_op_t op) {
   fake_op_t *o = malloc(sizeof *o);
   *o = op;
   o->next = NULL;
+  if (o->kind == FAKE_OP_COPY) {
+    o->queued = &s->copies_queued;
+    fake_gauge_up(o->queued, &fake_stats.copies_queued_most);
+  }
   pthread_mutex_lock(&s->mu);
   if (s->tail)
     s->tail->next = o;

@@ -41,6 +41,7 @@ struct fake_stats {
                                  over a bus takes time; data not waited for shows as stale */
   _Atomic int copies_running; /* copies of all streams running now, */
   _Atomic int copies_overlap; /* and the most that ran at once */
+  _Atomic int copies_queued_most; /* the most copies queued on one stream at once (not yet run) */
 };
 extern struct fake_stats fake_stats;
 /* Set in a thread: its cudaIpcGetMemHandle calls fail, as for memory from
