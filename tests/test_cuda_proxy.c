@@ -98,72 +98,61 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
 }
 Test(cuda_proxy, ipc_parts_leave_the_proxy_free) { syncs_of_a_ring_allreduce("0"); }
 
-/* Each IPC part is published once its own copy ran (ipc.h), so the
- * receiver copies part k out while the sender copies part k + 1 in: a send
- * of 8 parts through a ring of 4 slots, with copies taking 30 ms, has two
- * copies running at once. Published a batch at a time, the two sides take
- * turns (the receiver sees the first part only when the sender's batch has
- * run, and the sender finds room only when the receiver's has), so there
- * is never more than one. */
-static void send_eight_parts(rank_ctx_t *x, rcollComm_t comm) {
+/* Rank 0 sends rank 1 *(int *)user messages of `count` floats, in a group
+ * on one stream, over CUDA IPC with slots of 4096 bytes and copies taking
+ * 30 ms. */
+static void send_messages(rank_ctx_t *x, rcollComm_t comm) {
+  const int msgs = *(const int *)x->user;
   size_t n = x->count;
-  float *buf = cuda_ranks_dev_alloc(n * sizeof(float));
+  float *buf = cuda_ranks_dev_alloc((size_t)msgs * n * sizeof(float));
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  cuda_ranks_fill(buf, n, x->rank);
-  x->result = x->rank == 0 ? rcollSend(buf, n, rcollFloat32, 1, comm, s)
-                           : rcollRecv(buf, n, rcollFloat32, 0, comm, s);
-  fake_stream_sync(s);
-  for (size_t i = 0; x->rank == 1 && i < n; i++)
-    x->wrong += buf[i] != cuda_ranks_input(0, i);
-  rcoll_cuda_api()->stream_destroy(s);
-  fake_free(buf);
-}
-
-Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
-  setenv("RCOLL_P2P_DISABLE", "0", 1);
-  setenv("RCOLL_CUDA_BOUNCE", "0", 1);
-  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
-  setenv("RCOLL_NSLOTS", "4", 1);
-  atomic_store(&fake_stats.copy_delay_us, 30000);
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 8 * 4096 / sizeof(float), send_eight_parts, ctx);
-  atomic_store(&fake_stats.copy_delay_us, 0);
-  cr_expect_geq(atomic_load(&fake_stats.copies_overlap), 2, "a copy into the ring and one out of it "
-                "never ran at once: the receiver waited for the sender's whole batch");
-}
-
-/* A message lets the next one on its connection start once its parts are
- * issued (ipc.h), so the next copy queues on the proxy stream behind it and
- * the GPU need not wait for the proxy to see each copy end: 3 sends of one
- * part each in a group, copies taking 30 ms, have copies queued on one
- * stream together. When a message had to be done (its copy run and
- * published) before the next could start, there was one at a time. */
-static void three_sends(rank_ctx_t *x, rcollComm_t comm) {
-  size_t n = x->count;
-  float *buf = cuda_ranks_dev_alloc(3 * n * sizeof(float));
-  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  cuda_ranks_fill(buf, 3 * n, x->rank);
+  cuda_ranks_fill(buf, (size_t)msgs * n, x->rank);
   rcollGroupStart();
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < msgs; k++)
     x->result = x->rank == 0 ? rcollSend(buf + k * n, n, rcollFloat32, 1, comm, s)
                              : rcollRecv(buf + k * n, n, rcollFloat32, 0, comm, s);
   rcollResult_t r = rcollGroupEnd();
   if (x->result == rcollSuccess)
     x->result = r;
   fake_stream_sync(s);
-  for (size_t i = 0; x->rank == 1 && i < 3 * n; i++)
+  for (size_t i = 0; x->rank == 1 && i < (size_t)msgs * n; i++)
     x->wrong += buf[i] != cuda_ranks_input(0, i);
   rcoll_cuda_api()->stream_destroy(s);
   fake_free(buf);
 }
 
-Test(cuda_proxy, ipc_messages_queue_behind_each_other) {
+static void send_slowly(int msgs, size_t count) {
   setenv("RCOLL_P2P_DISABLE", "0", 1);
   setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_NSLOTS", "4", 1);
   atomic_store(&fake_stats.copy_delay_us, 30000);
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 4096 / sizeof(float), three_sends, ctx);
+  ctx[0].user = ctx[1].user = &msgs;
+  cuda_ranks_run(2, count, send_messages, ctx);
   atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+/* Each IPC part is published once its own copy ran (ipc.h), so the
+ * receiver copies part k out while the sender copies part k + 1 in: a
+ * message of 8 parts through a ring of 4 slots has two copies running at
+ * once. Published a batch at a time, the two sides take turns (the
+ * receiver sees the first part only when the sender's batch has run, and
+ * the sender finds room only when the receiver's has): never more than
+ * one. */
+Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
+  send_slowly(1, 8 * 4096 / sizeof(float));
+  cr_expect_geq(atomic_load(&fake_stats.copies_overlap), 2, "a copy into the ring and one out of it "
+                "never ran at once: the receiver waited for the sender's whole batch");
+}
+
+/* A message lets the next one on its connection start once its parts are
+ * issued (ipc.h), so the next copy queues on the proxy stream behind it and
+ * the GPU need not wait for the proxy to see each copy end: 3 messages of
+ * one part have copies queued on one stream together. When a message had
+ * to be done (its copy run and published) before the next could start,
+ * there was one at a time. */
+Test(cuda_proxy, ipc_messages_queue_behind_each_other) {
+  send_slowly(3, 4096 / sizeof(float));
   cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the copies of 3 messages to one peer "
                 "never queued together: each waited for the one before to be done");
 }

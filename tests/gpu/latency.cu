@@ -66,6 +66,18 @@ static void stream_wait(cudaStream_t s, volatile uint32_t *flag_dev_view, uint32
   }
 }
 
+/* t[i]: an 8-byte copy queued, then its event seen. */
+static void copies(double *t, int rounds, cudaStream_t s, cudaEvent_t ev, void *dst, const void *src,
+                   cudaMemcpyKind kind) {
+  for (int i = 0; i < rounds; i++) {
+    double t0 = now_us();
+    OK(cudaMemcpyAsync(dst, src, 8, kind, s));
+    OK(cudaEventRecord(ev, s));
+    wait_event(ev);
+    t[i] = now_us() - t0;
+  }
+}
+
 /* Round i: wait until *flag >= i, copy the 8 bytes to host memory, then say
  * so in *ack. Gives up after ~2 s of one round (a host that stopped). */
 __global__ void kernel_rounds(volatile uint32_t *flag, volatile uint32_t *ack, const uint64_t *src,
@@ -137,22 +149,9 @@ int main(int argc, char **argv) {
   }
   report("event recorded and seen (cudaEventQuery), nothing queued", t, rounds);
 
-  for (int i = 0; i < rounds; i++) {
-    double t0 = now_us();
-    OK(cudaMemcpyAsync(host, dev, 8, cudaMemcpyDeviceToHost, s));
-    OK(cudaEventRecord(ev[0], s));
-    wait_event(ev[0]);
-    t[i] = now_us() - t0;
-  }
+  copies(t, rounds, s, ev[0], host, dev, cudaMemcpyDeviceToHost);
   report("8-byte copy to pinned host memory, queued and seen done", t, rounds);
-
-  for (int i = 0; i < rounds; i++) {
-    double t0 = now_us();
-    OK(cudaMemcpyAsync(dev, host + 1, 8, cudaMemcpyHostToDevice, s));
-    OK(cudaEventRecord(ev[0], s));
-    wait_event(ev[0]);
-    t[i] = now_us() - t0;
-  }
+  copies(t, rounds, s, ev[0], dev, host + 1, cudaMemcpyHostToDevice);
   report("8-byte copy from pinned host memory, queued and seen done", t, rounds);
 
   /* The stream waits for a flag in host memory: from the host's store to
