@@ -122,7 +122,11 @@
   X(INT_IN(0, 16777216), cuda_bounce, "CUDA_BOUNCE", NULL, "65536",                              \
     "Device calls outside a group whose largest buffer is at most this many bytes run as host "  \
     "calls on pinned copies made on the caller's stream (lib/cuda/bounce.h); 0: never; rank 0's " \
-    "value counts")
+    "value counts")                                                                              \
+  X(INT_IN(0, 1), cuda_bounce_kernel, "CUDA_BOUNCE_KERNEL", NULL, "0",                           \
+    "1: such a call's copies and stream wait are one small kernel that polls host memory "       \
+    "(lib/cuda/bounce_kernel.h), not four stream operations; each rank its own; not yet "        \
+    "measured on a GPU")
 
 #define RCOLL_SETTING_STR_MAX 256
 

@@ -1,8 +1,9 @@
 /* The host's share of a small device call, on the CUDA fake (no GPU needed):
  * 2 ranks as threads of this process, float32 sum all-reduces of 8 bytes on
  * "device" buffers, queued on a stream as a trainer queues them, with the
- * call bounced through pinned host memory (RCOLL_CUDA_BOUNCE, the default)
- * and not (=0), beside the same call on host buffers.
+ * call bounced through pinned host memory (RCOLL_CUDA_BOUNCE, the default),
+ * bounced with its kernel (RCOLL_CUDA_BOUNCE_KERNEL=1) and not bounced (=0),
+ * beside the same call on host buffers.
  *
  *   tests/bin/bench_bounce [calls]     (default 2000)
  *
@@ -89,7 +90,7 @@ static int run(const char *what, int device, int calls) {
     fprintf(stderr, "bench_bounce: %s: a call failed or gave a wrong result\n", what);
     return 1;
   }
-  printf("%-44s %8.2f us in the call", what, r[0].call_us / calls);
+  printf("%-50s %8.2f us in the call", what, r[0].call_us / calls);
   if (device && r[0].units > 0)
     printf(", proxy %8.2f us running each unit", r[0].run_us / (double)r[0].units);
   printf("\n");
@@ -110,6 +111,9 @@ int main(int argc, char **argv) {
   int bad = run("host buffers", 0, calls);
   setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
   bad |= run("device buffers, bounced (RCOLL_CUDA_BOUNCE)", 1, calls);
+  setenv("RCOLL_CUDA_BOUNCE_KERNEL", "1", 1);
+  bad |= run("device buffers, bounce kernel (..._KERNEL=1)", 1, calls);
+  setenv("RCOLL_CUDA_BOUNCE_KERNEL", "0", 1);
   setenv("RCOLL_CUDA_BOUNCE", "0", 1);
   bad |= run("device buffers, device plan (RCOLL_CUDA_BOUNCE=0)", 1, calls);
   return bad;

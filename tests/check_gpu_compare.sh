@@ -7,7 +7,8 @@
 #     answers are known: a size where rcoll wins, one where it loses, one
 #     with no NCCL result, and the one-GPU targets (25 % of d2d, 20 us,
 #     4 ranks' busbw within 1.5x of 2's), and the 8 B table with the
-#     bounce and without (RCOLL_CUDA_BOUNCE=0), and the proxy by IPC slot.
+#     bounce, without (RCOLL_CUDA_BOUNCE=0) and with its kernel, and the
+#     proxy by IPC slot.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 failed=0
@@ -85,6 +86,8 @@ two-hosts nccl 2 65536 110 0.60
 two-hosts-nobounce rcoll 2 65536 100 0.66
 one-gpu rcoll 2 65536 30 2.2
 one-gpu-nobounce rcoll 2 65536 45 1.5
+two-hosts-bkernel rcoll 2 8 30 0.00
+one-gpu-bkernel rcoll 2 8 11 0.00
 two-hosts-host rcoll 2 8 21 0.00
 two-hosts-host rcoll 2 8 19 0.00
 two-hosts-host rcoll 2 8 20 0.00
@@ -111,10 +114,10 @@ expect "through the proxy" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\);
 expect "INPLACE=0" 134217728 '\| +400 +335 +16.8 \| +- +- \| MISSED \(2 ranks >= 25% of d2d\)$' \
   "one GPU direct through the regions, 128 MiB: 16.8 % of d2d, missed"
 bounce_row() { awk -v s="$1" '/^## 2 ranks: small calls/ { inside = 1 } inside && $1 == s' <<<"$out"; }
-bounce_row 8 | grep -qE '^ +8 \| +40 +71 +20 +50 \| +15 +60$' ||
-  fail "bounce table, 8 B: medians 40 (bounce), 71 (=0), 20 (host buffers), 50 (NCCL); one GPU 15, 60: $(bounce_row 8)"
-bounce_row 65536 | grep -qE '^ +65536 \| +120 +100 +- +110 \| +30 +45$' ||
-  fail "bounce table, 64 KiB: 120, 100, no host result, 110; one GPU 30, 45: $(bounce_row 65536)"
+bounce_row 8 | grep -qE '^ +8 \| +40 +71 +30 +20 +50 \| +15 +60 +11$' ||
+  fail "bounce table, 8 B: medians 40 (bounce), 71 (=0), 30 (kernel), 20 (host buffers), 50 (NCCL); one GPU 15, 60, 11: $(bounce_row 8)"
+bounce_row 65536 | grep -qE '^ +65536 \| +120 +100 +- +- +110 \| +30 +45 +-$' ||
+  fail "bounce table, 64 KiB: 120, 100, no kernel or host result, 110; one GPU 30, 45, no kernel: $(bounce_row 65536)"
 chunk_row() { awk -v s="$1" '/by IPC slot/ { inside = 1 } inside && $1 == s' <<<"$out"; }
 chunk_row 4194304 | grep -qE '^ +4194304 \| +220 +600 +30.0$' ||
   fail "slot table, 4 MiB (one-gpu's rows): 220 us, 600 GB/s, 30 %: $(chunk_row 4194304)"

@@ -3,10 +3,11 @@
 // nvcc builds them on every machine with a toolkit, but only a GPU runs
 // them; this runs their indexing on the CPU where CI runs: grid-stride
 // loops, the 16-byte vector paths and their scalar tails, aligned and not,
-// in and out of place, for every type and op of the reduce kernels, and the
+// in and out of place, for every type and op of the reduce kernels, the
 // direct all-reduce (lib/cuda/direct_kernel.h) with its device-side macros
 // (__ldcg of uint4, volatile flags, __syncthreads_or) between ranks that are
-// CPU threads. The arithmetic itself is reduce_math.h, pinned by the host
+// CPU threads, and the bounce kernel (lib/cuda/bounce_kernel.h) against a
+// CPU thread that plays its proxy. The arithmetic itself is reduce_math.h, pinned by the host
 // tests; expected values here come from its scalar functions.
 //
 // What it cannot show: anything about warps, memory ordering on a GPU, or
@@ -30,6 +31,7 @@
 #define __forceinline__ inline
 #define __launch_bounds__(...)
 #define __grid_constant__
+#define __shared__ static
 #define RCOLL_KERNEL_EMU 1
 
 struct alignas(16) uint4 {
@@ -44,6 +46,7 @@ template <class T> static inline T __ldcg(const T *p) {
   memcpy(&v, (const void *)p, sizeof v);
   return v;
 }
+template <class T> static inline T __ldcv(const T *p) { return __ldcg(p); }
 // A block's threads are CPU threads that meet at __syncthreads: a barrier
 // that also ORs what each brings (__syncthreads_or). Once all n have come,
 // none can come again before every one has read the result.
@@ -225,6 +228,53 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
     }
 }
 
+// The bounce kernel with a CPU thread as its proxy: the input must be in
+// the slot when the kernel says so, the result copied back only after the
+// flag (the proxy changes the slot just before it), nothing copied where a
+// pointer is NULL; a flag that never comes sets timed_out and copies
+// nothing back.
+static void check_bounce(size_t in_bytes, size_t out_bytes, int shift, int flag_comes) {
+  std::vector<uint4> user_in(in_bytes / 16 + 2), user_out(out_bytes / 16 + 2), slot(8192), slot_out(8192);
+  unsigned char *in = (unsigned char *)user_in.data() + shift, *out = (unsigned char *)user_out.data() + shift;
+  fill_random(in, in_bytes, in_bytes + 3);
+  memset(user_out.data(), 0xee, user_out.size() * 16);
+  uint32_t ready = 6, flag = 6, timed_out = 0;
+  rcoll_bounce_kargs_t a = {};
+  a.in = in_bytes ? (const char *)in : NULL;
+  a.in_host = (char *)slot.data();
+  a.in_bytes = in_bytes;
+  a.out_host = (const char *)slot_out.data();
+  a.out = out_bytes ? (char *)out : NULL;
+  a.out_bytes = out_bytes;
+  a.ready = &ready;
+  a.flag = &flag;
+  a.timed_out = &timed_out;
+  a.timeout_ns = flag_comes ? 10000000000ull : 20000000ull;
+  a.seq = 7;
+  int seen_in = 1;
+  std::thread proxy([&] {
+    while (__atomic_load_n(&ready, __ATOMIC_ACQUIRE) != 7)
+      sched_yield();
+    seen_in = memcmp(slot.data(), in, in_bytes) == 0;
+    for (size_t i = 0; i < out_bytes; i++) // the result is written after the kernel said "ready"
+      ((unsigned char *)slot_out.data())[i] = (unsigned char)(i * 7 + 1);
+    if (flag_comes)
+      __atomic_store_n(&flag, 7, __ATOMIC_RELEASE);
+  });
+  launch(1, 4, rcoll_k_bounce, a);
+  proxy.join();
+  int right = seen_in;
+  for (size_t i = 0; i < out_bytes; i++)
+    right &= out[i] == (flag_comes ? (unsigned char)(i * 7 + 1) : 0xee);
+  right &= timed_out == (uint32_t)!flag_comes;
+  if (!right) {
+    fprintf(stderr, "FAIL bounce: %zu bytes in, %zu out, shift %d, flag %s: input %s, timed_out %u\n",
+            in_bytes, out_bytes, shift, flag_comes ? "comes" : "never comes", seen_in ? "seen" : "NOT seen",
+            timed_out);
+    failures++;
+  }
+}
+
 #define CHECK_REDUCE(op, sfx, T) check_reduce<T>(#op "_" #sfx, rcoll_k_##op##_##sfx, rcoll_##op##_##sfx);
 
 int main() {
@@ -235,11 +285,19 @@ int main() {
   check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 3, 7777);
   check_direct<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_sum_bf16, 3, 9001);
   check_direct<uint8_t>("sum_e5m2", rcoll_k_direct_sum_e5m2, rcoll_sum_e5m2, 2, 20000);
+  for (int shift = 0; shift < 2; shift++)
+    for (size_t bytes : {(size_t)0, (size_t)8, (size_t)1031, (size_t)65536}) {
+      check_bounce(bytes, bytes, shift, 1);
+      check_bounce(bytes, 0, shift, 1); // a root's send only, or a NULL output
+      check_bounce(0, bytes, shift, 1);
+    }
+  check_bounce(8, 8, 0, 0);
   if (failures) {
     printf("kernel_emu: %d FAILED\n", failures);
     return 1;
   }
   printf("kernel_emu: every reduce kernel (12 types x 4 ops, 8 counts, aligned and not, in and out of "
-         "place) and the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place) right on the CPU\n");
+         "place), the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place) and the bounce "
+         "kernel (0 B to 64 KiB, aligned and not, a flag that never comes) right on the CPU\n");
   return 0;
 }

@@ -6,7 +6,9 @@
  * there); more calls in flight than the ring has
  * slots, on one stream and two; buffers a rank does not use left alone;
  * pinned slots refused; a call that failed on one rank only; the limit
- * agreed from rank 0; a mismatch between a bounced and a device call.
+ * agreed from rank 0; a mismatch between a bounced and a device call; and
+ * with the bounce kernel (RCOLL_CUDA_BOUNCE_KERNEL=1) in place of the
+ * copies and the stream's wait.
  * test_cuda_stream.c runs bounced calls behind a synchronous copy and on
  * the legacy stream.
  * It proves nothing about a GPU (tests/gpu/run.sh runs the real thing). */
@@ -152,6 +154,61 @@ Test(cuda_bounce, more_calls_in_flight_than_slots) {
 Test(cuda_bounce, a_slot_is_reused_after_its_copy_back_on_another_stream) {
   rank_ctx_t ctx[MAX_RANKS] = {{.user = ctx}, {.user = ctx}};
   cuda_ranks_run(2, 100, queued_calls, ctx);
+}
+
+/* The bounce kernel (lib/cuda/bounce_kernel.h) instead of the copies, the
+ * event and the wait: every collective beside IPC peers and over sockets
+ * with slow copies (an input read before the kernel copied it in, or a
+ * result before the proxy wrote it, shows as wrong elements); more calls
+ * than slots on one stream, and a slot taken again from a fast stream
+ * while a slow one still runs its kernel, whose input the proxy must wait
+ * for in that slot's own word (one word per comm would let the fast
+ * stream's later calls say it was there). */
+static void bounce_kernel_on(void) {
+  setenv("RCOLL_CUDA_BOUNCE_KERNEL", "1", 1);
+  atomic_store(&fake_stats.bounce_kernels, 0);
+}
+
+static void expect_bounce_kernels(void) {
+  cr_expect_gt(atomic_load(&fake_stats.bounce_kernels), 0, "no bounce kernel ran");
+}
+
+Test(cuda_bounce, kernel_every_collective_beside_ipc_peers) {
+  bounce_kernel_on();
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
+  int copies = atomic_load(&fake_stats.copies);
+  sweep(2);
+  sweep(3);
+  expect_bounce_kernels();
+  cr_log_info("%d copies, %d bounce kernels", atomic_load(&fake_stats.copies) - copies,
+              atomic_load(&fake_stats.bounce_kernels));
+}
+
+Test(cuda_bounce, kernel_every_collective_over_sockets_with_slow_copies) {
+  bounce_kernel_on();
+  setenv("RCOLL_SHM_DISABLE", "1", 1);
+  setenv("RCOLL_P2P_DISABLE", "1", 1);
+  atomic_store(&fake_stats.copy_delay_us, 300);
+  sweep(3);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+  expect_bounce_kernels();
+}
+
+Test(cuda_bounce, kernel_more_calls_in_flight_than_slots) {
+  bounce_kernel_on();
+  atomic_store(&fake_stats.copy_delay_us, 100);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(3, 100, queued_calls, ctx);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+  cr_expect_eq(atomic_load(&fake_stats.bounce_kernels), 3 * QUEUED);
+}
+
+Test(cuda_bounce, kernel_a_slot_waits_for_its_own_word_on_another_stream) {
+  bounce_kernel_on();
+  rank_ctx_t ctx[MAX_RANKS] = {{.user = ctx}, {.user = ctx}};
+  cuda_ranks_run(2, 100, queued_calls, ctx);
+  cr_expect_eq(atomic_load(&fake_stats.bounce_kernels), 2 * QUEUED);
 }
 
 /* As nccl.h: a rooted call's unused buffer may be NULL, and one that is

@@ -359,19 +359,36 @@ Test(cuda_stream, call_on_the_legacy_stream_returns_done) {
 /* The same two with calls that run as host plans on pinned copies: the
  * copy back is queued behind the stream's hold, and on the legacy stream
  * the call returns only once it ran (copies take 200 us here). */
-Test(cuda_stream, synchronous_copy_behind_a_bounced_call) {
+static void bounced_behind_a_synchronous_copy(const char *bounce_kernel) {
   setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
+  setenv("RCOLL_CUDA_BOUNCE_KERNEL", bounce_kernel, 1);
   rank_ctx_t ctx[MAX_RANKS] = {0};
   cuda_ranks_run(2, 5000, pageable_body, ctx);
   cr_expect_eq(atomic_load(&fake_stats.deadlocks), 0, "the proxy waited for the driver lock that a "
                "synchronous copy held: a hang on a GPU");
 }
 
-Test(cuda_stream, a_bounced_call_on_the_legacy_stream_returns_done) {
+static void bounced_on_the_legacy_stream(const char *bounce_kernel) {
   setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
+  setenv("RCOLL_CUDA_BOUNCE_KERNEL", bounce_kernel, 1);
   atomic_store(&fake_stats.copy_delay_us, 200);
   rank_ctx_t ctx[MAX_RANKS] = {0};
   ctx[0].user = ctx;
   cuda_ranks_run(1, 5000, pageable_body, ctx);
   atomic_store(&fake_stats.copy_delay_us, 0);
+}
+
+Test(cuda_stream, synchronous_copy_behind_a_bounced_call) { bounced_behind_a_synchronous_copy("0"); }
+Test(cuda_stream, a_bounced_call_on_the_legacy_stream_returns_done) { bounced_on_the_legacy_stream("0"); }
+
+/* The same two with the bounce kernel (lib/cuda/bounce_kernel.h) in place
+ * of the copies and the wait. */
+Test(cuda_stream, synchronous_copy_behind_a_bounce_kernel) {
+  bounced_behind_a_synchronous_copy("1");
+  cr_expect_gt(atomic_load(&fake_stats.bounce_kernels), 0, "no bounce kernel ran");
+}
+
+Test(cuda_stream, a_bounce_kernel_on_the_legacy_stream_returns_done) {
+  bounced_on_the_legacy_stream("1");
+  cr_expect_gt(atomic_load(&fake_stats.bounce_kernels), 0, "no bounce kernel ran");
 }

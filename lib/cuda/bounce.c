@@ -18,12 +18,18 @@ static rcollResult_t bounce_alloc(rcoll_cuda_comm_t *cc) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   size_t each = (cc->comm->cuda_bounce + 255) & ~(size_t)255;
   void *base = NULL;
-  int r = a->host_alloc(&base, RCOLL_CUDA_BOUNCE_SLOTS * 2 * each, RCOLL_CUDA_HOST_ALLOC_PORTABLE);
+  int r = a->host_alloc(&base, RCOLL_CUDA_BOUNCE_SLOTS * 2 * each,
+                        RCOLL_CUDA_HOST_ALLOC_PORTABLE | RCOLL_CUDA_HOST_ALLOC_MAPPED);
+  void *dev = NULL;
+  if (r == 0)
+    r = a->host_get_device_pointer(&dev, base, 0);
   for (int i = 0; r == 0 && i < RCOLL_CUDA_BOUNCE_SLOTS; i++)
     r = a->event_create_with_flags(&b->ev[i], RCOLL_CUDA_EVENT_DISABLE_TIMING);
   if (r == 0) {
     b->base = base;
+    b->base_dev = dev;
     b->each = each;
+    b->kernel = cc->comm->settings.cuda_bounce_kernel != 0;
     return rcollSuccess;
   }
   for (int i = 0; i < RCOLL_CUDA_BOUNCE_SLOTS; i++) /* nothing half made: the next call tries again */
@@ -82,7 +88,9 @@ static rcollResult_t bounce_in(rcoll_cuda_comm_t *cc, rcoll_bounce_call_t *call,
   b->next++;
   call->host_send = slot_in(b, i);
   call->host_recv = slot_out(b, i);
-  if (call->send != NULL) {
+  b->send = call->send;
+  b->send_bytes = call->send_bytes;
+  if (call->send != NULL && !b->kernel) { /* else the kernel copies it (bounce_submit) */
     int r = rcoll_cuda_api()->memcpy_async(call->host_send, call->send, call->send_bytes,
                                            RCOLL_CUDA_MEMCPY_DEFAULT, stream);
     if (r != 0)
@@ -120,8 +128,23 @@ void rcoll_cuda_bounce_cancel(struct rcollComm *c, rcollStream_t stream) {
   rcoll_cuda_device_leave(saved);
 }
 
+/* The kernel's copies: the slot's ends as the device sees them; the flag,
+ * seq and timeout are filled at launch (proxy.c). */
+static void bounce_kernel_args(rcoll_cuda_comm_t *cc, rcoll_cuda_unit_t *u) {
+  const rcoll_cuda_bounce_t *b = &cc->bounce;
+  size_t in = (size_t)(slot_in(b, b->slot) - b->base), out = (size_t)(slot_out(b, b->slot) - b->base);
+  u->bounce_kernel = 1;
+  u->bk = (rcoll_bounce_kargs_t){.in = b->send, .in_host = b->base_dev + in, .in_bytes = b->send_bytes,
+                                 .out_host = b->base_dev + out, .out = b->user_recv,
+                                 .out_bytes = b->recv_bytes,
+                                 .ready = (uint32_t *)(uintptr_t)(cc->bounce_ready_dev +
+                                                                  (size_t)b->slot * sizeof(uint32_t))};
+  u->ready = &cc->bounce_ready[b->slot];
+}
+
 rcollResult_t rcoll_cuda_bounce_submit(rcoll_cuda_comm_t *cc, rcollStream_t stream) {
   struct rcollComm *c = cc->comm;
+  rcoll_cuda_bounce_t *b = &cc->bounce;
   rcollResult_t r = rcollSuccess;
   rcoll_plan_t *plans[1] = {&c->plan};
   rcoll_cuda_unit_t *u = rcoll_cuda_unit_create(plans, 1);
@@ -130,14 +153,15 @@ rcollResult_t rcoll_cuda_bounce_submit(rcoll_cuda_comm_t *cc, rcollStream_t stre
     r = rcoll_error(rcollSystemError, "rank %d: out of memory queueing a device call", c->rank);
   } else {
     u->host = 1;
+    if (b->kernel)
+      bounce_kernel_args(cc, u);
     rcoll_cuda_unit_add_stream(u, stream, cc->device);
     r = rcoll_cuda_unit_launch(u);
     rcoll_plan_reset(&c->plan, c);
   }
-  rcoll_cuda_bounce_t *b = &cc->bounce;
   int saved = -1;
   rcoll_cuda_device_enter(cc->device, &saved);
-  if (r == rcollSuccess && b->user_recv != NULL) {
+  if (r == rcollSuccess && b->user_recv != NULL && !b->kernel) {
     int e = rcoll_cuda_api()->memcpy_async(b->user_recv, slot_out(b, b->slot), b->recv_bytes,
                                            RCOLL_CUDA_MEMCPY_DEFAULT, stream);
     if (e != 0)

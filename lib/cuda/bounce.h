@@ -28,7 +28,11 @@
  * The pinned memory is a ring of RCOLL_CUDA_BOUNCE_SLOTS slots of twice the
  * limit (input, output), allocated at the first bounced call; a slot is
  * reused once the event recorded after its copy back has fired, which the
- * caller waits for (up to RCOLL_TIMEOUT) when every slot is in flight. */
+ * caller waits for (up to RCOLL_TIMEOUT) when every slot is in flight.
+ *
+ * With RCOLL_CUDA_BOUNCE_KERNEL=1 the caller queues one small kernel instead
+ * of the two copies, the event and the wait (bounce_kernel.h); the proxy
+ * polls the slot's word in host memory for the input, not the event. */
 #ifndef RCOLL_CUDA_BOUNCE_H
 #define RCOLL_CUDA_BOUNCE_H
 
@@ -44,6 +48,8 @@ struct rcoll_cuda_comm;
 
 typedef struct rcoll_cuda_bounce {
   char *base;   /* SLOTS x 2 x each bytes, cudaHostAlloc */
+  char *base_dev; /* ... as the device sees it (the bounce kernel's pointers) */
+  int kernel;   /* RCOLL_CUDA_BOUNCE_KERNEL: the copies and the wait are one kernel */
   size_t each;  /* the agreed limit, rounded up to 256 bytes */
   rcoll_cuda_event_t ev[RCOLL_CUDA_BOUNCE_SLOTS]; /* after the slot's last copy on a stream */
   uint8_t recorded[RCOLL_CUDA_BOUNCE_SLOTS];
@@ -51,6 +57,8 @@ typedef struct rcoll_cuda_bounce {
   /* The call between bounce_begin and its submit (or cancel). */
   int pending;
   int slot;
+  const void *send; /* the user's buffers (the bounce kernel copies them) */
+  size_t send_bytes;
   void *user_recv;
   size_t recv_bytes;
 } rcoll_cuda_bounce_t;

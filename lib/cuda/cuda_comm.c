@@ -22,6 +22,11 @@ typedef struct cuda_ctrl {
   uint32_t timed_out;
   uint32_t direct_failed;  /* direct_kernel.h: RCOLL_DIRECT_FAILED */
   uint64_t direct_sigs[2]; /* ... and on a mismatch the peer's call, then ours */
+  /* Per bounce slot, the bounce kernel's seq once a call's input is in host
+   * memory (bounce_kernel.h): the GPU writes them and the proxy polls them,
+   * on a line of their own. One per slot, since calls on two streams may
+   * run their kernels in either order. */
+  _Alignas(64) _Atomic uint32_t bounce_ready[RCOLL_CUDA_BOUNCE_SLOTS];
 } cuda_ctrl_t;
 
 /* cudaSetDevice even when the device is already the current one: it makes
@@ -111,6 +116,8 @@ static rcollResult_t comm_resources(rcoll_cuda_comm_t *cc) {
   cc->direct_failed_dev = cc->flag_dev + offsetof(cuda_ctrl_t, direct_failed);
   cc->direct_sigs = ((cuda_ctrl_t *)ctrl)->direct_sigs;
   cc->direct_sigs_dev = cc->flag_dev + offsetof(cuda_ctrl_t, direct_sigs);
+  cc->bounce_ready = ((cuda_ctrl_t *)ctrl)->bounce_ready;
+  cc->bounce_ready_dev = cc->flag_dev + offsetof(cuda_ctrl_t, bounce_ready);
   void *scratch = NULL;
   size_t bytes = (size_t)c->nscratch * c->chunk_bytes;
   r = a->malloc(&scratch, bytes);

@@ -109,6 +109,8 @@ typedef struct rcoll_cuda_comm {
   uint64_t *direct_sigs;
   rcoll_cu_deviceptr_t direct_failed_dev, direct_sigs_dev;
   rcoll_cuda_bounce_t bounce; /* small calls through pinned host memory (bounce.h) */
+  _Atomic uint32_t *bounce_ready; /* mapped, per bounce slot: the bounce kernel's seq (bounce_kernel.h) */
+  rcoll_cu_deviceptr_t bounce_ready_dev;
   uint32_t next_seq;    /* last seq given to a unit owned by this comm */
   char *dev_scratch;    /* device twin of comm->scratch (nscratch x chunk_bytes) */
   rcoll_cuda_peer_t *peers;

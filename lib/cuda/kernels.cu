@@ -58,6 +58,7 @@ template <typename T> static __device__ __forceinline__ T rcoll_dk_load(const T 
   return v;
 }
 
+#include "cuda/bounce_kernel.h"
 #include "cuda/direct_kernel.h"
 
 /* Grid-stride loops: any grid size covers any count; module.c sizes the
@@ -146,3 +147,46 @@ extern "C" __global__ void rcoll_k_wait_flag(const volatile uint32_t *flag, uint
     rcoll_direct_##op##_##sfx(&a, blockIdx.x, threadIdx.x, blockDim.x);                          \
   }
 RCOLL_DIRECT_ALL(RCOLL_DIRECT_KERNEL)
+
+/* A small call's bytes between the user's device buffer and a pinned slot:
+ * 16 at a time when both ends and the length allow, else one by one. Loads
+ * of host memory use ld.global.cv (fetched again, never a cached line): the
+ * proxy wrote the result there after this kernel started. */
+static __device__ __forceinline__ void rcoll_bounce_copy(char *dst, const char *src, uint64_t n,
+                                                         unsigned tid) {
+  const uint64_t nt = blockDim.x;
+  if ((((uintptr_t)dst | (uintptr_t)src | n) & 15) == 0) {
+    for (uint64_t i = (uint64_t)tid * 16; i < n; i += 16 * nt)
+      *(uint4 *)(void *)(dst + i) = __ldcv((const uint4 *)(const void *)(src + i));
+  } else {
+    for (uint64_t i = tid; i < n; i += nt)
+      ((unsigned char *)dst)[i] = __ldcv((const unsigned char *)src + i);
+  }
+}
+
+/* The bounce kernel (bounce_kernel.h): one block (RCOLL_BOUNCE_THREADS). */
+extern "C" __global__ void __launch_bounds__(RCOLL_BOUNCE_THREADS)
+    rcoll_k_bounce(const rcoll_bounce_kargs_t a) {
+  __shared__ int came;
+  const unsigned tid = threadIdx.x;
+  if (a.in != NULL)
+    rcoll_bounce_copy(a.in_host, a.in, a.in_bytes, tid);
+  __syncthreads();
+  if (tid == 0) {
+    __threadfence_system(); /* the input is in host memory before the proxy hears of it */
+    *(volatile uint32_t *)a.ready = a.seq;
+    unsigned long long start = rcoll_globaltimer_ns();
+    came = 1;
+    while ((int32_t)(*(const volatile uint32_t *)a.flag - a.seq) < 0) {
+      if (rcoll_globaltimer_ns() - start > a.timeout_ns) {
+        *(volatile uint32_t *)a.timed_out = 1;
+        came = 0;
+        break;
+      }
+    }
+    __threadfence_system(); /* the result is read after the flag */
+  }
+  __syncthreads();
+  if (came && a.out != NULL)
+    rcoll_bounce_copy(a.out, a.out_host, a.out_bytes, tid);
+}

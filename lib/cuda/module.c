@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdio.h>
 
+#include "cuda/bounce_kernel.h"
 #include "cuda/direct_kernel.h"
 #include "error.h"
 #include "log.h"
@@ -23,7 +24,7 @@ typedef struct cuda_module {
   rcoll_cu_module_t mod;
   rcoll_cu_function_t reduce[rcollNumTypes][MODULE_REDUCE_OPS];
   rcoll_cu_function_t avg[rcollNumTypes];
-  rcoll_cu_function_t wait;
+  rcoll_cu_function_t wait, bounce;
   rcoll_cu_function_t direct[rcollNumTypes][MODULE_REDUCE_OPS];
 } cuda_module_t;
 
@@ -37,8 +38,8 @@ static const char *const type_sfx[rcollNumTypes] = {"i8",  "u8",  "i32", "u32", 
 static const char *const op_name[rcollNumOps] = {"sum", "prod", "max", "min", "sum"};
 
 int rcoll_cuda_kernel_name(int kind, rcollDataType_t t, rcollRedOp_t op, char *buf, size_t len) {
-  if (kind == RCOLL_CUDA_K_WAIT) {
-    snprintf(buf, len, "rcoll_k_wait_flag");
+  if (kind == RCOLL_CUDA_K_WAIT || kind == RCOLL_CUDA_K_BOUNCE) {
+    snprintf(buf, len, kind == RCOLL_CUDA_K_WAIT ? "rcoll_k_wait_flag" : "rcoll_k_bounce");
     return 0;
   }
   if ((int)t < 0 || t >= rcollNumTypes)
@@ -99,7 +100,9 @@ static rcollResult_t module_resolve(const rcoll_cuda_api_t *a, cuda_module_t *m)
     RCOLL_CHECK(module_preload(a, m->avg[t]));
   }
   RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_WAIT, rcollInt8, rcollSum, &m->wait));
-  return module_preload(a, m->wait);
+  RCOLL_CHECK(module_preload(a, m->wait));
+  RCOLL_CHECK(module_fn(a, m, RCOLL_CUDA_K_BOUNCE, rcollInt8, rcollSum, &m->bounce));
+  return module_preload(a, m->bounce);
 }
 
 rcollResult_t rcoll_cuda_module_load(int device) {
@@ -205,6 +208,19 @@ rcollResult_t rcoll_cuda_launch_wait(rcoll_cu_deviceptr_t flag_dev, uint32_t val
   if (r != 0)
     return rcoll_error(rcollUnhandledCudaError, "cuda: launching the stream wait kernel failed "
                        "(CUresult %d)", r);
+  return rcollSuccess;
+}
+
+rcollResult_t rcoll_cuda_launch_bounce(const struct rcoll_bounce_kargs *args, rcoll_cuda_stream_t stream) {
+  const rcoll_cuda_api_t *api;
+  cuda_module_t *m;
+  RCOLL_CHECK(module_current(&api, &m));
+  rcoll_bounce_kargs_t copy = *args; /* the launch reads the parameter through a non-const pointer */
+  void *params[] = {&copy};
+  int r = api->cu_launch_kernel(m->bounce, 1, 1, 1, RCOLL_BOUNCE_THREADS, 1, 1, 0, stream, params, NULL);
+  if (r != 0)
+    return rcoll_error(rcollUnhandledCudaError, "cuda: launching the bounce kernel of a small device "
+                       "call failed (CUresult %d)", r);
   return rcollSuccess;
 }
 

@@ -19,6 +19,7 @@ enum rcoll_cuda_kernel_kind {
   RCOLL_CUDA_K_AVG,
   RCOLL_CUDA_K_WAIT,
   RCOLL_CUDA_K_DIRECT, /* rcoll_k_direct_<op>_<type>: the direct all-reduce (direct_kernel.h) */
+  RCOLL_CUDA_K_BOUNCE, /* rcoll_k_bounce: a small call's copies and wait (bounce_kernel.h) */
 };
 
 /* Writes the kernel's name (rcoll_k_sum_f32, rcoll_k_avg_bf16,
@@ -44,6 +45,10 @@ rcollResult_t rcoll_cuda_finish(void *buf, size_t count, rcollDataType_t t, rcol
 rcollResult_t rcoll_cuda_launch_wait(rcoll_cu_deviceptr_t flag_dev, uint32_t value,
                                      uint64_t timeout_ns, rcoll_cu_deviceptr_t timed_out_dev,
                                      rcoll_cuda_stream_t stream);
+
+struct rcoll_bounce_kargs;
+/* The bounce kernel, one block, on stream. */
+rcollResult_t rcoll_cuda_launch_bounce(const struct rcoll_bounce_kargs *args, rcoll_cuda_stream_t stream);
 
 struct rcoll_direct_args;
 /* The direct all-reduce's kernel for (t, op) with nblocks blocks on stream

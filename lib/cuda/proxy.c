@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "cuda/module.h"
 #include "cuda/unit.h"
 #include "home_core.h"
 #include "hwtopo.h"
@@ -167,10 +168,11 @@ void rcoll_cuda_unit_discard(rcoll_cuda_unit_t *u) {
   unit_free(u);
 }
 
-/* Records an event on every stream: the proxy starts once all have fired. */
+/* Records an event on every stream: the proxy starts once all have fired.
+ * A bounce kernel says it in host memory instead (unit_hold launches it). */
 static rcollResult_t unit_record(rcoll_cuda_unit_t *u) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
-  for (int i = 0; i < u->nstreams; i++) {
+  for (int i = 0; i < u->nstreams && !u->bounce_kernel; i++) {
     int saved = -1;
     int r = rcoll_cuda_device_enter(u->devices[i], &saved);
     if (r == 0)
@@ -186,11 +188,25 @@ static rcollResult_t unit_record(rcoll_cuda_unit_t *u) {
   return rcollSuccess;
 }
 
+/* The stream waits for the owner's flag: the driver's wait or the wait
+ * kernel (rcoll_cuda_stream_hold), or the bounce kernel, which waits too. */
+static rcollResult_t unit_hold_stream(rcoll_cuda_unit_t *u, int i) {
+  if (!u->bounce_kernel)
+    return rcoll_cuda_stream_hold(u->owner, u->streams[i], u->seq);
+  /* As the wait kernel's: a backstop against a dead proxy, not a deadline. */
+  int64_t ms = 4 * u->owner->comm->timeout_ms;
+  u->bk.seq = u->seq;
+  u->bk.flag = (const uint32_t *)(uintptr_t)u->owner->flag_dev;
+  u->bk.timed_out = (uint32_t *)(uintptr_t)u->owner->timed_out_dev;
+  u->bk.timeout_ns = (uint64_t)(ms < 60000 ? 60000 : ms) * 1000000u;
+  return rcoll_cuda_launch_bounce(&u->bk, u->streams[i]);
+}
+
 static rcollResult_t unit_hold(rcoll_cuda_unit_t *u) {
   for (int i = 0; i < u->nstreams; i++) {
     int saved = -1;
     rcollResult_t r = rcoll_cuda_device_enter(u->devices[i], &saved) == 0
-                          ? rcoll_cuda_stream_hold(u->owner, u->streams[i], u->seq)
+                          ? unit_hold_stream(u, i)
                           : rcoll_error(rcollUnhandledCudaError, "cannot select device %d",
                                         u->devices[i]);
     rcoll_cuda_device_leave(saved);
@@ -274,13 +290,21 @@ rcollResult_t rcoll_cuda_unit_launch(rcoll_cuda_unit_t *u) {
 
 /* ---- running a unit ---- */
 
+/* 0 once stream i reached the unit: its event fired, or its bounce kernel
+ * wrote the unit's seq into the slot's word; else a CUDA error. */
+static int unit_reached(const rcoll_cuda_unit_t *u, int i) {
+  if (!u->bounce_kernel)
+    return rcoll_cuda_api()->event_query(u->events[i]);
+  uint32_t seen = atomic_load_explicit(u->ready, memory_order_acquire);
+  return (int32_t)(seen - u->seq) >= 0 ? 0 : RCOLL_CUDA_ERROR_NOT_READY;
+}
+
 static rcollResult_t unit_events(rcoll_cuda_unit_t *u) {
-  const rcoll_cuda_api_t *a = rcoll_cuda_api();
   struct rcollComm *c = u->owner->comm;
   int64_t start = rcoll_now_us();
   for (int i = 0; i < u->nstreams; i++) {
     for (int polls = 0;; polls++) {
-      int r = a->event_query(u->events[i]);
+      int r = unit_reached(u, i);
       if (r == 0)
         break;
       if (r != RCOLL_CUDA_ERROR_NOT_READY)
@@ -292,8 +316,10 @@ static rcollResult_t unit_events(rcoll_cuda_unit_t *u) {
         return rcoll_error(rcollTimeout, "rank %d: the work queued on the stream before a device "
                            "call did not finish within %lld ms (RCOLL_TIMEOUT)", c->rank,
                            (long long)c->timeout_ms);
-      struct timespec ts = {0, polls < 64 ? 0 : 50000};
-      if (polls < 64)
+      /* Yield for 200 us at least (a bounce kernel's word costs a load, not
+       * a CUDA call: 64 polls can pass in microseconds), then nap. */
+      struct timespec ts = {0, 50000};
+      if (polls < 64 || rcoll_now_us() - start < 200)
         sched_yield();
       else
         nanosleep(&ts, NULL);

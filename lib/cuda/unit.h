@@ -12,6 +12,7 @@
 #define RCOLL_CUDA_UNIT_H
 
 #include "call.h"
+#include "cuda/bounce_kernel.h"
 #include "cuda/cuda_comm.h"
 
 typedef struct rcoll_cuda_node {
@@ -38,6 +39,12 @@ typedef struct rcoll_cuda_unit {
   int64_t queued_us;          /* when it was queued (the proxy's accounts) */
   rcollResult_t preset;       /* a failure at submit: the unit only releases its streams */
   int host;                   /* its plans run on pinned host copies (bounce.h) */
+  /* ... and the stream runs the bounce kernel (bounce_kernel.h), not an
+   * event and a wait: its parameter (seq, flag and timeout filled at
+   * launch), and the slot's word it says the input is there in. */
+  int bounce_kernel;
+  rcoll_bounce_kargs_t bk;
+  const _Atomic uint32_t *ready;
   int nstreams;
   rcoll_cuda_stream_t streams[RCOLL_CUDA_MAX_STREAMS];
   rcoll_cuda_event_t events[RCOLL_CUDA_MAX_STREAMS];

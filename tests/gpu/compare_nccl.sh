@@ -26,6 +26,9 @@
 #     whether its limit should be lower or higher; two-hosts-host: the same
 #     2 ranks over sockets on host buffers (no -G), the floor a bounced
 #     call stands on: the rest of its time is the device's;
+#     two-hosts-bkernel, one-gpu-bkernel: the bounce with
+#     RCOLL_CUDA_BOUNCE_KERNEL=1 (one kernel that polls host memory instead
+#     of the copies, the event and the stream's wait: bounce_kernel.h);
 #   one-gpu-chunk-N: 2 ranks at the largest size through the proxy with an
 #     IPC slot (RCOLL_CHUNK_SIZE) of N bytes for each N in CHUNK_SIZES (16
 #     and 64 MiB), beside one-gpu's 4 MiB default: every step of a device
@@ -106,18 +109,22 @@ table_one_gpu() { # SETTING HOW
   done
 }
 
-# Small calls with RCOLL_CUDA_BOUNCE (the default) and without, 2 ranks;
-# "host": the same call on host buffers over sockets.
+# Small calls with RCOLL_CUDA_BOUNCE (the default) and without (=0), and
+# with the bounce kernel ("kernel"), 2 ranks; "host": the same call on host
+# buffers over sockets.
 table_bounce() {
   printf '\n## 2 ranks: small calls as host plans on pinned copies (RCOLL_CUDA_BOUNCE) or not (=0), us\n'
-  printf '%10s | %10s %10s %10s %10s | %10s %10s\n' size "two hosts" "=0" "host" "NCCL" "one GPU" "=0"
-  local z on off host nccl gon goff
+  printf '%10s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' size "two hosts" "=0" kernel host NCCL "one GPU" "=0" \
+    kernel
+  local z on off ker host nccl gon goff gker
   for z in $BOUNCE_SIZES; do
     on=$(value two-hosts rcoll 2 "$z" 5); off=$(value two-hosts-nobounce rcoll 2 "$z" 5)
-    host=$(value two-hosts-host rcoll 2 "$z" 5); nccl=$(value two-hosts nccl 2 "$z" 5)
+    ker=$(value two-hosts-bkernel rcoll 2 "$z" 5); host=$(value two-hosts-host rcoll 2 "$z" 5)
+    nccl=$(value two-hosts nccl 2 "$z" 5)
     gon=$(value one-gpu rcoll 2 "$z" 5); goff=$(value one-gpu-nobounce rcoll 2 "$z" 5)
-    printf '%10s | %10s %10s %10s %10s | %10s %10s\n' "$z" "${on:--}" "${off:--}" "${host:--}" "${nccl:--}" \
-      "${gon:--}" "${goff:--}"
+    gker=$(value one-gpu-bkernel rcoll 2 "$z" 5)
+    printf '%10s | %9s %9s %9s %9s %9s | %9s %9s %9s\n' "$z" "${on:--}" "${off:--}" "${ker:--}" "${host:--}" \
+      "${nccl:--}" "${gon:--}" "${goff:--}" "${gker:--}"
   done
 }
 
@@ -240,6 +247,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
     fi
     run two-hosts-nobounce rcoll 2 "$z" "${SOCKET_ENV[@]}" RCOLL_CUDA_BOUNCE=0
     run two-hosts-host rcoll 2 "$z" "${SOCKET_ENV[@]}"
+    run two-hosts-bkernel rcoll 2 "$z" "${SOCKET_ENV[@]}" RCOLL_CUDA_BOUNCE_KERNEL=1
+    run one-gpu-bkernel rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE_KERNEL=1
     run one-gpu-nobounce rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE=0
   done
 done

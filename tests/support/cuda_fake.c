@@ -11,13 +11,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda/bounce_kernel.h"
 #include "cuda/direct_kernel.h"
 #include "cuda/module.h"
 #include "reduce.h"
 
 #define FAKE_MAX_ALLOCS 4096
 
-enum fake_op_kind { FAKE_OP_COPY, FAKE_OP_KERNEL, FAKE_OP_EVENT, FAKE_OP_WAIT, FAKE_OP_HOST, FAKE_OP_DIRECT };
+enum fake_op_kind {
+  FAKE_OP_COPY, FAKE_OP_KERNEL, FAKE_OP_EVENT, FAKE_OP_WAIT, FAKE_OP_HOST, FAKE_OP_DIRECT, FAKE_OP_BOUNCE
+};
 
 typedef struct fake_fn {
   int kind; /* rcoll_cuda_kernel_kind */
@@ -43,7 +46,8 @@ typedef struct fake_op {
   void (*host)(void *);
   void *host_arg;
   rcoll_direct_args_t *direct; /* FAKE_OP_DIRECT: the kernel's parameter, copied */
-  int delay_us;                /* FAKE_OP_COPY: its stream's own delay, beside copy_delay_us */
+  rcoll_bounce_kargs_t *bounce; /* FAKE_OP_BOUNCE: the same */
+  int delay_us;                /* FAKE_OP_COPY, _BOUNCE: its stream's own delay, beside copy_delay_us */
   _Atomic int *queued;         /* FAKE_OP_COPY: its stream's copies_queued */
   struct fake_op *next;
 } fake_op_t;
@@ -70,7 +74,7 @@ static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_alloc_t fake_allocs[FAKE_MAX_ALLOCS];
 static int fake_nallocs;
 static fake_stream_t *fake_legacy;
-static fake_fn_t fake_fns[RCOLL_CUDA_K_DIRECT + 1][rcollNumTypes][rcollNumOps];
+static fake_fn_t fake_fns[RCOLL_CUDA_K_BOUNCE + 1][rcollNumTypes][rcollNumOps];
 
 static const fake_alloc_t *fake_find(const void *p) {
   const char *c = p;
@@ -123,15 +127,43 @@ static void fake_gauge_up(_Atomic int *gauge, _Atomic int *most) {
     ;
 }
 
+static void fake_sleep_us(int us) {
+  if (us > 0) {
+    struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* rcoll_k_bounce (lib/cuda/bounce_kernel.h) on the CPU: its copies take
+ * as long as the stream's copies do (copy_delay_us and the stream's own). */
+static void fake_bounce_run(const rcoll_bounce_kargs_t *a, int delay_us) {
+  if (a->in != NULL) {
+    fake_sleep_us(atomic_load(&fake_stats.copy_delay_us) + delay_us);
+    memcpy(a->in_host, a->in, a->in_bytes);
+  }
+  atomic_store_explicit((_Atomic uint32_t *)a->ready, a->seq, memory_order_release);
+  struct timespec t0, now;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  while ((int32_t)(atomic_load_explicit((const _Atomic uint32_t *)a->flag, memory_order_acquire) - a->seq) < 0) {
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    if ((uint64_t)(now.tv_sec - t0.tv_sec) * 1000000000u + (uint64_t)(now.tv_nsec - t0.tv_nsec) > a->timeout_ns) {
+      *(volatile uint32_t *)a->timed_out = 1;
+      return;
+    }
+    fake_sleep_us(20);
+  }
+  if (a->out != NULL) {
+    fake_sleep_us(atomic_load(&fake_stats.copy_delay_us) + delay_us);
+    memcpy(a->out, a->out_host, a->out_bytes);
+  }
+}
+
 static void fake_run(fake_op_t *op) {
   switch (op->kind) {
   case FAKE_OP_COPY: {
     int delay_us = atomic_load(&fake_stats.copy_delay_us) + op->delay_us;
     fake_gauge_up(&fake_stats.copies_running, &fake_stats.copies_overlap);
-    if (delay_us > 0) {
-      struct timespec ts = {delay_us / 1000000, (long)(delay_us % 1000000) * 1000};
-      nanosleep(&ts, NULL);
-    }
+    fake_sleep_us(delay_us);
     memmove(op->dst, op->src, op->bytes);
     atomic_fetch_sub(&fake_stats.copies_running, 1);
     atomic_fetch_sub(op->queued, 1);
@@ -142,6 +174,10 @@ static void fake_run(fake_op_t *op) {
   case FAKE_OP_DIRECT:
     fake_direct_run(op->direct, op->fn->t, op->fn->op);
     free(op->direct);
+    break;
+  case FAKE_OP_BOUNCE:
+    fake_bounce_run(op->bounce, op->delay_us);
+    free(op->bounce);
     break;
   case FAKE_OP_WAIT:
     while ((int32_t)(atomic_load(op->flag) - op->value) < 0) {
@@ -425,7 +461,7 @@ static int f_module_unload(rcoll_cu_module_t m) { (void)m; return 0; }
 static int f_module_get_function(rcoll_cu_function_t *f, rcoll_cu_module_t m, const char *name) {
   (void)m;
   char buf[64];
-  for (int kind = RCOLL_CUDA_K_REDUCE; kind <= RCOLL_CUDA_K_DIRECT; kind++)
+  for (int kind = RCOLL_CUDA_K_REDUCE; kind <= RCOLL_CUDA_K_BOUNCE; kind++)
     for (int t = 0; t < rcollNumTypes; t++)
       for (int op = 0; op < rcollNumOps; op++) {
         rcoll_cuda_kernel_name(kind, (rcollDataType_t)t, (rcollRedOp_t)op, buf, sizeof buf);
@@ -467,6 +503,14 @@ static int f_launch(rcoll_cu_function_t f, unsigned gx, unsigned gy, unsigned gz
     if (op.direct == NULL)
       return 2;
     memcpy(op.direct, params[0], sizeof *op.direct);
+  } else if (fn->kind == RCOLL_CUDA_K_BOUNCE) {
+    atomic_fetch_add(&fake_stats.bounce_kernels, 1);
+    op.kind = FAKE_OP_BOUNCE;
+    op.delay_us = atomic_load(&fake_stream_of(s)->copy_delay_us);
+    op.bounce = malloc(sizeof *op.bounce);
+    if (op.bounce == NULL)
+      return 2;
+    memcpy(op.bounce, params[0], sizeof *op.bounce);
   } else if (fn->kind == RCOLL_CUDA_K_REDUCE) {
     atomic_fetch_add(&fake_stats.reduce_kernels, 1);
     for (int i = 0; i < 3; i++)

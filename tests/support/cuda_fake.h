@@ -30,6 +30,7 @@ struct fake_stats {
   _Atomic int deadlocks;      /* waits for the driver lock that gave up (cuda_fake.c) */
   _Atomic int events_created;
   _Atomic int direct_kernels; /* rcoll_k_direct_* launches */
+  _Atomic int bounce_kernels; /* rcoll_k_bounce launches */
   _Atomic int direct_inplace; /* ... of them reading the peers' buffers in place */
   _Atomic int ipc_opens, ipc_closes; /* cudaIpcOpenMemHandle, cudaIpcCloseMemHandle */
   _Atomic int ipc_gets;       /* cudaIpcGetMemHandle */
