@@ -18,8 +18,9 @@
 #   3. GPU conformance (tests/gpu/gpu_conformance.c): every collective on
 #      device buffers, 2 and 4 ranks as processes on the one GPU, over CUDA
 #      IPC and again staged through host memory (RCOLL_P2P_DISABLE=1), and
-#      once with the wait kernel instead of cuStreamWaitValue32, and once on
-#      the legacy default stream (where a call returns when done);
+#      once with the wait kernel instead of cuStreamWaitValue32, once with
+#      the bounce kernel, and once on the legacy default stream (where a
+#      call returns when done);
 #   4. NCCL (PyTorch's) through lib/libnccl-net-rcoll.so: 2 ranks on the one
 #      GPU made two hosts with NCCL_HOSTID (tests/gpu/nccl_plugin.py); then
 #      the "rcoll" torch backend on CUDA tensors against "nccl", results and
@@ -141,6 +142,9 @@ run_conformance conf-2-staged "2 ranks, staged (RCOLL_P2P_DISABLE=1)" 2 RCOLL_P2
 run_conformance conf-4-staged "4 ranks, staged (RCOLL_P2P_DISABLE=1), no bounce" 4 RCOLL_P2P_DISABLE=1 \
   RCOLL_CUDA_BOUNCE=0
 run_conformance conf-2-kernel "2 ranks, wait kernel (RCOLL_CUDA_WAIT=kernel)" 2 RCOLL_CUDA_WAIT=kernel
+# Small calls' copies and wait as one kernel (lib/cuda/bounce_kernel.h).
+run_conformance conf-2-bkernel "2 ranks, bounce kernel (RCOLL_CUDA_BOUNCE_KERNEL=1)" 2 \
+  RCOLL_CUDA_BOUNCE_KERNEL=1
 run_conformance conf-2-legacy "2 ranks, legacy default stream" 2 GPU_CONF_STREAM=default
 
 # ---------------------------------------------------------------- 4. NCCL + plugin
