@@ -183,7 +183,7 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
     args[r].timeout_ns = 10000000000ull;
     args[r].failed = &failed;
     args[r].sigs = sigs;
-    args[r].sig = RCOLL_DIRECT_SIG(count, 0, 0);
+    args[r].sig = RCOLL_DIRECT_SIG(0, count, 0, 0);
     args[r].rounds = (uint32_t)rounds;
     args[r].nblocks = (uint32_t)nb;
     args[r].nranks = (uint32_t)nranks;
@@ -226,6 +226,73 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
         return;
       }
     }
+}
+
+// The in-place reduce-scatter (sum over `count` elements of each rank's
+// segment) and all-gather (bytes, through the u8 sum kernel of one
+// source) between nranks CPU threads, pointed at the buffers as direct.c
+// points them: every input at our segment, every output at our place.
+template <class T>
+static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_args_t),
+                               void (*copy)(rcoll_direct_args_t), T (*sum)(T, T), int nranks,
+                               size_t count) {
+  const size_t nb = 3, V = 16 / sizeof(T), n = (size_t)nranks, es = sizeof(T);
+  std::vector<std::vector<uint4>> boxes(nranks), in(nranks), out(nranks);
+  uint32_t failed = 0;
+  uint64_t sigs[2] = {0, 0};
+  for (int r = 0; r < nranks; r++) {
+    boxes[r].assign(RCOLL_DIRECT_HDR_BYTES / 16, uint4{0, 0, 0, 0});
+    in[r].resize(n * count * es / 16 + 1);
+    out[r].resize(n * count * es / 16 + 1);
+    fill_random((unsigned char *)in[r].data(), n * count * es, 200 + r);
+  }
+  for (int coll = RCOLL_DIRECT_REDUCE_SCATTER; coll <= RCOLL_DIRECT_ALLGATHER; coll++) {
+    int gather = coll == RCOLL_DIRECT_ALLGATHER;
+    size_t kcount = gather ? count * es : count, kv = gather ? 16 : V;
+    rcoll_direct_args_t args[RCOLL_DIRECT_MAX_RANKS];
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < nranks; r++) {
+      rcoll_direct_args_t &a = args[r];
+      a = rcoll_direct_args_t{};
+      a.count = kcount;
+      a.chunk = ((kcount + nb - 1) / nb + kv - 1) / kv * kv;
+      a.base = (uint64_t)coll;  // one round per call, on the same flags
+      a.timeout_ns = 10000000000ull;
+      a.failed = &failed;
+      a.sigs = sigs;
+      a.sig = RCOLL_DIRECT_SIG(coll, count, 0, 0);
+      a.rounds = 1;
+      a.nblocks = (uint32_t)nb;
+      a.nranks = (uint32_t)nranks;
+      a.rank = (uint32_t)r;
+      a.vec = count * es % 16 == 0;  // the segments stay 16-byte aligned
+      a.inplace = 1;
+      a.coll = (uint32_t)coll;
+      for (int q = 0; q < nranks; q++) {
+        a.box[q] = (char *)boxes[q].data();
+        a.ins[q] = (const char *)in[q].data() + (gather ? 0 : r * count * es);
+        a.outs[q] = (char *)out[q].data() + (gather ? r * count * es : 0);
+      }
+      ranks.emplace_back(
+          [&, r] { launch((unsigned)nb, EMU_DIRECT_THREADS, gather ? copy : kernel, args[r]); });
+    }
+    for (auto &t : ranks)
+      t.join();
+    for (int r = 0; r < nranks; r++)
+      for (size_t i = 0; i < (gather ? n * count : count); i++) {
+        size_t q = i / count, j = i % count;  // all-gather: rank q's element j
+        T want = ((const T *)in[gather ? q : 0].data())[gather ? j : r * count + i];
+        for (int p = 1; p < nranks && !gather; p++)
+          want = sum(want, ((const T *)in[p].data())[r * count + i]);
+        T got = ((const T *)out[r].data())[i];
+        if (memcmp(&got, &want, sizeof(T)) != 0 || failed != 0) {
+          fprintf(stderr, "FAIL direct %s %s: %d ranks, count %zu: rank %d element %zu (failed word %u)\n",
+                  gather ? "all-gather" : "reduce-scatter", name, nranks, count, r, i, failed);
+          failures++;
+          return;
+        }
+      }
+  }
 }
 
 // The bounce kernel with a CPU thread as its proxy: the input must be in
@@ -285,6 +352,10 @@ int main() {
   check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 3, 7777);
   check_direct<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_sum_bf16, 3, 9001);
   check_direct<uint8_t>("sum_e5m2", rcoll_k_direct_sum_e5m2, rcoll_sum_e5m2, 2, 20000);
+  check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 2, 4096);
+  check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 3, 5001);
+  check_direct_colls<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_k_direct_sum_u8, rcoll_sum_bf16,
+                               4, 777);
   for (int shift = 0; shift < 2; shift++)
     for (size_t bytes : {(size_t)0, (size_t)8, (size_t)1031, (size_t)65536}) {
       check_bounce(bytes, bytes, shift, 1);
@@ -297,7 +368,8 @@ int main() {
     return 1;
   }
   printf("kernel_emu: every reduce kernel (12 types x 4 ops, 8 counts, aligned and not, in and out of "
-         "place), the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place) and the bounce "
+         "place), the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place), its in-place "
+         "reduce-scatter and all-gather (2-4 ranks, f32, bf16) and the bounce "
          "kernel (0 B to 64 KiB, aligned and not, a flag that never comes) right on the CPU\n");
   return 0;
 }

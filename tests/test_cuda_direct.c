@@ -270,7 +270,8 @@ static void told_another_call(rank_ctx_t *x, rcollComm_t comm, size_t n0, size_t
   const char *msg = rcollGetLastError(comm);
   cr_log_info("rank %d after %.0f ms: %s", x->rank, waited, msg);
   char want[160];
-  snprintf(want, sizeof want, "rank %d made another call: %zu x float32 sum here, %zu x float32 sum there",
+  snprintf(want, sizeof want,
+           "rank %d made another call: AllReduce %zu x float32 sum here, AllReduce %zu x float32 sum there",
            1 - x->rank, n, x->rank == 0 ? n1 : n0);
   x->wrong += r != rcollInvalidUsage || strstr(msg, want) == NULL;
   x->wrong += waited > 5000;

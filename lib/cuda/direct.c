@@ -8,6 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "algo.h"
 #include "bootstrap.h"
 #include "clock.h"
 #include "cuda/cuda_comm.h"
@@ -224,8 +225,8 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   d->state = ok && r == rcollSuccess ? RCOLL_DIRECT_ON : RCOLL_DIRECT_OFF;
   if (d->state == RCOLL_DIRECT_ON)
     RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
-               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place from "
-               "%llu bytes%s; up to %u blocks", c->rank, c->nranks, box_bytes(d),
+               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place (and "
+               "reduce-scatters and all-gathers) from %llu bytes%s; up to %u blocks", c->rank, c->nranks, box_bytes(d),
                (unsigned long long)d->inplace_min, d->meet != NULL ? "" : " (never: no meeting file)",
                d->max_blocks);
   return r;
@@ -258,20 +259,29 @@ static rcollResult_t direct_after_last(rcoll_cuda_comm_t *cc, rcollStream_t stre
   return rcoll_direct_wait_last(cc, "as this call is on another stream");
 }
 
+/* "AllReduce 100 x float32 sum", from RCOLL_DIRECT_SIG. */
+static void direct_sig_name(uint64_t sig, char *buf, size_t cap) {
+  static const char *const coll[] = {"AllReduce", "ReduceScatter", "AllGather", "?"};
+  unsigned k = (unsigned)(sig >> 12) & 3;
+  snprintf(buf, cap, "%s %llu x %s%s%s", coll[k], (unsigned long long)(sig >> 14),
+           rcoll_type_name((rcollDataType_t)((sig >> 4) & 255)), k == RCOLL_DIRECT_ALLGATHER ? "" : " ",
+           k == RCOLL_DIRECT_ALLGATHER ? "" : rcoll_op_name((rcollRedOp_t)(sig & 15)));
+}
+
 rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, uint64_t ours,
                                     uint64_t theirs) {
-  return rcoll_error(rcollInvalidUsage, "rank %d: rcollAllReduce: rank %u made another call: %llu x "
-                     "%s %s here, %llu x %s %s there (a direct all-reduce carries its call); every "
-                     "rank must make the same calls in the same order", c->rank, peer,
-                     (unsigned long long)(ours >> 12), rcoll_type_name((rcollDataType_t)((ours >> 4) & 255)),
-                     rcoll_op_name((rcollRedOp_t)(ours & 15)), (unsigned long long)(theirs >> 12),
-                     rcoll_type_name((rcollDataType_t)((theirs >> 4) & 255)),
-                     rcoll_op_name((rcollRedOp_t)(theirs & 15)));
+  char here[96], there[96];
+  direct_sig_name(ours, here, sizeof here);
+  direct_sig_name(theirs, there, sizeof there);
+  return rcoll_error(rcollInvalidUsage, "rank %d: rank %u made another call: %s here, %s there "
+                     "(a direct device call carries its call); every rank must make the same "
+                     "calls in the same order", c->rank, peer, here, there);
 }
 
 /* What an earlier kernel's wait gave up on, as the error of this call. */
 static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
-  static const char *const what[] = {"input in its box", "reduced slice", "reading our box"};
+  static const char *const what[] = {"input in its box, or in place its buffers",
+                                     "reduced slice, or in place its part", "reading our box"};
   uint32_t f = *(volatile uint32_t *)cc->direct_failed;
   if (f == 0)
     return rcollSuccess;
@@ -281,7 +291,7 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
     r = rcoll_direct_mismatch(cc->comm, peer, ((volatile uint64_t *)cc->direct_sigs)[1],
                               ((volatile uint64_t *)cc->direct_sigs)[0]);
   } else {
-    r = rcoll_error(rcollSystemError, "rank %d: a direct all-reduce gave up after RCOLL_TIMEOUT "
+    r = rcoll_error(rcollSystemError, "rank %d: a direct device call gave up after RCOLL_TIMEOUT "
                     "waiting for rank %u (its %s); the results of that call and the ones queued "
                     "after it are wrong", cc->comm->rank, peer, kind < 3 ? what[kind] : "?");
   }
@@ -289,64 +299,119 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   return r;
 }
 
-static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const void *in, void *out, size_t count,
-                                   rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream) {
-  struct rcollComm *c = cc->comm;
-  rcoll_cuda_direct_t *d = &cc->direct;
-  size_t es = rcoll_type_size(t), bytes = count * es;
+/* The call as the kernel sees it: an all-reduce of `count` elements, or a
+ * reduce-scatter's or all-gather's part of each rank (`count`, as NCCL's
+ * recvcount and sendcount), which run in place only (direct_kernel.h). */
+typedef struct direct_call {
+  int coll; /* RCOLL_DIRECT_ALLREDUCE, ... */
+  const void *in;
+  void *out;
+  size_t count;
+  rcollDataType_t t;
+  rcollRedOp_t op;
+} direct_call_t;
+
+/* The call's largest buffer. */
+static size_t direct_bytes(const struct rcollComm *c, int coll, size_t count, rcollDataType_t t) {
+  return count * rcoll_type_size(t) * (coll == RCOLL_DIRECT_ALLREDUCE ? 1 : (size_t)c->nranks);
+}
+
+/* Rounds and blocks: a block for every 64 KiB of the call's largest buffer;
+ * through the regions, as many rounds of them as the regions need. */
+static void direct_shape(const rcoll_cuda_direct_t *d, size_t bytes, size_t kcount, size_t es,
+                         rcoll_direct_args_t *a) {
   uint64_t nb = (bytes + DIRECT_BYTES_PER_BLOCK - 1) / DIRECT_BYTES_PER_BLOCK;
   nb = nb < 1 ? 1 : nb > d->max_blocks ? d->max_blocks : nb;
-  uint64_t cap = d->chunk_bytes / es;           /* elements a region holds */
-  uint64_t rounds = (count + nb * cap - 1) / (nb * cap);
-  /* Even stretches of whole 16-byte vectors (cap is whole vectors too). */
-  uint64_t vec = 16 / es, chunk = (count + rounds * nb - 1) / (rounds * nb);
-  rcoll_direct_args_t a = {.out = out, .in = in, .count = count,
-                           .chunk = (chunk + vec - 1) / vec * vec, .region_bytes = d->chunk_bytes,
-                           .base = d->rounds, .timeout_ns = (uint64_t)c->timeout_ms * 1000000u,
+  uint64_t vec = 16 / es, rounds = 1;
+  if (!a->inplace) {
+    uint64_t cap = d->chunk_bytes / es; /* elements a region holds (whole vectors) */
+    rounds = (kcount + nb * cap - 1) / (nb * cap);
+  }
+  /* Even stretches of whole 16-byte vectors. */
+  uint64_t chunk = (kcount + rounds * nb - 1) / (rounds * nb);
+  a->chunk = (chunk + vec - 1) / vec * vec;
+  a->rounds = (uint32_t)rounds;
+  a->nblocks = (uint32_t)nb;
+  uintptr_t any = (uintptr_t)a->in | (uintptr_t)a->out;
+  for (uint32_t q = 0; q < a->nranks && a->inplace; q++)
+    any |= (uintptr_t)a->ins[q] | (uintptr_t)a->outs[q];
+  a->vec = (any & 15) == 0;
+}
+
+/* Meets the peers for an in-place call and points the kernel at the
+ * buffers: 1 in place, 0 not (every rank decides the same); *r on failure. */
+static int direct_meet_call(rcoll_cuda_comm_t *cc, const direct_call_t *k, rcoll_direct_args_t *a,
+                            rcollResult_t *r) {
+  if (!rcoll_direct_meet(cc, k->in, k->out, a->sig, a, r))
+    return 0;
+  /* Our segment of every input, our place in every output. */
+  size_t at = (size_t)a->rank * k->count * rcoll_type_size(k->t);
+  for (uint32_t q = 0; q < a->nranks; q++) {
+    if (k->coll == RCOLL_DIRECT_REDUCE_SCATTER)
+      a->ins[q] += at;
+    if (k->coll == RCOLL_DIRECT_ALLGATHER)
+      a->outs[q] += at;
+  }
+  return 1;
+}
+
+/* *taken = 0 when the call must go through the proxy after all (a
+ * reduce-scatter or all-gather that could not run in place). */
+static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const direct_call_t *k,
+                                   rcollStream_t stream, int *taken) {
+  struct rcollComm *c = cc->comm;
+  rcoll_cuda_direct_t *d = &cc->direct;
+  /* An all-gather copies: bytes, as the sum kernel of one source. */
+  int gather = k->coll == RCOLL_DIRECT_ALLGATHER;
+  rcollDataType_t kt = gather ? rcollUint8 : k->t;
+  rcollRedOp_t kop = k->op; /* the sum, for an all-gather (rcoll_cuda_direct) */
+  size_t es = rcoll_type_size(kt), kcount = gather ? k->count * rcoll_type_size(k->t) : k->count;
+  rcoll_direct_args_t a = {.out = k->out, .in = k->in, .count = kcount,
+                           .region_bytes = d->chunk_bytes, .base = d->rounds,
+                           .timeout_ns = (uint64_t)c->timeout_ms * 1000000u,
                            .failed = (uint32_t *)(uintptr_t)cc->direct_failed_dev,
                            .sigs = (uint64_t *)(uintptr_t)cc->direct_sigs_dev,
-                           .sig = RCOLL_DIRECT_SIG(count, t, op),
-                           .rounds = (uint32_t)rounds, .nblocks = (uint32_t)nb,
+                           .sig = RCOLL_DIRECT_SIG(k->coll, k->count, k->t, k->op),
                            .nranks = (uint32_t)c->nranks, .rank = (uint32_t)c->rank,
-                           .avg = op == rcollAvg,
-                           .vec = (((uintptr_t)in | (uintptr_t)out) & 15) == 0};
+                           .avg = kop == rcollAvg, .coll = (uint32_t)k->coll};
   memcpy(a.box, d->boxes, sizeof a.box);
   memcpy(a.last, d->last, sizeof a.last);
-  if (d->meet != NULL && bytes >= d->inplace_min && bytes > 0) {
-    rcollResult_t r = rcollSuccess;
-    a.inplace = (uint32_t)rcoll_direct_meet(cc, in, out, a.sig, &a, &r);
-    if (r != rcollSuccess) {
-      rcoll_comm_set_error(c, r);
-      return r;
-    }
+  size_t bytes = direct_bytes(c, k->coll, k->count, k->t);
+  rcollResult_t r = rcollSuccess;
+  if (d->meet != NULL && bytes >= d->inplace_min && bytes > 0)
+    a.inplace = (uint32_t)direct_meet_call(cc, k, &a, &r);
+  *taken = a.inplace || k->coll == RCOLL_DIRECT_ALLREDUCE || r != rcollSuccess;
+  if (r != rcollSuccess) {
+    rcoll_comm_set_error(c, r);
+    return r;
   }
-  if (a.inplace) { /* one round over the whole vector; 16-byte loads if every buffer allows */
-    rounds = 1;
-    a.rounds = 1;
-    a.chunk = ((count + nb - 1) / nb + vec - 1) / vec * vec;
-    uintptr_t any = 0;
-    for (uint32_t q = 0; q < a.nranks; q++)
-      any |= (uintptr_t)a.ins[q] | (uintptr_t)a.outs[q];
-    a.vec = (any & 15) == 0;
-    d->inplace_calls++;
-  }
-  RCOLL_CHECK(rcoll_cuda_launch_direct(&a, t, op, (unsigned)nb, stream));
-  d->rounds += rounds;
-  for (uint64_t b = 0; b < nb && !a.inplace; b++) /* in place leaves the regions alone */
+  if (!*taken)
+    return rcollSuccess;
+  direct_shape(d, bytes, kcount, es, &a);
+  d->inplace_calls += a.inplace;
+  RCOLL_CHECK(rcoll_cuda_launch_direct(&a, kt, kop, a.nblocks, stream));
+  d->rounds += a.rounds;
+  for (uint64_t b = 0; b < a.nblocks && !a.inplace; b++) /* in place leaves the regions alone */
     d->last[b] = d->rounds;
   d->stream = stream;
   d->calls++;
-  int r = rcoll_cuda_api()->event_record(d->done, stream);
-  return r == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord "
-                                             "after a direct all-reduce: %s", c->rank,
-                                             rcoll_cuda_strerror(r));
+  int e = rcoll_cuda_api()->event_record(d->done, stream);
+  return e == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord "
+                                             "after a direct device call: %s", c->rank,
+                                             rcoll_cuda_strerror(e));
 }
 
-int rcoll_cuda_direct_allreduce(struct rcollComm *c, const void *in, void *out, size_t count,
-                                rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream,
-                                int device, rcollResult_t *r) {
+int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, size_t count,
+                      rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream, int device,
+                      rcollResult_t *r) {
+  int coll = kind == RCOLL_COLL_ALLREDUCE        ? RCOLL_DIRECT_ALLREDUCE
+             : kind == RCOLL_COLL_REDUCE_SCATTER ? RCOLL_DIRECT_REDUCE_SCATTER
+             : kind == RCOLL_COLL_ALLGATHER      ? RCOLL_DIRECT_ALLGATHER
+                                                 : -1;
+  if (kind == RCOLL_COLL_ALLGATHER)
+    op = rcollSum; /* not the user's to give */
   /* PreMulSum ops (beyond rcollNumOps) carry a scalar: the proxy has them. */
-  if (!c->cuda_direct || rcoll_group_active() || (int)op < 0 || op >= rcollNumOps ||
+  if (coll < 0 || !c->cuda_direct || rcoll_group_active() || (int)op < 0 || op >= rcollNumOps ||
       c->nranks > RCOLL_DIRECT_MAX_RANKS)
     return 0;
   rcoll_cuda_comm_t *cc = NULL;
@@ -357,16 +422,21 @@ int rcoll_cuda_direct_allreduce(struct rcollComm *c, const void *in, void *out, 
     return 1;
   if (cc->direct.state != RCOLL_DIRECT_ON)
     return 0;
-  *r = direct_failed(cc);
-  if (*r == rcollSuccess)
-    *r = direct_after_last(cc, stream);
-  int saved = -1;
+  if ((*r = direct_failed(cc)) != rcollSuccess)
+    return 1;
+  /* The others run in place only: below the limit, no meeting, no kernel. */
+  if (coll != RCOLL_DIRECT_ALLREDUCE &&
+      (cc->direct.meet == NULL || direct_bytes(c, coll, count, t) < cc->direct.inplace_min || count == 0))
+    return 0;
+  *r = direct_after_last(cc, stream);
+  int saved = -1, taken = 1;
+  direct_call_t k = {coll, in, out, count, t, op};
   if (*r == rcollSuccess && rcoll_cuda_device_enter(cc->device, &saved) != 0)
     *r = rcoll_error(rcollUnhandledCudaError, "rank %d: cannot select device %d", c->rank, cc->device);
   else if (*r == rcollSuccess)
-    *r = direct_launch(cc, in, out, count, t, op, stream);
+    *r = direct_launch(cc, &k, stream, &taken);
   rcoll_cuda_device_leave(saved);
-  return 1;
+  return taken;
 }
 
 /* 1 once every peer has said DONE for every region's last use (read from

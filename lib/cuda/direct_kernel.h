@@ -39,6 +39,12 @@
  * that is its rank's output too is safe. Each rank moves 2 vectors (reads
  * the inputs' slices, S in all, writes every output's, S in all) where the
  * regions move 4.
+ * A reduce-scatter and an all-gather run in place only, with the same two
+ * phases: in B a reduce-scatter's rank reduces its own segment of every
+ * input into its output, and an all-gather's copies its input into its
+ * place in every output. Each element is again written by one rank, after
+ * it read it: NCCL's in-place forms (our output inside our input at our
+ * segment, or our input inside our output at our place) are safe too.
  *
  * Blocks never wait for other blocks of their own rank, only for the block
  * with the same index on the other ranks, so blocks may run in any order
@@ -61,6 +67,15 @@
 
 enum { RCOLL_DIRECT_READY = 0, RCOLL_DIRECT_REDUCED = 1, RCOLL_DIRECT_DONE = 2 };
 
+/* What an in-place call computes (the regions are the all-reduce's only):
+ * the all-reduce splits each block's stretch among the ranks, and each rank
+ * reduces its slice over every input into every output; a reduce-scatter's
+ * rank reduces its whole segment over every input (the host points each
+ * input at our segment) into its own output; an all-gather's rank copies
+ * its own input into every output (the host points each output at our
+ * place in it). */
+enum { RCOLL_DIRECT_ALLREDUCE = 0, RCOLL_DIRECT_REDUCE_SCATTER = 1, RCOLL_DIRECT_ALLGATHER = 2 };
+
 /* The kernel's one parameter, passed by value. */
 typedef struct rcoll_direct_args {
   void *out;
@@ -77,6 +92,7 @@ typedef struct rcoll_direct_args {
   uint32_t rounds, nblocks, nranks, rank, avg;
   uint32_t vec; /* in and out are 16-byte aligned (chunk is whole vectors): 16-byte loads */
   uint32_t inplace; /* read the peers' buffers below, not their regions (one round) */
+  uint32_t coll;    /* in place: RCOLL_DIRECT_ALLREDUCE, _REDUCE_SCATTER or _ALLGATHER */
   char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
   const char *ins[RCOLL_DIRECT_MAX_RANKS]; /* in place: every rank's input and output, */
   char *outs[RCOLL_DIRECT_MAX_RANKS];      /* as mapped here (ours at [rank]) */
@@ -92,7 +108,8 @@ typedef struct rcoll_direct_args {
 /* What a call is, as the flags carry it: ranks that make different calls
  * stop at their first flag with the peer named, as fingerprints do on the
  * proxy path, instead of reading each other's data wrongly. */
-#define RCOLL_DIRECT_SIG(count, type, op) (((uint64_t)(count) << 12) | ((uint64_t)(type) << 4) | (uint64_t)(op))
+#define RCOLL_DIRECT_SIG(coll, count, type, op)                                                 \
+  (((uint64_t)(count) << 14) | ((uint64_t)(coll) << 12) | ((uint64_t)(type) << 4) | (uint64_t)(op))
 
 #if defined(__CUDACC__)
 #define RCOLL_DK_FN static __device__ __forceinline__
@@ -240,6 +257,19 @@ RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q
   return q == a->rank ? (const char *)a->in + (at + i) * es : a->box[q] + region + i * es;
 }
 
+/* The ranks whose inputs a reduce reads, [*q0, *q1), and whose outputs it
+ * writes, [*d0, *d1): all of them but for the in-place all-gather's one
+ * source and the reduce-scatter's one output, ours. */
+RCOLL_DK_FN void rcoll_direct_ends(const rcoll_direct_args_t *a, uint32_t *q0, uint32_t *q1,
+                                   uint32_t *d0, uint32_t *d1) {
+  const int gather = a->inplace && a->coll == RCOLL_DIRECT_ALLGATHER;
+  const int scatter = a->inplace && a->coll == RCOLL_DIRECT_REDUCE_SCATTER;
+  *q0 = gather ? a->rank : 0;
+  *q1 = gather ? a->rank + 1 : a->nranks;
+  *d0 = scatter ? a->rank : 0;
+  *d1 = scatter ? a->rank + 1 : a->nranks;
+}
+
 /* Block b's one round in place: where its stretch starts and ends. */
 RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint32_t b) {
   const uint64_t at = (uint64_t)b * a->chunk;
@@ -261,6 +291,8 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
     enum { V = 16 / sizeof(T) };                                                                \
     T *mine = (T *)(void *)(a->box[a->rank] + region), *out = (T *)a->out + at;                 \
     uint64_t vend = a->vec ? lo + (hi - lo) / V * V : lo;                                       \
+    uint32_t q0, q1, d0, d1;                                                                    \
+    rcoll_direct_ends(a, &q0, &q1, &d0, &d1);                                                   \
     /* Two vectors per thread per pass, for two loads in flight per source. */               \
     const uint64_t step = (uint64_t)nt * V;                                                     \
     /* A union, not memcpy: nvcc keeps it in registers. */                                    \
@@ -268,9 +300,9 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
     for (uint64_t i = lo + (uint64_t)tid * V; i < vend; i += 2 * step) {                        \
       const int m = i + step < vend ? 2 : 1;                                                    \
       union dvec acc[2], v[2];                                                                  \
-      acc[0].w = RCOLL_DK_LOAD16(rcoll_direct_at(a, 0, region, at, i, sizeof(T)));              \
-      acc[1].w = m == 2 ? RCOLL_DK_LOAD16(rcoll_direct_at(a, 0, region, at, i + step, sizeof(T))) : acc[0].w; \
-      for (uint32_t q = 1; q < a->nranks; q++) {                                                \
+      acc[0].w = RCOLL_DK_LOAD16(rcoll_direct_at(a, q0, region, at, i, sizeof(T)));             \
+      acc[1].w = m == 2 ? RCOLL_DK_LOAD16(rcoll_direct_at(a, q0, region, at, i + step, sizeof(T))) : acc[0].w; \
+      for (uint32_t q = q0 + 1; q < q1; q++) {                                                  \
         v[0].w = RCOLL_DK_LOAD16(rcoll_direct_at(a, q, region, at, i, sizeof(T)));              \
         v[1].w = m == 2 ? RCOLL_DK_LOAD16(rcoll_direct_at(a, q, region, at, i + step, sizeof(T))) : v[0].w; \
         for (int u = 0; u < 2; u++)                                                             \
@@ -281,7 +313,7 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
         for (int j = 0; j < V && a->avg; j++)                                                   \
           acc[u].e[j] = rcoll_avg_##sfx(acc[u].e[j], (int)a->nranks);                           \
         if (a->inplace) {                                                                       \
-          for (uint32_t q = 0; q < a->nranks; q++)                                              \
+          for (uint32_t q = d0; q < d1; q++)                                                    \
             RCOLL_DK_STORE16((T *)(void *)a->outs[q] + at + i + u * step, acc[u].w);            \
         } else {                                                                                \
           RCOLL_DK_STORE16(mine + i + u * step, acc[u].w);                                      \
@@ -290,13 +322,13 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
       }                                                                                         \
     }                                                                                           \
     for (uint64_t i = vend + tid; i < hi; i += nt) {                                            \
-      T acc = rcoll_direct_src_##op##_##sfx(a, 0, region, at, i);                                      \
-      for (uint32_t q = 1; q < a->nranks; q++)                                                  \
-        acc = rcoll_##op##_##sfx(acc, rcoll_direct_src_##op##_##sfx(a, q, region, at, i));             \
+      T acc = rcoll_direct_src_##op##_##sfx(a, q0, region, at, i);                              \
+      for (uint32_t q = q0 + 1; q < q1; q++)                                                    \
+        acc = rcoll_##op##_##sfx(acc, rcoll_direct_src_##op##_##sfx(a, q, region, at, i));     \
       if (a->avg)                                                                               \
         acc = rcoll_avg_##sfx(acc, (int)a->nranks);                                             \
       if (a->inplace) {                                                                         \
-        for (uint32_t q = 0; q < a->nranks; q++)                                                \
+        for (uint32_t q = d0; q < d1; q++)                                                      \
           ((T *)(void *)a->outs[q])[at + i] = acc;                                              \
       } else {                                                                                  \
         mine[i] = acc;                                                                          \
@@ -313,8 +345,11 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
       rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
       if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
         return 1;                                                                               \
-      rcoll_direct_reduce_##op##_##sfx(a, 0, (uint64_t)b * a->chunk, rcoll_direct_slice(len, me, n, V), \
-                                       rcoll_direct_slice(len, me + 1, n, V), tid, nt);         \
+      /* The all-reduce's ranks share the stretch; the others' each do it all. */               \
+      const int split = a->coll == RCOLL_DIRECT_ALLREDUCE;                                      \
+      rcoll_direct_reduce_##op##_##sfx(a, 0, (uint64_t)b * a->chunk,                           \
+                                       split ? rcoll_direct_slice(len, me, n, V) : 0,           \
+                                       split ? rcoll_direct_slice(len, me + 1, n, V) : len, tid, nt); \
       rcoll_direct_say(a, RCOLL_DIRECT_REDUCED, b, g, tid);                                     \
       return rcoll_direct_wait(a, RCOLL_DIRECT_REDUCED, b, g, tid);                             \
     }                                                                                           \

@@ -139,7 +139,7 @@ char *rcoll_direct_meet_import(rcoll_cuda_comm_t *cc, int q, const rcoll_cuda_ip
   int r = rcoll_cuda_api()->ipc_open_mem_handle(&p, *h, RCOLL_CUDA_IPC_LAZY_PEER_ACCESS);
   if (r != 0) {
     RCOLL_INFO(RCOLL_SUB_P2P, "rank %d: cudaIpcOpenMemHandle of rank %d's buffer failed: %s; this "
-               "all-reduce goes through the regions", cc->comm->rank, q, rcoll_cuda_strerror(r));
+               "call goes through the regions or the proxy", cc->comm->rank, q, rcoll_cuda_strerror(r));
     return NULL;
   }
   *slot = (direct_import_t){.h = *h, .base = p, .used = ++m->tick};
@@ -160,10 +160,10 @@ static rcollResult_t meet_wait(rcoll_cuda_comm_t *cc, size_t field, uint64_t seq
     _Atomic uint64_t *f = (_Atomic uint64_t *)(void *)((char *)p + field);
     for (unsigned polls = 0; atomic_load_explicit(f, memory_order_acquire) != seq; polls++) {
       if (rcoll_now_ms() - t0 > c->timeout_ms)
-        return rcoll_error(rcollTimeout, "rank %d: rcollAllReduce: rank %d did not come to this "
-                           "all-reduce within RCOLL_TIMEOUT (%lld s): direct all-reduces of "
-                           "RCOLL_CUDA_DIRECT_INPLACE bytes or more meet on the host to read each "
-                           "other's buffers", c->rank, q, (long long)(c->timeout_ms / 1000));
+        return rcoll_error(rcollTimeout, "rank %d: rank %d did not come to this %s within "
+                           "RCOLL_TIMEOUT (%lld s): direct device calls of RCOLL_CUDA_DIRECT_INPLACE "
+                           "bytes or more meet on the host to read each other's buffers", c->rank, q,
+                           rcoll_direct_call_name(sig), (long long)(c->timeout_ms / 1000));
       if (polls < 1000) {
         sched_yield();
       } else {
