@@ -107,10 +107,12 @@ export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-30}
 # lib/cuda/bounce.h); the 4-rank runs turn that off, so that the device
 # steps see the small counts too.
 run_conformance conf-2-ipc "2 ranks, CUDA IPC" 2 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT,NET
-# The direct all-reduce (lib/cuda/direct.h): all-reduces as one kernel each,
-# the other collectives through the proxy as above. At 2 ranks calls from
-# 1 MiB read the peers' buffers in place and smaller ones go through the
-# regions; at 4 ranks every call is in place (RCOLL_CUDA_DIRECT_INPLACE=1).
+# The direct path (lib/cuda/direct.h): all-reduces as one kernel each, and
+# reduce-scatters and all-gathers whose largest buffer reaches
+# RCOLL_CUDA_DIRECT_INPLACE; the other collectives through the proxy as
+# above. At 2 ranks calls from 1 MiB read the peers' buffers in place and
+# smaller all-reduces go through the regions; at 4 ranks every call is in
+# place (RCOLL_CUDA_DIRECT_INPLACE=1), reduce-scatters and all-gathers too.
 # Under MPS: processes on one GPU without it take turns, and the direct path
 # turns itself off (the log says so, and the check below fails).
 direct_was_on() { # tag
@@ -126,7 +128,7 @@ if step conformance && ! over_budget; then
     run_conformance conf-2-direct "2 ranks, direct all-reduce (RCOLL_CUDA_DIRECT=1, MPS)" 2 \
       RCOLL_CUDA_DIRECT=1 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT
     direct_was_on conf-2-direct
-    run_conformance conf-4-direct "4 ranks, direct all-reduce in place (RCOLL_CUDA_DIRECT=1, MPS)" 4 \
+    run_conformance conf-4-direct "4 ranks, direct in place (RCOLL_CUDA_DIRECT=1, MPS)" 4 \
       RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=1 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT
     direct_was_on conf-4-direct
     mps_stop
@@ -203,20 +205,20 @@ run_torch_backend() {
 run_torch_backend
 
 # ---------------------------------------------------------------- 5. bench
-run_bench() { # tag label nranks env...
-  local tag=$1 label=$2 n=$3
+run_bench() { # tag label nranks env...   (BENCH=reduce_scatter_perf ... for another collective)
+  local tag=$1 label=$2 n=$3 bench=${BENCH:-allreduce_perf}
   shift 3
   step bench || return 0
-  if over_budget; then say "allreduce_perf $label: SKIPPED (time budget)"; FAILED=1; return; fi
-  section "allreduce_perf -G $label"
-  if ( (($# == 0)) || export "$@"; launch "$n" 150 "$tag" bench/allreduce_perf -G -b 16 -e 256M -f 4 -n 20 -w 5 -c 1); then
+  if over_budget; then say "$bench $label: SKIPPED (time budget)"; FAILED=1; return; fi
+  section "$bench -G $label"
+  if ( (($# == 0)) || export "$@"; launch "$n" 150 "$tag" "bench/$bench" -G -b 16 -e 256M -f 4 -n 20 -w 5 -c 1); then
     local busbw
     busbw=$(awk '$1 == 268435456 {print $8}' "$WORK/$tag.rank0.log" | tail -n 1)
-    say "allreduce_perf -G $label: PASS; 256 MiB out-of-place busbw ${busbw:-?} GB/s" \
+    say "$bench -G $label: PASS; 256 MiB out-of-place busbw ${busbw:-?} GB/s" \
       "(d2d copy ${D2D_GBS:-?} GB/s)"
     grep -E '^# (Out of bounds|Avg bus)' "$WORK/$tag.rank0.log" | sed 's/^/  /' | tee -a "$SUMMARY"
   else
-    say "allreduce_perf -G $label: FAIL"
+    say "$bench -G $label: FAIL"
     FAILED=1
   fi
 }
@@ -231,6 +233,13 @@ if step bench && ! over_budget; then
     run_bench bench-4-mps "4 ranks (CUDA IPC, under MPS)" 4 RCOLL_DEBUG=WARN
     run_bench bench-2-mps-direct "2 ranks (direct all-reduce, under MPS)" 2 RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
     run_bench bench-4-mps-direct "4 ranks (direct all-reduce, under MPS)" 4 RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
+    # Reduce-scatters and all-gathers: through the proxy, and direct from
+    # 1 MiB (one kernel reading the peers' buffers in place).
+    for b in reduce_scatter_perf allgather_perf; do
+      BENCH=$b run_bench "bench-2-mps-$b" "2 ranks (CUDA IPC, under MPS)" 2 RCOLL_DEBUG=WARN
+      BENCH=$b run_bench "bench-2-mps-direct-$b" "2 ranks (direct, under MPS)" 2 RCOLL_DEBUG=WARN \
+        RCOLL_CUDA_DIRECT=1
+    done
     mps_stop
   else
     say "MPS: no nvidia-cuda-mps-control here, or it would not start; no MPS benches"
