@@ -183,7 +183,7 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
     args[r].timeout_ns = 10000000000ull;
     args[r].failed = &failed;
     args[r].sigs = sigs;
-    args[r].sig = RCOLL_DIRECT_SIG(0, count, 0, 0);
+    args[r].sig = RCOLL_DIRECT_SIG(0, 0, count, 0, 0);
     args[r].rounds = (uint32_t)rounds;
     args[r].nblocks = (uint32_t)nb;
     args[r].nranks = (uint32_t)nranks;
@@ -229,9 +229,11 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
 }
 
 // The in-place reduce-scatter (sum over `count` elements of each rank's
-// segment) and all-gather (bytes, through the u8 sum kernel of one
-// source) between nranks CPU threads, pointed at the buffers as direct.c
-// points them: every input at our segment, every output at our place.
+// segment), all-gather (bytes, through the u8 sum kernel of one source),
+// broadcast (bytes too, from rank 1) and reduce (to rank 1, `count`
+// elements) between nranks CPU threads, pointed at the buffers as direct.c
+// points them: a reduce-scatter's every input at our segment, an
+// all-gather's every output at our place.
 template <class T>
 static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_args_t),
                                void (*copy)(rcoll_direct_args_t), T (*sum)(T, T), int nranks,
@@ -246,9 +248,11 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
     out[r].resize(n * count * es / 16 + 1);
     fill_random((unsigned char *)in[r].data(), n * count * es, 200 + r);
   }
-  for (int coll = RCOLL_DIRECT_REDUCE_SCATTER; coll <= RCOLL_DIRECT_ALLGATHER; coll++) {
-    int gather = coll == RCOLL_DIRECT_ALLGATHER;
-    size_t kcount = gather ? count * es : count, kv = gather ? 16 : V;
+  const uint32_t root = 1;
+  for (int coll = RCOLL_DIRECT_REDUCE_SCATTER; coll <= RCOLL_DIRECT_REDUCE; coll++) {
+    int gather = coll == RCOLL_DIRECT_ALLGATHER, scatter = coll == RCOLL_DIRECT_REDUCE_SCATTER;
+    int copies = gather || coll == RCOLL_DIRECT_BROADCAST;
+    size_t kcount = copies ? count * es : count, kv = copies ? 16 : V;
     rcoll_direct_args_t args[RCOLL_DIRECT_MAX_RANKS];
     std::vector<std::thread> ranks;
     for (int r = 0; r < nranks; r++) {
@@ -260,7 +264,7 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
       a.timeout_ns = 10000000000ull;
       a.failed = &failed;
       a.sigs = sigs;
-      a.sig = RCOLL_DIRECT_SIG(coll, count, 0, 0);
+      a.sig = RCOLL_DIRECT_SIG(coll, 0, count, 0, 0);
       a.rounds = 1;
       a.nblocks = (uint32_t)nb;
       a.nranks = (uint32_t)nranks;
@@ -268,26 +272,31 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
       a.vec = count * es % 16 == 0;  // the segments stay 16-byte aligned
       a.inplace = 1;
       a.coll = (uint32_t)coll;
+      a.root = root;
       for (int q = 0; q < nranks; q++) {
         a.box[q] = (char *)boxes[q].data();
-        a.ins[q] = (const char *)in[q].data() + (gather ? 0 : r * count * es);
+        a.ins[q] = (const char *)in[q].data() + (scatter ? r * count * es : 0);
         a.outs[q] = (char *)out[q].data() + (gather ? r * count * es : 0);
       }
       ranks.emplace_back(
-          [&, r] { launch((unsigned)nb, EMU_DIRECT_THREADS, gather ? copy : kernel, args[r]); });
+          [&, r] { launch((unsigned)nb, EMU_DIRECT_THREADS, copies ? copy : kernel, args[r]); });
     }
     for (auto &t : ranks)
       t.join();
+    static const char *const what[] = {"", "reduce-scatter", "all-gather", "broadcast", "reduce"};
     for (int r = 0; r < nranks; r++)
       for (size_t i = 0; i < (gather ? n * count : count); i++) {
+        if (coll == RCOLL_DIRECT_REDUCE && r != (int)root)
+          break;  // the others' outputs are not written
         size_t q = i / count, j = i % count;  // all-gather: rank q's element j
-        T want = ((const T *)in[gather ? q : 0].data())[gather ? j : r * count + i];
-        for (int p = 1; p < nranks && !gather; p++)
-          want = sum(want, ((const T *)in[p].data())[r * count + i]);
+        size_t at = scatter ? r * count + i : gather ? j : i;
+        T want = ((const T *)in[gather ? q : copies ? root : 0].data())[at];
+        for (int p = 1; p < nranks && !copies; p++)
+          want = sum(want, ((const T *)in[p].data())[at]);
         T got = ((const T *)out[r].data())[i];
         if (memcmp(&got, &want, sizeof(T)) != 0 || failed != 0) {
           fprintf(stderr, "FAIL direct %s %s: %d ranks, count %zu: rank %d element %zu (failed word %u)\n",
-                  gather ? "all-gather" : "reduce-scatter", name, nranks, count, r, i, failed);
+                  what[coll], name, nranks, count, r, i, failed);
           failures++;
           return;
         }
@@ -369,7 +378,7 @@ int main() {
   }
   printf("kernel_emu: every reduce kernel (12 types x 4 ops, 8 counts, aligned and not, in and out of "
          "place), the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place), its in-place "
-         "reduce-scatter and all-gather (2-4 ranks, f32, bf16) and the bounce "
+         "reduce-scatter, all-gather, broadcast and reduce (2-4 ranks, f32, bf16) and the bounce "
          "kernel (0 B to 64 KiB, aligned and not, a flag that never comes) right on the CPU\n");
   return 0;
 }

@@ -1,10 +1,11 @@
-/* Direct reduce-scatters and all-gathers (RCOLL_CUDA_DIRECT, lib/cuda/
- * direct.h) on the host fake of CUDA: ranks are threads, and the kernel is
- * the block function the GPU runs (tests/support/cuda_fake_direct.c). Both
- * run in place only, reading or writing the peers' buffers: calls whose
- * largest buffer reaches RCOLL_CUDA_DIRECT_INPLACE meet on the host and run
- * as one kernel; smaller ones, or ones a rank cannot hand over, go through
- * the proxy. test_cuda_direct.c has the all-reduce. */
+/* Direct reduce-scatters, all-gathers, broadcasts and reduces
+ * (RCOLL_CUDA_DIRECT, lib/cuda/direct.h) on the host fake of CUDA: ranks
+ * are threads, and the kernel is the block function the GPU runs
+ * (tests/support/cuda_fake_direct.c). They run in place only, reading or
+ * writing the peers' buffers: calls whose largest buffer reaches
+ * RCOLL_CUDA_DIRECT_INPLACE meet on the host and run as one kernel; smaller
+ * ones, or ones a rank cannot hand over, go through the proxy.
+ * test_cuda_direct.c has the all-reduce. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,15 +45,16 @@ static const size_t counts[] = {1, 7, 1000, 16385, 300000, 3, 70000, 1031};
 #define NCOUNTS (sizeof counts / sizeof counts[0])
 
 /* The calls of counts[] that reach the 4 KiB limit at n ranks, out of
- * place and in place, on every rank. */
-static int inplace_calls(int n) {
+ * place and in place, on every rank: the largest buffer is n counts for a
+ * reduce-scatter or all-gather (per_rank), one for a broadcast or reduce. */
+static int inplace_calls(int n, int per_rank) {
   int k = 0;
   for (size_t i = 0; i < NCOUNTS; i++)
-    k += counts[i] * 4 * (size_t)n >= 4096 ? 2 : 0;
+    k += counts[i] * 4 * (size_t)(per_rank ? n : 1) >= 4096 ? 2 : 0;
   return n * k;
 }
 /* ... and with them the all-reduces of 4 floats between them. */
-#define ROW(n) inplace_calls(n) + (n) * (int)NCOUNTS, inplace_calls(n)
+#define ROW(n, per_rank) inplace_calls(n, per_rank) + (n) * (int)NCOUNTS, inplace_calls(n, per_rank)
 
 static void check_scatter(rank_ctx_t *x, const float *got, size_t count, const char *how) {
   for (size_t i = 0; i < count; i++) {
@@ -132,16 +134,82 @@ static void gathers_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_api()->stream_destroy(s);
 }
 
-Test(cuda_direct_colls, reduce_scatter_two_ranks) { run_colls(2, scatters_in_a_row, ROW(2)); }
-Test(cuda_direct_colls, reduce_scatter_three_ranks) { run_colls(3, scatters_in_a_row, ROW(3)); }
-Test(cuda_direct_colls, reduce_scatter_four_ranks) { run_colls(4, scatters_in_a_row, ROW(4)); }
-Test(cuda_direct_colls, all_gather_two_ranks) { run_colls(2, gathers_in_a_row, ROW(2)); }
-Test(cuda_direct_colls, all_gather_three_ranks) { run_colls(3, gathers_in_a_row, ROW(3)); }
-Test(cuda_direct_colls, all_gather_four_ranks) { run_colls(4, gathers_in_a_row, ROW(4)); }
+/* Broadcasts from each root in turn: out of place (the other ranks' input
+ * NULL, as NCCL allows), then in place (rcollBcast). */
+static void broadcasts_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  for (size_t k = 0; k < NCOUNTS && x->result == rcollSuccess; k++) {
+    size_t c = counts[k];
+    int root = (int)k % x->nranks;
+    float *in = cuda_ranks_dev_alloc(c * 4), *out = cuda_ranks_dev_alloc(c * 4);
+    cuda_ranks_fill(in, c, x->rank);
+    x->result = rcollBroadcast(x->rank == root ? in : NULL, out, c, rcollFloat32, root, comm, s);
+    fake_stream_sync(s);
+    for (size_t i = 0; i < c; i++)
+      if (out[i] != cuda_ranks_input(root, i) && x->wrong++ < 3)
+        cr_log_warn("rank %d of %d, broadcast of %zu from %d: element %zu is %g", x->rank, x->nranks,
+                    c, root, i, out[i]);
+    small_allreduce(x, comm, s);
+    if (x->result == rcollSuccess)
+      x->result = rcollBcast(in, c, rcollFloat32, root, comm, s);
+    fake_stream_sync(s);
+    for (size_t i = 0; i < c; i++)
+      if (in[i] != cuda_ranks_input(root, i) && x->wrong++ < 3)
+        cr_log_warn("rank %d of %d, rcollBcast of %zu from %d: element %zu is %g", x->rank, x->nranks,
+                    c, root, i, in[i]);
+    fake_free(in);
+    fake_free(out);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+}
 
-/* Every type and op of a reduce-scatter, and every type of an all-gather,
- * against the reference (fp8 sums within their rounding), on a count that
- * is no whole number of 16-byte vectors (3 x 2063 bytes reach the limit); the buffers 1 element past an
+/* Reduces to each root in turn: out of place (the other ranks' output
+ * NULL), then in place at the root. */
+static void reduces_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  for (size_t k = 0; k < NCOUNTS && x->result == rcollSuccess; k++) {
+    size_t c = counts[k];
+    int root = (int)(k + 1) % x->nranks, is_root = x->rank == root;
+    float *in = cuda_ranks_dev_alloc(c * 4), *out = cuda_ranks_dev_alloc(c * 4);
+    cuda_ranks_fill(in, c, x->rank);
+    x->result = rcollReduce(in, is_root ? out : NULL, c, rcollFloat32, rcollSum, root, comm, s);
+    fake_stream_sync(s);
+    for (size_t i = 0; i < c && is_root; i++)
+      if (out[i] != cuda_ranks_sum_of(x->nranks, i) && x->wrong++ < 3)
+        cr_log_warn("root %d of %d, reduce of %zu: element %zu is %g", x->rank, x->nranks, c, i, out[i]);
+    small_allreduce(x, comm, s);
+    if (x->result == rcollSuccess)
+      x->result = rcollReduce(in, is_root ? in : NULL, c, rcollFloat32, rcollSum, root, comm, s);
+    fake_stream_sync(s);
+    for (size_t i = 0; i < c; i++) {
+      float want = is_root ? cuda_ranks_sum_of(x->nranks, i) : cuda_ranks_input(x->rank, i);
+      if (in[i] != want && x->wrong++ < 3) /* the others' input is theirs still */
+        cr_log_warn("rank %d of %d, reduce of %zu in place to %d: element %zu is %g, not %g", x->rank,
+                    x->nranks, c, root, i, in[i], want);
+    }
+    fake_free(in);
+    fake_free(out);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+Test(cuda_direct_colls, reduce_scatter_two_ranks) { run_colls(2, scatters_in_a_row, ROW(2, 1)); }
+Test(cuda_direct_colls, reduce_scatter_three_ranks) { run_colls(3, scatters_in_a_row, ROW(3, 1)); }
+Test(cuda_direct_colls, reduce_scatter_four_ranks) { run_colls(4, scatters_in_a_row, ROW(4, 1)); }
+Test(cuda_direct_colls, all_gather_two_ranks) { run_colls(2, gathers_in_a_row, ROW(2, 1)); }
+Test(cuda_direct_colls, all_gather_three_ranks) { run_colls(3, gathers_in_a_row, ROW(3, 1)); }
+Test(cuda_direct_colls, all_gather_four_ranks) { run_colls(4, gathers_in_a_row, ROW(4, 1)); }
+Test(cuda_direct_colls, broadcast_two_ranks) { run_colls(2, broadcasts_in_a_row, ROW(2, 0)); }
+Test(cuda_direct_colls, broadcast_three_ranks) { run_colls(3, broadcasts_in_a_row, ROW(3, 0)); }
+Test(cuda_direct_colls, broadcast_four_ranks) { run_colls(4, broadcasts_in_a_row, ROW(4, 0)); }
+Test(cuda_direct_colls, reduce_two_ranks) { run_colls(2, reduces_in_a_row, ROW(2, 0)); }
+Test(cuda_direct_colls, reduce_three_ranks) { run_colls(3, reduces_in_a_row, ROW(3, 0)); }
+Test(cuda_direct_colls, reduce_four_ranks) { run_colls(4, reduces_in_a_row, ROW(4, 0)); }
+
+/* Every type and op of a reduce-scatter and a reduce, and every type of an
+ * all-gather and a broadcast, against the reference (fp8 sums within their
+ * rounding), on counts that are no whole number of 16-byte vectors (3 x
+ * 2063 bytes reach the limit); the buffers 1 element past an
  * alignment of 16 on odd ranks, so those calls take the scalar loops. */
 static void every_type(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
@@ -165,6 +233,16 @@ static void every_type(rank_ctx_t *x, rcollComm_t comm) {
           cr_log_warn("rank %d: reduce-scatter %s %s element %zu wrong", x->rank, ref_type_names[t],
                       ref_op_names[op], i);
       }
+      /* The same vector reduced whole to rank 1. */
+      if (x->result == rcollSuccess)
+        x->result = rcollReduce(src, dst, n * c, ty, (rcollRedOp_t)op, 1, comm, s);
+      fake_stream_sync(s);
+      for (size_t i = 0; i < n * c && x->rank == 1; i++) {
+        uint64_t want = ref_reduce(ty, (rcollRedOp_t)op, x->nranks, seed, i);
+        if (!ref_accepts(ty, (rcollRedOp_t)op, x->nranks, seed, i, ref_load(dst, ty, i), want) &&
+            x->wrong++ < 3)
+          cr_log_warn("rank 1: reduce %s %s element %zu wrong", ref_type_names[t], ref_op_names[op], i);
+      }
     }
     uint64_t seed = ref_hash((uint64_t)t);
     for (size_t i = 0; i < c; i++)
@@ -177,6 +255,14 @@ static void every_type(rank_ctx_t *x, rcollComm_t comm) {
         if (ref_load(dst, ty, (size_t)q * c + i) != ref_input(ty, rcollSum, seed, q, i) && x->wrong++ < 3)
           cr_log_warn("rank %d: all-gather %s: rank %d's element %zu wrong", x->rank, ref_type_names[t],
                       q, i);
+    for (size_t i = 0; i < n * c; i++) /* and rank 2's whole vector broadcast */
+      ref_store(src, ty, i, ref_input(ty, rcollSum, seed, x->rank, i));
+    if (x->result == rcollSuccess)
+      x->result = rcollBroadcast(src, dst, n * c, ty, 2, comm, s);
+    fake_stream_sync(s);
+    for (size_t i = 0; i < n * c; i++)
+      if (ref_load(dst, ty, i) != ref_input(ty, rcollSum, seed, 2, i) && x->wrong++ < 3)
+        cr_log_warn("rank %d: broadcast %s: element %zu wrong", x->rank, ref_type_names[t], i);
     fake_free(in);
     fake_free(out);
   }
@@ -184,7 +270,8 @@ static void every_type(rank_ctx_t *x, rcollComm_t comm) {
 }
 
 Test(cuda_direct_colls, every_type_and_op_three_ranks) {
-  run_colls(3, every_type, 3 * rcollNumTypes * (rcollNumOps + 1), 3 * rcollNumTypes * (rcollNumOps + 1));
+  const int calls = 3 * rcollNumTypes * 2 * (rcollNumOps + 1); /* RS, reduce: every op; AG, broadcast */
+  run_colls(3, every_type, calls, calls);
 }
 
 /* A rank that cannot hand its buffers over (a cudaMallocAsync pool's
@@ -227,10 +314,15 @@ Test(cuda_direct_colls, a_rank_without_ipc_handles_means_the_proxy) {
   run_colls(3, one_rank_without_handles, 3 * (1 + 2), 3 * 2);
 }
 
-/* Rank 0 makes a reduce-scatter where rank 1 makes an all-reduce of the
- * same count, type and op: both meet on the host, and each is told the
- * other's call at once (RCOLL_TIMEOUT is 20 s here). */
-static void scatter_against_allreduce(rank_ctx_t *x, rcollComm_t comm) {
+/* Ranks 0 and 1 make different calls of the same count and type: both
+ * meet on the host, and each is told the other's call at once (RCOLL_TIMEOUT
+ * is 20 s here), naming both. user: 0, a reduce-scatter against an
+ * all-reduce; 1, broadcasts from two roots. */
+static void told_another_call(rank_ctx_t *x, rcollComm_t comm) {
+  static const char *const calls[2][2] = {
+      {"ReduceScatter 300000 x float32 sum", "AllReduce 300000 x float32 sum"},
+      {"Broadcast 300000 x float32 root 0", "Broadcast 300000 x float32 root 1"}};
+  int which = x->user != NULL;
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   const size_t c = 300000;
   float *a = cuda_ranks_dev_alloc(2 * c * 4);
@@ -238,25 +330,29 @@ static void scatter_against_allreduce(rank_ctx_t *x, rcollComm_t comm) {
   fake_stream_sync(s);
   double t0 = cuda_ranks_now_ms();
   rcollResult_t r = x->result;
-  if (r == rcollSuccess)
+  if (r == rcollSuccess && which == 0)
     r = x->rank == 0 ? rcollReduceScatter(a, a, c, rcollFloat32, rcollSum, comm, s)
                      : rcollAllReduce(a, a, c, rcollFloat32, rcollSum, comm, s);
+  else if (r == rcollSuccess)
+    r = rcollBcast(a, c, rcollFloat32, x->rank, comm, s);
   double waited = cuda_ranks_now_ms() - t0;
   const char *msg = rcollGetLastError(comm);
   cr_log_info("rank %d after %.0f ms: %s", x->rank, waited, msg);
-  char want[160];
-  snprintf(want, sizeof want,
-           "rank %d made another call: %s %zu x float32 sum here, %s %zu x float32 sum there",
-           1 - x->rank, x->rank == 0 ? "ReduceScatter" : "AllReduce", c,
-           x->rank == 0 ? "AllReduce" : "ReduceScatter", c);
+  char want[200];
+  snprintf(want, sizeof want, "rank %d made another call: %s here, %s there", 1 - x->rank,
+           calls[which][x->rank], calls[which][1 - x->rank]);
   x->wrong += r != rcollInvalidUsage || strstr(msg, want) == NULL;
   x->wrong += waited > 5000;
   fake_free(a);
   rcoll_cuda_api()->stream_destroy(s);
 }
 
-Test(cuda_direct_colls, a_reduce_scatter_against_an_all_reduce_is_told) {
+static void run_told(int which) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  cuda_ranks_run(2, 0, scatter_against_allreduce, ctx);
+  ctx[0].user = ctx[1].user = which ? ctx : NULL;
+  cuda_ranks_run(2, 0, told_another_call, ctx);
   cr_expect_eq(atomic_load(&fake_stats.direct_inplace), 0, "a mismatched call ran");
 }
+
+Test(cuda_direct_colls, a_reduce_scatter_against_an_all_reduce_is_told) { run_told(0); }
+Test(cuda_direct_colls, broadcasts_from_two_roots_are_told) { run_told(1); }

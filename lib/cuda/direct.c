@@ -225,8 +225,9 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   d->state = ok && r == rcollSuccess ? RCOLL_DIRECT_ON : RCOLL_DIRECT_OFF;
   if (d->state == RCOLL_DIRECT_ON)
     RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
-               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place (and "
-               "reduce-scatters and all-gathers) from %llu bytes%s; up to %u blocks", c->rank, c->nranks, box_bytes(d),
+               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place, as "
+               "reduce-scatters, all-gathers, broadcasts and reduces are, from %llu bytes%s; up to "
+               "%u blocks", c->rank, c->nranks, box_bytes(d),
                (unsigned long long)d->inplace_min, d->meet != NULL ? "" : " (never: no meeting file)",
                d->max_blocks);
   return r;
@@ -259,13 +260,20 @@ static rcollResult_t direct_after_last(rcoll_cuda_comm_t *cc, rcollStream_t stre
   return rcoll_direct_wait_last(cc, "as this call is on another stream");
 }
 
-/* "AllReduce 100 x float32 sum", from RCOLL_DIRECT_SIG. */
+/* "AllReduce 100 x float32 sum", "Broadcast 100 x int8 root 1", from
+ * RCOLL_DIRECT_SIG. */
 static void direct_sig_name(uint64_t sig, char *buf, size_t cap) {
-  static const char *const coll[] = {"AllReduce", "ReduceScatter", "AllGather", "?"};
-  unsigned k = (unsigned)(sig >> 12) & 3;
-  snprintf(buf, cap, "%s %llu x %s%s%s", coll[k], (unsigned long long)(sig >> 14),
-           rcoll_type_name((rcollDataType_t)((sig >> 4) & 255)), k == RCOLL_DIRECT_ALLGATHER ? "" : " ",
-           k == RCOLL_DIRECT_ALLGATHER ? "" : rcoll_op_name((rcollRedOp_t)(sig & 15)));
+  static const char *const coll[8] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast",
+                                      "Reduce", "?", "?", "?"};
+  unsigned k = (unsigned)(sig >> 12) & 7;
+  int has_op = k != RCOLL_DIRECT_ALLGATHER && k != RCOLL_DIRECT_BROADCAST;
+  int rooted = k == RCOLL_DIRECT_BROADCAST || k == RCOLL_DIRECT_REDUCE;
+  char root[24] = "";
+  if (rooted)
+    snprintf(root, sizeof root, " root %u", (unsigned)(sig >> 15) & 31);
+  snprintf(buf, cap, "%s %llu x %s%s%s%s", coll[k], (unsigned long long)(sig >> 20),
+           rcoll_type_name((rcollDataType_t)((sig >> 4) & 255)), has_op ? " " : "",
+           has_op ? rcoll_op_name((rcollRedOp_t)(sig & 15)) : "", root);
 }
 
 rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, uint64_t ours,
@@ -299,9 +307,9 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   return r;
 }
 
-/* The call as the kernel sees it: an all-reduce of `count` elements, or a
- * reduce-scatter's or all-gather's part of each rank (`count`, as NCCL's
- * recvcount and sendcount), which run in place only (direct_kernel.h). */
+/* The call as the kernel sees it: `count` elements, or for a reduce-scatter
+ * and an all-gather each rank's part (NCCL's recvcount and sendcount). All
+ * but the all-reduce run in place only (direct_kernel.h). */
 typedef struct direct_call {
   int coll; /* RCOLL_DIRECT_ALLREDUCE, ... */
   const void *in;
@@ -309,11 +317,18 @@ typedef struct direct_call {
   size_t count;
   rcollDataType_t t;
   rcollRedOp_t op;
+  int root;
 } direct_call_t;
+
+/* Broadcasts and all-gathers copy: bytes, as the sum kernel of one source. */
+static int direct_copies(int coll) {
+  return coll == RCOLL_DIRECT_ALLGATHER || coll == RCOLL_DIRECT_BROADCAST;
+}
 
 /* The call's largest buffer. */
 static size_t direct_bytes(const struct rcollComm *c, int coll, size_t count, rcollDataType_t t) {
-  return count * rcoll_type_size(t) * (coll == RCOLL_DIRECT_ALLREDUCE ? 1 : (size_t)c->nranks);
+  int per_rank = coll == RCOLL_DIRECT_REDUCE_SCATTER || coll == RCOLL_DIRECT_ALLGATHER;
+  return count * rcoll_type_size(t) * (per_rank ? (size_t)c->nranks : 1);
 }
 
 /* Rounds and blocks: a block for every 64 KiB of the call's largest buffer;
@@ -342,7 +357,12 @@ static void direct_shape(const rcoll_cuda_direct_t *d, size_t bytes, size_t kcou
  * buffers: 1 in place, 0 not (every rank decides the same); *r on failure. */
 static int direct_meet_call(rcoll_cuda_comm_t *cc, const direct_call_t *k, rcoll_direct_args_t *a,
                             rcollResult_t *r) {
-  if (!rcoll_direct_meet(cc, k->in, k->out, a->sig, a, r))
+  /* A broadcast's input and a reduce's output are the root's only: the
+   * other ranks' may be anything, even NULL, and are not handed over. */
+  int root = (int)a->rank == k->root;
+  const void *in = k->coll == RCOLL_DIRECT_BROADCAST && !root ? k->out : k->in;
+  void *out = k->coll == RCOLL_DIRECT_REDUCE && !root ? (void *)k->in : k->out;
+  if (!rcoll_direct_meet(cc, in, out, a->sig, a, r))
     return 0;
   /* Our segment of every input, our place in every output. */
   size_t at = (size_t)a->rank * k->count * rcoll_type_size(k->t);
@@ -361,19 +381,19 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const direct_call_t *k
                                    rcollStream_t stream, int *taken) {
   struct rcollComm *c = cc->comm;
   rcoll_cuda_direct_t *d = &cc->direct;
-  /* An all-gather copies: bytes, as the sum kernel of one source. */
-  int gather = k->coll == RCOLL_DIRECT_ALLGATHER;
-  rcollDataType_t kt = gather ? rcollUint8 : k->t;
-  rcollRedOp_t kop = k->op; /* the sum, for an all-gather (rcoll_cuda_direct) */
-  size_t es = rcoll_type_size(kt), kcount = gather ? k->count * rcoll_type_size(k->t) : k->count;
+  int copies = direct_copies(k->coll);
+  rcollDataType_t kt = copies ? rcollUint8 : k->t;
+  rcollRedOp_t kop = k->op; /* the sum, for copies (rcoll_cuda_direct) */
+  size_t es = rcoll_type_size(kt), kcount = copies ? k->count * rcoll_type_size(k->t) : k->count;
   rcoll_direct_args_t a = {.out = k->out, .in = k->in, .count = kcount,
                            .region_bytes = d->chunk_bytes, .base = d->rounds,
                            .timeout_ns = (uint64_t)c->timeout_ms * 1000000u,
                            .failed = (uint32_t *)(uintptr_t)cc->direct_failed_dev,
                            .sigs = (uint64_t *)(uintptr_t)cc->direct_sigs_dev,
-                           .sig = RCOLL_DIRECT_SIG(k->coll, k->count, k->t, k->op),
+                           .sig = RCOLL_DIRECT_SIG(k->coll, k->root, k->count, k->t, k->op),
                            .nranks = (uint32_t)c->nranks, .rank = (uint32_t)c->rank,
-                           .avg = kop == rcollAvg, .coll = (uint32_t)k->coll};
+                           .avg = kop == rcollAvg, .coll = (uint32_t)k->coll,
+                           .root = (uint32_t)k->root};
   memcpy(a.box, d->boxes, sizeof a.box);
   memcpy(a.last, d->last, sizeof a.last);
   size_t bytes = direct_bytes(c, k->coll, k->count, k->t);
@@ -402,14 +422,18 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const direct_call_t *k
 }
 
 int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, size_t count,
-                      rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream, int device,
-                      rcollResult_t *r) {
+                      rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream,
+                      int device, rcollResult_t *r) {
   int coll = kind == RCOLL_COLL_ALLREDUCE        ? RCOLL_DIRECT_ALLREDUCE
              : kind == RCOLL_COLL_REDUCE_SCATTER ? RCOLL_DIRECT_REDUCE_SCATTER
              : kind == RCOLL_COLL_ALLGATHER      ? RCOLL_DIRECT_ALLGATHER
+             : kind == RCOLL_COLL_BROADCAST      ? RCOLL_DIRECT_BROADCAST
+             : kind == RCOLL_COLL_REDUCE         ? RCOLL_DIRECT_REDUCE
                                                  : -1;
-  if (kind == RCOLL_COLL_ALLGATHER)
+  if (direct_copies(coll))
     op = rcollSum; /* not the user's to give */
+  if (coll != RCOLL_DIRECT_BROADCAST && coll != RCOLL_DIRECT_REDUCE)
+    root = 0;
   /* PreMulSum ops (beyond rcollNumOps) carry a scalar: the proxy has them. */
   if (coll < 0 || !c->cuda_direct || rcoll_group_active() || (int)op < 0 || op >= rcollNumOps ||
       c->nranks > RCOLL_DIRECT_MAX_RANKS)
@@ -430,7 +454,7 @@ int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, 
     return 0;
   *r = direct_after_last(cc, stream);
   int saved = -1, taken = 1;
-  direct_call_t k = {coll, in, out, count, t, op};
+  direct_call_t k = {coll, in, out, count, t, op, root};
   if (*r == rcollSuccess && rcoll_cuda_device_enter(cc->device, &saved) != 0)
     *r = rcoll_error(rcollUnhandledCudaError, "rank %d: cannot select device %d", c->rank, cc->device);
   else if (*r == rcollSuccess)

@@ -61,20 +61,19 @@ struct rcoll_cuda_comm;
 
 /* The device op (lib/device.h): 1 when the call was taken (*r says how it
  * went), 0 when it must go through the proxy. coll: RCOLL_COLL_ALLREDUCE,
- * _REDUCE_SCATTER or _ALLGATHER (lib/algo.h); count as NCCL's (per rank
- * for the last two). */
+ * _REDUCE_SCATTER, _ALLGATHER, _BROADCAST or _REDUCE (lib/algo.h); count
+ * as NCCL's (per rank for reduce-scatter and all-gather). */
 int rcoll_cuda_direct(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
-                      rcollDataType_t t, rcollRedOp_t op, rcollStream_t stream, int device,
-                      rcollResult_t *r);
+                      rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream,
+                      int device, rcollResult_t *r);
 /* Waits (up to RCOLL_TIMEOUT) until our last direct kernel has ended; `why`
  * completes the error ("waited for it ..."). */
 rcollResult_t rcoll_direct_wait_last(struct rcoll_cuda_comm *cc, const char *why);
-/* "all-reduce", "reduce-scatter" or "all-gather", from RCOLL_DIRECT_SIG. */
+/* "all-reduce", "reduce-scatter", ..., from RCOLL_DIRECT_SIG. */
 static inline const char *rcoll_direct_call_name(uint64_t sig) {
-  unsigned k = (unsigned)(sig >> 12) & 3;
-  return k == RCOLL_DIRECT_REDUCE_SCATTER ? "reduce-scatter"
-         : k == RCOLL_DIRECT_ALLGATHER    ? "all-gather"
-                                          : "all-reduce";
+  static const char *const names[8] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast",
+                                       "reduce", "?", "?", "?"};
+  return names[(sig >> 12) & 7];
 }
 /* "rank N made another call: ..." for two calls' RCOLL_DIRECT_SIG. */
 rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, uint64_t ours,

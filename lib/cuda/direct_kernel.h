@@ -39,12 +39,15 @@
  * that is its rank's output too is safe. Each rank moves 2 vectors (reads
  * the inputs' slices, S in all, writes every output's, S in all) where the
  * regions move 4.
- * A reduce-scatter and an all-gather run in place only, with the same two
- * phases: in B a reduce-scatter's rank reduces its own segment of every
- * input into its output, and an all-gather's copies its input into its
- * place in every output. Each element is again written by one rank, after
- * it read it: NCCL's in-place forms (our output inside our input at our
- * segment, or our input inside our output at our place) are safe too.
+ * A reduce-scatter, an all-gather, a broadcast and a reduce run in place
+ * only, with the same two phases: in B a reduce-scatter's rank reduces its
+ * own segment of every input into its output, an all-gather's copies its
+ * input into its place in every output, a broadcast's copies its slice of
+ * the root's input into every output and a reduce's reduces its slice over
+ * every input into the root's output. Each element is again written by one
+ * rank, after it read it: NCCL's in-place forms (our output inside our
+ * input at our segment, our input inside our output at our place, the
+ * root's input as its output) are safe too.
  *
  * Blocks never wait for other blocks of their own rank, only for the block
  * with the same index on the other ranks, so blocks may run in any order
@@ -67,14 +70,21 @@
 
 enum { RCOLL_DIRECT_READY = 0, RCOLL_DIRECT_REDUCED = 1, RCOLL_DIRECT_DONE = 2 };
 
-/* What an in-place call computes (the regions are the all-reduce's only):
- * the all-reduce splits each block's stretch among the ranks, and each rank
- * reduces its slice over every input into every output; a reduce-scatter's
- * rank reduces its whole segment over every input (the host points each
- * input at our segment) into its own output; an all-gather's rank copies
- * its own input into every output (the host points each output at our
- * place in it). */
-enum { RCOLL_DIRECT_ALLREDUCE = 0, RCOLL_DIRECT_REDUCE_SCATTER = 1, RCOLL_DIRECT_ALLGATHER = 2 };
+/* What an in-place call computes (the regions are the all-reduce's only).
+ * The all-reduce splits each block's stretch among the ranks, and each rank
+ * reduces its slice over every input into every output; so do a reduce,
+ * into the root's output only, and a broadcast, from the root's input only.
+ * A reduce-scatter's rank reduces its whole segment over every input (the
+ * host points each input at our segment) into its own output; an
+ * all-gather's rank copies its own input into every output (the host
+ * points each output at our place in it). */
+enum {
+  RCOLL_DIRECT_ALLREDUCE = 0,
+  RCOLL_DIRECT_REDUCE_SCATTER = 1,
+  RCOLL_DIRECT_ALLGATHER = 2,
+  RCOLL_DIRECT_BROADCAST = 3,
+  RCOLL_DIRECT_REDUCE = 4,
+};
 
 /* The kernel's one parameter, passed by value. */
 typedef struct rcoll_direct_args {
@@ -92,7 +102,8 @@ typedef struct rcoll_direct_args {
   uint32_t rounds, nblocks, nranks, rank, avg;
   uint32_t vec; /* in and out are 16-byte aligned (chunk is whole vectors): 16-byte loads */
   uint32_t inplace; /* read the peers' buffers below, not their regions (one round) */
-  uint32_t coll;    /* in place: RCOLL_DIRECT_ALLREDUCE, _REDUCE_SCATTER or _ALLGATHER */
+  uint32_t coll;    /* in place: RCOLL_DIRECT_ALLREDUCE, ... */
+  uint32_t root;    /* of a broadcast or reduce */
   char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
   const char *ins[RCOLL_DIRECT_MAX_RANKS]; /* in place: every rank's input and output, */
   char *outs[RCOLL_DIRECT_MAX_RANKS];      /* as mapped here (ours at [rank]) */
@@ -108,8 +119,9 @@ typedef struct rcoll_direct_args {
 /* What a call is, as the flags carry it: ranks that make different calls
  * stop at their first flag with the peer named, as fingerprints do on the
  * proxy path, instead of reading each other's data wrongly. */
-#define RCOLL_DIRECT_SIG(coll, count, type, op)                                                 \
-  (((uint64_t)(count) << 14) | ((uint64_t)(coll) << 12) | ((uint64_t)(type) << 4) | (uint64_t)(op))
+#define RCOLL_DIRECT_SIG(coll, root, count, type, op)                                           \
+  (((uint64_t)(count) << 20) | ((uint64_t)(root) << 15) | ((uint64_t)(coll) << 12) |            \
+   ((uint64_t)(type) << 4) | (uint64_t)(op))
 
 #if defined(__CUDACC__)
 #define RCOLL_DK_FN static __device__ __forceinline__
@@ -258,16 +270,20 @@ RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q
 }
 
 /* The ranks whose inputs a reduce reads, [*q0, *q1), and whose outputs it
- * writes, [*d0, *d1): all of them but for the in-place all-gather's one
- * source and the reduce-scatter's one output, ours. */
+ * writes, [*d0, *d1): all of them but for the one source of an in-place
+ * all-gather (ours) or broadcast (the root's), and the one output of a
+ * reduce-scatter (ours) or reduce (the root's). */
 RCOLL_DK_FN void rcoll_direct_ends(const rcoll_direct_args_t *a, uint32_t *q0, uint32_t *q1,
                                    uint32_t *d0, uint32_t *d1) {
-  const int gather = a->inplace && a->coll == RCOLL_DIRECT_ALLGATHER;
-  const int scatter = a->inplace && a->coll == RCOLL_DIRECT_REDUCE_SCATTER;
-  *q0 = gather ? a->rank : 0;
-  *q1 = gather ? a->rank + 1 : a->nranks;
-  *d0 = scatter ? a->rank : 0;
-  *d1 = scatter ? a->rank + 1 : a->nranks;
+  const uint32_t c = a->inplace ? a->coll : (uint32_t)RCOLL_DIRECT_ALLREDUCE;
+  const uint32_t src = c == RCOLL_DIRECT_ALLGATHER ? a->rank : a->root;
+  const uint32_t dst = c == RCOLL_DIRECT_REDUCE_SCATTER ? a->rank : a->root;
+  const int one_src = c == RCOLL_DIRECT_ALLGATHER || c == RCOLL_DIRECT_BROADCAST;
+  const int one_dst = c == RCOLL_DIRECT_REDUCE_SCATTER || c == RCOLL_DIRECT_REDUCE;
+  *q0 = one_src ? src : 0;
+  *q1 = one_src ? src + 1 : a->nranks;
+  *d0 = one_dst ? dst : 0;
+  *d1 = one_dst ? dst + 1 : a->nranks;
 }
 
 /* Block b's one round in place: where its stretch starts and ends. */
@@ -345,8 +361,9 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
       rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
       if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
         return 1;                                                                               \
-      /* The all-reduce's ranks share the stretch; the others' each do it all. */               \
-      const int split = a->coll == RCOLL_DIRECT_ALLREDUCE;                                      \
+      /* The ranks share the stretch, but for a reduce-scatter's or all-gather's, */            \
+      /* whose each rank does its own. */                                                       \
+      const int split = a->coll != RCOLL_DIRECT_REDUCE_SCATTER && a->coll != RCOLL_DIRECT_ALLGATHER; \
       rcoll_direct_reduce_##op##_##sfx(a, 0, (uint64_t)b * a->chunk,                           \
                                        split ? rcoll_direct_slice(len, me, n, V) : 0,           \
                                        split ? rcoll_direct_slice(len, me + 1, n, V) : len, tid, nt); \
