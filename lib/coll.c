@@ -231,10 +231,8 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
     return rcoll_flat_allreduce(comm, a, user_op);
   }
   /* On one node, with RCOLL_CUDA_DIRECT, a device all-reduce is one kernel,
-   * and so are large reduce-scatters, all-gathers, broadcasts and reduces. */
+   * and so are the other collectives' large calls (lib/cuda/direct.h). */
   if (!group && device >= 0 &&
-      (d->coll == RCOLL_COLL_ALLREDUCE || d->coll == RCOLL_COLL_REDUCE_SCATTER ||
-       d->coll == RCOLL_COLL_ALLGATHER || d->coll == RCOLL_COLL_BROADCAST || d->coll == RCOLL_COLL_REDUCE) &&
       rcoll_device_ops.direct(comm, d->coll, a->sendbuff, a->recvbuff, a->count, a->dtype, a->op,
                               a->root, stream, device, &r)) {
     coll_log(d, a, comm, "cuda-direct", 0);

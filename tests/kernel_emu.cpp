@@ -228,12 +228,12 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
     }
 }
 
-// The in-place reduce-scatter (sum over `count` elements of each rank's
-// segment), all-gather (bytes, through the u8 sum kernel of one source),
-// broadcast (bytes too, from rank 1) and reduce (to rank 1, `count`
-// elements) between nranks CPU threads, pointed at the buffers as direct.c
-// points them: a reduce-scatter's every input at our segment, an
-// all-gather's every output at our place.
+// Every in-place collective but the all-reduce between nranks CPU threads,
+// `count` elements per rank (reductions: sums; the others copy bytes
+// through the u8 sum kernel of one source), rank 1 the root, the buffers
+// pointed at as direct.c points them: every input at our segment for a
+// reduce-scatter or scatter, every output at our place for an all-gather,
+// gather or all-to-all, whose inputs are our own segments.
 template <class T>
 static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_args_t),
                                void (*copy)(rcoll_direct_args_t), T (*sum)(T, T), int nranks,
@@ -249,12 +249,16 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
     fill_random((unsigned char *)in[r].data(), n * count * es, 200 + r);
   }
   const uint32_t root = 1;
-  for (int coll = RCOLL_DIRECT_REDUCE_SCATTER; coll <= RCOLL_DIRECT_REDUCE; coll++) {
-    int gather = coll == RCOLL_DIRECT_ALLGATHER, scatter = coll == RCOLL_DIRECT_REDUCE_SCATTER;
-    int copies = gather || coll == RCOLL_DIRECT_BROADCAST;
-    size_t kcount = copies ? count * es : count, kv = copies ? 16 : V;
+  for (int coll = RCOLL_DIRECT_REDUCE_SCATTER; coll <= RCOLL_DIRECT_ALLTOALL; coll++) {
+    const int reduces = coll == RCOLL_DIRECT_REDUCE_SCATTER || coll == RCOLL_DIRECT_REDUCE;
+    const int in_at_me = coll == RCOLL_DIRECT_REDUCE_SCATTER || coll == RCOLL_DIRECT_SCATTER;
+    const int out_at_me = coll == RCOLL_DIRECT_ALLGATHER || coll == RCOLL_DIRECT_GATHER ||
+                          coll == RCOLL_DIRECT_ALLTOALL;
+    size_t kcount = reduces ? count : count * es, kv = reduces ? V : 16;
     rcoll_direct_args_t args[RCOLL_DIRECT_MAX_RANKS];
     std::vector<std::thread> ranks;
+    for (int r = 0; r < nranks; r++)  // no result of the last collective may pass for this one's
+      memset(out[r].data(), 0, out[r].size() * sizeof(uint4));
     for (int r = 0; r < nranks; r++) {
       rcoll_direct_args_t &a = args[r];
       a = rcoll_direct_args_t{};
@@ -275,23 +279,28 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
       a.root = root;
       for (int q = 0; q < nranks; q++) {
         a.box[q] = (char *)boxes[q].data();
-        a.ins[q] = (const char *)in[q].data() + (scatter ? r * count * es : 0);
-        a.outs[q] = (char *)out[q].data() + (gather ? r * count * es : 0);
+        a.ins[q] = (const char *)in[coll == RCOLL_DIRECT_ALLTOALL ? r : q].data() +
+                   (in_at_me ? r : coll == RCOLL_DIRECT_ALLTOALL ? q : 0) * count * es;
+        a.outs[q] = (char *)out[q].data() + (out_at_me ? r * count * es : 0);
       }
       ranks.emplace_back(
-          [&, r] { launch((unsigned)nb, EMU_DIRECT_THREADS, copies ? copy : kernel, args[r]); });
+          [&, r] { launch((unsigned)nb, EMU_DIRECT_THREADS, reduces ? kernel : copy, args[r]); });
     }
     for (auto &t : ranks)
       t.join();
-    static const char *const what[] = {"", "reduce-scatter", "all-gather", "broadcast", "reduce"};
-    for (int r = 0; r < nranks; r++)
-      for (size_t i = 0; i < (gather ? n * count : count); i++) {
-        if (coll == RCOLL_DIRECT_REDUCE && r != (int)root)
-          break;  // the others' outputs are not written
-        size_t q = i / count, j = i % count;  // all-gather: rank q's element j
-        size_t at = scatter ? r * count + i : gather ? j : i;
-        T want = ((const T *)in[gather ? q : copies ? root : 0].data())[at];
-        for (int p = 1; p < nranks && !copies; p++)
+    static const char *const what[] = {"",       "reduce-scatter", "all-gather", "broadcast",
+                                       "reduce", "gather",         "scatter",    "all-to-all"};
+    const int whole = out_at_me;  // outputs of n parts
+    for (int r = 0; r < nranks; r++) {
+      if ((coll == RCOLL_DIRECT_REDUCE || coll == RCOLL_DIRECT_GATHER) && r != (int)root)
+        continue;  // the others' outputs are not written
+      for (size_t i = 0; i < (whole ? n * count : count); i++) {
+        size_t q = i / count, j = i % count;  // rank q's element j
+        // Which rank's input, and where in it, element i of our output comes from.
+        size_t src = coll == RCOLL_DIRECT_BROADCAST || coll == RCOLL_DIRECT_SCATTER ? root : whole ? q : 0;
+        size_t at = in_at_me ? r * count + i : coll == RCOLL_DIRECT_ALLTOALL ? r * count + j : whole ? j : i;
+        T want = ((const T *)in[src].data())[at];
+        for (int p = 1; p < nranks && reduces; p++)
           want = sum(want, ((const T *)in[p].data())[at]);
         T got = ((const T *)out[r].data())[i];
         if (memcmp(&got, &want, sizeof(T)) != 0 || failed != 0) {
@@ -301,6 +310,7 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
           return;
         }
       }
+    }
   }
 }
 
@@ -377,8 +387,8 @@ int main() {
     return 1;
   }
   printf("kernel_emu: every reduce kernel (12 types x 4 ops, 8 counts, aligned and not, in and out of "
-         "place), the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place), its in-place "
-         "reduce-scatter, all-gather, broadcast and reduce (2-4 ranks, f32, bf16) and the bounce "
+         "place), the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place), every other "
+         "collective in place (2-4 ranks, f32, bf16) and the bounce "
          "kernel (0 B to 64 KiB, aligned and not, a flag that never comes) right on the CPU\n");
   return 0;
 }

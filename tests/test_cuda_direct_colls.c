@@ -1,8 +1,8 @@
-/* Direct reduce-scatters, all-gathers, broadcasts and reduces
- * (RCOLL_CUDA_DIRECT, lib/cuda/direct.h) on the host fake of CUDA: ranks
- * are threads, and the kernel is the block function the GPU runs
- * (tests/support/cuda_fake_direct.c). They run in place only, reading or
- * writing the peers' buffers: calls whose largest buffer reaches
+/* Direct collectives but the all-reduce (RCOLL_CUDA_DIRECT,
+ * lib/cuda/direct.h) on the host fake of CUDA: ranks are threads, and the
+ * kernel is the block function the GPU runs (tests/support/
+ * cuda_fake_direct.c). They run in place only, reading or writing the
+ * peers' buffers: calls whose largest buffer reaches
  * RCOLL_CUDA_DIRECT_INPLACE meet on the host and run as one kernel; smaller
  * ones, or ones a rank cannot hand over, go through the proxy.
  * test_cuda_direct.c has the all-reduce. */
@@ -55,6 +55,8 @@ static int inplace_calls(int n, int per_rank) {
 }
 /* ... and with them the all-reduces of 4 floats between them. */
 #define ROW(n, per_rank) inplace_calls(n, per_rank) + (n) * (int)NCOUNTS, inplace_calls(n, per_rank)
+/* ... when the in-place form goes through the proxy (the all-to-all's). */
+#define HALF_ROW(n) inplace_calls(n, 1) / 2 + (n) * (int)NCOUNTS, inplace_calls(n, 1) / 2
 
 static void check_scatter(rank_ctx_t *x, const float *got, size_t count, const char *how) {
   for (size_t i = 0; i < count; i++) {
@@ -193,6 +195,91 @@ static void reduces_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_api()->stream_destroy(s);
 }
 
+/* Gathers to each root in turn: out of place (the others' output NULL),
+ * then in place (the root's input at its place in its output). */
+static void gathers_to_roots(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = (size_t)x->nranks;
+  for (size_t k = 0; k < NCOUNTS && x->result == rcollSuccess; k++) {
+    size_t c = counts[k];
+    int root = (int)k % x->nranks, is_root = x->rank == root;
+    float *in = cuda_ranks_dev_alloc(c * 4), *out = cuda_ranks_dev_alloc(n * c * 4);
+    cuda_ranks_fill(in, c, x->rank);
+    x->result = rcollGather(in, is_root ? out : NULL, c, rcollFloat32, root, comm, s);
+    fake_stream_sync(s);
+    if (is_root)
+      check_gather(x, out, c, "to the root");
+    small_allreduce(x, comm, s);
+    float *mine = is_root ? out + (size_t)root * c : in;
+    if (is_root) {
+      memset(out, 0, n * c * 4);
+      cuda_ranks_fill(mine, c, x->rank);
+    }
+    if (x->result == rcollSuccess)
+      x->result = rcollGather(mine, is_root ? out : NULL, c, rcollFloat32, root, comm, s);
+    fake_stream_sync(s);
+    if (is_root)
+      check_gather(x, out, c, "in place at the root");
+    fake_free(in);
+    fake_free(out);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+/* Scatters from each root in turn: out of place (the others' input NULL),
+ * then in place (the root's output at its segment of its input). */
+static void scatters_from_roots(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = (size_t)x->nranks;
+  for (size_t k = 0; k < NCOUNTS && x->result == rcollSuccess; k++) {
+    size_t c = counts[k];
+    int root = (int)(k + 1) % x->nranks, is_root = x->rank == root;
+    float *in = cuda_ranks_dev_alloc(n * c * 4), *out = cuda_ranks_dev_alloc(c * 4);
+    cuda_ranks_fill(in, n * c, x->rank);
+    for (int pass = 0; pass < 2 && x->result == rcollSuccess; pass++) {
+      float *dst = pass == 1 && is_root ? in + (size_t)root * c : out;
+      x->result = rcollScatter(is_root ? in : NULL, dst, c, rcollFloat32, root, comm, s);
+      fake_stream_sync(s);
+      for (size_t i = 0; i < c; i++)
+        if (dst[i] != cuda_ranks_input(root, (size_t)x->rank * c + i) && x->wrong++ < 3)
+          cr_log_warn("rank %d of %d, scatter of %zu from %d (pass %d): element %zu is %g", x->rank,
+                      x->nranks, c, root, pass, i, dst[i]);
+      if (pass == 0)
+        small_allreduce(x, comm, s);
+    }
+    fake_free(in);
+    fake_free(out);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+/* All-to-alls: out of place, then in place (through the proxy: a peer
+ * would overwrite a segment we have yet to send). */
+static void alltoalls_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = (size_t)x->nranks;
+  for (size_t k = 0; k < NCOUNTS && x->result == rcollSuccess; k++) {
+    size_t c = counts[k];
+    float *in = cuda_ranks_dev_alloc(n * c * 4), *out = cuda_ranks_dev_alloc(n * c * 4);
+    for (int pass = 0; pass < 2 && x->result == rcollSuccess; pass++) {
+      cuda_ranks_fill(in, n * c, x->rank);
+      float *dst = pass == 0 ? out : in;
+      x->result = rcollAlltoAll(in, dst, c, rcollFloat32, comm, s);
+      fake_stream_sync(s);
+      for (int q = 0; q < x->nranks; q++) /* rank q's segment for us */
+        for (size_t i = 0; i < c; i++)
+          if (dst[(size_t)q * c + i] != cuda_ranks_input(q, (size_t)x->rank * c + i) && x->wrong++ < 3)
+            cr_log_warn("rank %d of %d, all-to-all of %zu (pass %d): rank %d's element %zu is %g",
+                        x->rank, x->nranks, c, pass, q, i, dst[(size_t)q * c + i]);
+      if (pass == 0)
+        small_allreduce(x, comm, s);
+    }
+    fake_free(in);
+    fake_free(out);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
 Test(cuda_direct_colls, reduce_scatter_two_ranks) { run_colls(2, scatters_in_a_row, ROW(2, 1)); }
 Test(cuda_direct_colls, reduce_scatter_three_ranks) { run_colls(3, scatters_in_a_row, ROW(3, 1)); }
 Test(cuda_direct_colls, reduce_scatter_four_ranks) { run_colls(4, scatters_in_a_row, ROW(4, 1)); }
@@ -205,6 +292,15 @@ Test(cuda_direct_colls, broadcast_four_ranks) { run_colls(4, broadcasts_in_a_row
 Test(cuda_direct_colls, reduce_two_ranks) { run_colls(2, reduces_in_a_row, ROW(2, 0)); }
 Test(cuda_direct_colls, reduce_three_ranks) { run_colls(3, reduces_in_a_row, ROW(3, 0)); }
 Test(cuda_direct_colls, reduce_four_ranks) { run_colls(4, reduces_in_a_row, ROW(4, 0)); }
+Test(cuda_direct_colls, gather_two_ranks) { run_colls(2, gathers_to_roots, ROW(2, 1)); }
+Test(cuda_direct_colls, gather_three_ranks) { run_colls(3, gathers_to_roots, ROW(3, 1)); }
+Test(cuda_direct_colls, gather_four_ranks) { run_colls(4, gathers_to_roots, ROW(4, 1)); }
+Test(cuda_direct_colls, scatter_two_ranks) { run_colls(2, scatters_from_roots, ROW(2, 1)); }
+Test(cuda_direct_colls, scatter_three_ranks) { run_colls(3, scatters_from_roots, ROW(3, 1)); }
+Test(cuda_direct_colls, scatter_four_ranks) { run_colls(4, scatters_from_roots, ROW(4, 1)); }
+Test(cuda_direct_colls, alltoall_two_ranks) { run_colls(2, alltoalls_in_a_row, HALF_ROW(2)); }
+Test(cuda_direct_colls, alltoall_three_ranks) { run_colls(3, alltoalls_in_a_row, HALF_ROW(3)); }
+Test(cuda_direct_colls, alltoall_four_ranks) { run_colls(4, alltoalls_in_a_row, HALF_ROW(4)); }
 
 /* Every type and op of a reduce-scatter and a reduce, and every type of an
  * all-gather and a broadcast, against the reference (fp8 sums within their

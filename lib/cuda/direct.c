@@ -226,8 +226,8 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   if (d->state == RCOLL_DIRECT_ON)
     RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
                "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place, as "
-               "reduce-scatters, all-gathers, broadcasts and reduces are, from %llu bytes%s; up to "
-               "%u blocks", c->rank, c->nranks, box_bytes(d),
+               "the other collectives are (but sends and receives), from %llu bytes%s; up to %u "
+               "blocks", c->rank, c->nranks, box_bytes(d),
                (unsigned long long)d->inplace_min, d->meet != NULL ? "" : " (never: no meeting file)",
                d->max_blocks);
   return r;
@@ -260,14 +260,26 @@ static rcollResult_t direct_after_last(rcoll_cuda_comm_t *cc, rcollStream_t stre
   return rcoll_direct_wait_last(cc, "as this call is on another stream");
 }
 
+/* All but reductions copy: bytes, as the sum kernel of one source. */
+static int direct_copies(int coll) {
+  return coll != RCOLL_DIRECT_ALLREDUCE && coll != RCOLL_DIRECT_REDUCE_SCATTER &&
+         coll != RCOLL_DIRECT_REDUCE;
+}
+
+/* Calls whose count is each rank's part of the largest buffer. */
+static int direct_per_rank(int coll) {
+  return coll != RCOLL_DIRECT_ALLREDUCE && coll != RCOLL_DIRECT_BROADCAST && coll != RCOLL_DIRECT_REDUCE;
+}
+
 /* "AllReduce 100 x float32 sum", "Broadcast 100 x int8 root 1", from
  * RCOLL_DIRECT_SIG. */
 static void direct_sig_name(uint64_t sig, char *buf, size_t cap) {
   static const char *const coll[8] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast",
-                                      "Reduce", "?", "?", "?"};
+                                      "Reduce", "Gather", "Scatter", "AlltoAll"};
   unsigned k = (unsigned)(sig >> 12) & 7;
-  int has_op = k != RCOLL_DIRECT_ALLGATHER && k != RCOLL_DIRECT_BROADCAST;
-  int rooted = k == RCOLL_DIRECT_BROADCAST || k == RCOLL_DIRECT_REDUCE;
+  int has_op = !direct_copies((int)k);
+  int rooted = k == RCOLL_DIRECT_BROADCAST || k == RCOLL_DIRECT_REDUCE || k == RCOLL_DIRECT_GATHER ||
+               k == RCOLL_DIRECT_SCATTER;
   char root[24] = "";
   if (rooted)
     snprintf(root, sizeof root, " root %u", (unsigned)(sig >> 15) & 31);
@@ -320,15 +332,9 @@ typedef struct direct_call {
   int root;
 } direct_call_t;
 
-/* Broadcasts and all-gathers copy: bytes, as the sum kernel of one source. */
-static int direct_copies(int coll) {
-  return coll == RCOLL_DIRECT_ALLGATHER || coll == RCOLL_DIRECT_BROADCAST;
-}
-
 /* The call's largest buffer. */
 static size_t direct_bytes(const struct rcollComm *c, int coll, size_t count, rcollDataType_t t) {
-  int per_rank = coll == RCOLL_DIRECT_REDUCE_SCATTER || coll == RCOLL_DIRECT_ALLGATHER;
-  return count * rcoll_type_size(t) * (per_rank ? (size_t)c->nranks : 1);
+  return count * rcoll_type_size(t) * (direct_per_rank(coll) ? (size_t)c->nranks : 1);
 }
 
 /* Rounds and blocks: a block for every 64 KiB of the call's largest buffer;
@@ -357,19 +363,27 @@ static void direct_shape(const rcoll_cuda_direct_t *d, size_t bytes, size_t kcou
  * buffers: 1 in place, 0 not (every rank decides the same); *r on failure. */
 static int direct_meet_call(rcoll_cuda_comm_t *cc, const direct_call_t *k, rcoll_direct_args_t *a,
                             rcollResult_t *r) {
-  /* A broadcast's input and a reduce's output are the root's only: the
-   * other ranks' may be anything, even NULL, and are not handed over. */
-  int root = (int)a->rank == k->root;
-  const void *in = k->coll == RCOLL_DIRECT_BROADCAST && !root ? k->out : k->in;
-  void *out = k->coll == RCOLL_DIRECT_REDUCE && !root ? (void *)k->in : k->out;
+  /* A broadcast's and scatter's input and a reduce's and gather's output
+   * are the root's only: the other ranks' may be anything, even NULL, and
+   * are not handed over. */
+  int c = k->coll, root = (int)a->rank == k->root;
+  const void *in = (c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER) && !root ? k->out : k->in;
+  void *out = (c == RCOLL_DIRECT_REDUCE || c == RCOLL_DIRECT_GATHER) && !root ? (void *)k->in : k->out;
+  /* An all-to-all in place would overwrite segments a peer has yet to
+   * send: this rank refuses (NULL), and all go through the proxy. */
+  if (c == RCOLL_DIRECT_ALLTOALL && in == out)
+    in = NULL;
   if (!rcoll_direct_meet(cc, in, out, a->sig, a, r))
     return 0;
   /* Our segment of every input, our place in every output. */
-  size_t at = (size_t)a->rank * k->count * rcoll_type_size(k->t);
+  size_t part = k->count * rcoll_type_size(k->t), at = (size_t)a->rank * part;
+  const char *mine = a->ins[a->rank];
   for (uint32_t q = 0; q < a->nranks; q++) {
-    if (k->coll == RCOLL_DIRECT_REDUCE_SCATTER)
+    if (c == RCOLL_DIRECT_REDUCE_SCATTER || c == RCOLL_DIRECT_SCATTER)
       a->ins[q] += at;
-    if (k->coll == RCOLL_DIRECT_ALLGATHER)
+    if (c == RCOLL_DIRECT_ALLTOALL) /* ours, segment q for rank q */
+      a->ins[q] = mine + q * part;
+    if (c == RCOLL_DIRECT_ALLGATHER || c == RCOLL_DIRECT_GATHER || c == RCOLL_DIRECT_ALLTOALL)
       a->outs[q] += at;
   }
   return 1;
@@ -429,10 +443,14 @@ int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, 
              : kind == RCOLL_COLL_ALLGATHER      ? RCOLL_DIRECT_ALLGATHER
              : kind == RCOLL_COLL_BROADCAST      ? RCOLL_DIRECT_BROADCAST
              : kind == RCOLL_COLL_REDUCE         ? RCOLL_DIRECT_REDUCE
+             : kind == RCOLL_COLL_GATHER         ? RCOLL_DIRECT_GATHER
+             : kind == RCOLL_COLL_SCATTER        ? RCOLL_DIRECT_SCATTER
+             : kind == RCOLL_COLL_ALLTOALL       ? RCOLL_DIRECT_ALLTOALL
                                                  : -1;
   if (direct_copies(coll))
     op = rcollSum; /* not the user's to give */
-  if (coll != RCOLL_DIRECT_BROADCAST && coll != RCOLL_DIRECT_REDUCE)
+  if (coll != RCOLL_DIRECT_BROADCAST && coll != RCOLL_DIRECT_REDUCE && coll != RCOLL_DIRECT_GATHER &&
+      coll != RCOLL_DIRECT_SCATTER)
     root = 0;
   /* PreMulSum ops (beyond rcollNumOps) carry a scalar: the proxy has them. */
   if (coll < 0 || !c->cuda_direct || rcoll_group_active() || (int)op < 0 || op >= rcollNumOps ||

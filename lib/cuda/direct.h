@@ -60,9 +60,8 @@ struct rcollComm;
 struct rcoll_cuda_comm;
 
 /* The device op (lib/device.h): 1 when the call was taken (*r says how it
- * went), 0 when it must go through the proxy. coll: RCOLL_COLL_ALLREDUCE,
- * _REDUCE_SCATTER, _ALLGATHER, _BROADCAST or _REDUCE (lib/algo.h); count
- * as NCCL's (per rank for reduce-scatter and all-gather). */
+ * went), 0 when it must go through the proxy (always for sends and
+ * receives). coll: RCOLL_COLL_* (lib/algo.h); count as NCCL's. */
 int rcoll_cuda_direct(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
                       rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream,
                       int device, rcollResult_t *r);
@@ -72,7 +71,7 @@ rcollResult_t rcoll_direct_wait_last(struct rcoll_cuda_comm *cc, const char *why
 /* "all-reduce", "reduce-scatter", ..., from RCOLL_DIRECT_SIG. */
 static inline const char *rcoll_direct_call_name(uint64_t sig) {
   static const char *const names[8] = {"all-reduce", "reduce-scatter", "all-gather", "broadcast",
-                                       "reduce", "?", "?", "?"};
+                                       "reduce", "gather", "scatter", "all-to-all"};
   return names[(sig >> 12) & 7];
 }
 /* "rank N made another call: ..." for two calls' RCOLL_DIRECT_SIG. */

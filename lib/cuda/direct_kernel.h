@@ -39,15 +39,13 @@
  * that is its rank's output too is safe. Each rank moves 2 vectors (reads
  * the inputs' slices, S in all, writes every output's, S in all) where the
  * regions move 4.
- * A reduce-scatter, an all-gather, a broadcast and a reduce run in place
- * only, with the same two phases: in B a reduce-scatter's rank reduces its
- * own segment of every input into its output, an all-gather's copies its
- * input into its place in every output, a broadcast's copies its slice of
- * the root's input into every output and a reduce's reduces its slice over
- * every input into the root's output. Each element is again written by one
- * rank, after it read it: NCCL's in-place forms (our output inside our
- * input at our segment, our input inside our output at our place, the
- * root's input as its output) are safe too.
+ * The other collectives but send and receive run in place only, with the
+ * same two phases; in B each rank does its part as the enum below says.
+ * Each element is again written by one rank, after it read it: NCCL's
+ * in-place forms (our output inside our input at our segment, our input
+ * inside our output at our place, the root's input as its output) are safe
+ * too, but for the all-to-all's (a peer would overwrite the segment we
+ * still have to send), which goes through the proxy.
  *
  * Blocks never wait for other blocks of their own rank, only for the block
  * with the same index on the other ranks, so blocks may run in any order
@@ -74,16 +72,23 @@ enum { RCOLL_DIRECT_READY = 0, RCOLL_DIRECT_REDUCED = 1, RCOLL_DIRECT_DONE = 2 }
  * The all-reduce splits each block's stretch among the ranks, and each rank
  * reduces its slice over every input into every output; so do a reduce,
  * into the root's output only, and a broadcast, from the root's input only.
- * A reduce-scatter's rank reduces its whole segment over every input (the
- * host points each input at our segment) into its own output; an
- * all-gather's rank copies its own input into every output (the host
- * points each output at our place in it). */
+ * The others' ranks each do their whole part. A reduce-scatter's rank
+ * reduces its segment over every input (the host points each input at our
+ * segment) into its own output; an all-gather's rank copies its input into
+ * every output (the host points each output at our place in it), a
+ * gather's into the root's; a scatter's rank copies its segment of the
+ * root's input into its output; an all-to-all's copies its input's segment
+ * q into rank q's output at our place, for every q (the host points
+ * ins[q] at our segment q and outs[q] at our place). */
 enum {
   RCOLL_DIRECT_ALLREDUCE = 0,
   RCOLL_DIRECT_REDUCE_SCATTER = 1,
   RCOLL_DIRECT_ALLGATHER = 2,
   RCOLL_DIRECT_BROADCAST = 3,
   RCOLL_DIRECT_REDUCE = 4,
+  RCOLL_DIRECT_GATHER = 5,
+  RCOLL_DIRECT_SCATTER = 6,
+  RCOLL_DIRECT_ALLTOALL = 7,
 };
 
 /* The kernel's one parameter, passed by value. */
@@ -271,19 +276,28 @@ RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q
 
 /* The ranks whose inputs a reduce reads, [*q0, *q1), and whose outputs it
  * writes, [*d0, *d1): all of them but for the one source of an in-place
- * all-gather (ours) or broadcast (the root's), and the one output of a
- * reduce-scatter (ours) or reduce (the root's). */
+ * all-gather or gather (ours) or broadcast or scatter (the root's), and the
+ * one output of a reduce-scatter or scatter (ours) or reduce or gather (the
+ * root's). */
 RCOLL_DK_FN void rcoll_direct_ends(const rcoll_direct_args_t *a, uint32_t *q0, uint32_t *q1,
                                    uint32_t *d0, uint32_t *d1) {
   const uint32_t c = a->inplace ? a->coll : (uint32_t)RCOLL_DIRECT_ALLREDUCE;
-  const uint32_t src = c == RCOLL_DIRECT_ALLGATHER ? a->rank : a->root;
-  const uint32_t dst = c == RCOLL_DIRECT_REDUCE_SCATTER ? a->rank : a->root;
-  const int one_src = c == RCOLL_DIRECT_ALLGATHER || c == RCOLL_DIRECT_BROADCAST;
-  const int one_dst = c == RCOLL_DIRECT_REDUCE_SCATTER || c == RCOLL_DIRECT_REDUCE;
-  *q0 = one_src ? src : 0;
-  *q1 = one_src ? src + 1 : a->nranks;
-  *d0 = one_dst ? dst : 0;
-  *d1 = one_dst ? dst + 1 : a->nranks;
+  const int src_me = c == RCOLL_DIRECT_ALLGATHER || c == RCOLL_DIRECT_GATHER;
+  const int src_root = c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER;
+  const int dst_me = c == RCOLL_DIRECT_REDUCE_SCATTER || c == RCOLL_DIRECT_SCATTER;
+  const int dst_root = c == RCOLL_DIRECT_REDUCE || c == RCOLL_DIRECT_GATHER;
+  const uint32_t src = src_me ? a->rank : a->root, dst = dst_me ? a->rank : a->root;
+  *q0 = src_me || src_root ? src : 0;
+  *q1 = src_me || src_root ? src + 1 : a->nranks;
+  *d0 = dst_me || dst_root ? dst : 0;
+  *d1 = dst_me || dst_root ? dst + 1 : a->nranks;
+}
+
+/* In place, whether the ranks share each block's stretch, one slice each
+ * (else each rank does the whole stretch of its own part). */
+RCOLL_DK_FN int rcoll_direct_split(const rcoll_direct_args_t *a) {
+  return a->coll == RCOLL_DIRECT_ALLREDUCE || a->coll == RCOLL_DIRECT_BROADCAST ||
+         a->coll == RCOLL_DIRECT_REDUCE;
 }
 
 /* Block b's one round in place: where its stretch starts and ends. */
@@ -361,12 +375,16 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
       rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
       if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
         return 1;                                                                               \
-      /* The ranks share the stretch, but for a reduce-scatter's or all-gather's, */            \
-      /* whose each rank does its own. */                                                       \
-      const int split = a->coll != RCOLL_DIRECT_REDUCE_SCATTER && a->coll != RCOLL_DIRECT_ALLGATHER; \
-      rcoll_direct_reduce_##op##_##sfx(a, 0, (uint64_t)b * a->chunk,                           \
-                                       split ? rcoll_direct_slice(len, me, n, V) : 0,           \
-                                       split ? rcoll_direct_slice(len, me + 1, n, V) : len, tid, nt); \
+      const uint64_t at = (uint64_t)b * a->chunk;                                               \
+      const int split = rcoll_direct_split(a);                                                  \
+      if (a->coll == RCOLL_DIRECT_ALLTOALL) { /* segment q to rank q, as the host points them */ \
+        for (uint32_t q = 0; q < n; q++)                                                        \
+          rcoll_direct_copy(a->outs[q] + at * sizeof(T), a->ins[q] + at * sizeof(T),           \
+                            len * sizeof(T), a->vec, tid, nt);                                  \
+      } else {                                                                                  \
+        rcoll_direct_reduce_##op##_##sfx(a, 0, at, split ? rcoll_direct_slice(len, me, n, V) : 0, \
+                                         split ? rcoll_direct_slice(len, me + 1, n, V) : len, tid, nt); \
+      }                                                                                         \
       rcoll_direct_say(a, RCOLL_DIRECT_REDUCED, b, g, tid);                                     \
       return rcoll_direct_wait(a, RCOLL_DIRECT_REDUCED, b, g, tid);                             \
     }                                                                                           \

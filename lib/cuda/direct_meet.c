@@ -185,10 +185,10 @@ int rcoll_direct_meet(rcoll_cuda_comm_t *cc, const void *in, void *out, uint64_t
   direct_post_t *me = post_of(m, c->rank);
   const void *bufs[2] = {in, out};
   me->sig = sig;
-  me->ok = 1;
+  me->ok = in != NULL; /* NULL: this rank cannot run the call in place */
   me->pid = getpid();
   me->ns_key = rcoll_pid_ns_key();
-  for (int k = 0; k < 2; k++) {
+  for (int k = 0; k < 2 && me->ok; k++) {
     me->addr[k] = (uint64_t)(uintptr_t)bufs[k];
     if (k == 1 && in == out) { /* in place: one buffer, described once */
       me->h[1] = me->h[0];

@@ -46,8 +46,9 @@ void rcoll_direct_meet_close(rcoll_direct_meet_t *m);
 char *rcoll_direct_meet_import(struct rcoll_cuda_comm *cc, int q, const rcoll_cuda_ipc_handle_t *h);
 
 /* One call's meeting: 1 when it runs in place, with a->ins and a->outs
- * filled; 0 when through the regions; *r says why it could not meet (a
- * peer that did not come within RCOLL_TIMEOUT, or made another call). */
+ * filled; 0 when not (through the regions or the proxy: a rank that cannot
+ * run it in place passes in = NULL); *r says why it could not meet (a peer
+ * that did not come within RCOLL_TIMEOUT, or made another call). */
 int rcoll_direct_meet(struct rcoll_cuda_comm *cc, const void *in, void *out, uint64_t sig,
                       rcoll_direct_args_t *a, rcollResult_t *r);
 

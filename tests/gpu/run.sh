@@ -108,11 +108,11 @@ export RCOLL_TIMEOUT=${RCOLL_TIMEOUT:-30}
 # steps see the small counts too.
 run_conformance conf-2-ipc "2 ranks, CUDA IPC" 2 RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=INIT,NET
 # The direct path (lib/cuda/direct.h): all-reduces as one kernel each, and
-# reduce-scatters, all-gathers, broadcasts and reduces whose largest buffer
-# reaches RCOLL_CUDA_DIRECT_INPLACE; the other collectives through the
-# proxy as above. At 2 ranks calls from 1 MiB read the peers' buffers in
-# place and smaller all-reduces go through the regions; at 4 ranks every
-# call of those five is in place (RCOLL_CUDA_DIRECT_INPLACE=1).
+# the other collectives' calls whose largest buffer reaches
+# RCOLL_CUDA_DIRECT_INPLACE (sends, receives and in-place all-to-alls
+# through the proxy as above). At 2 ranks calls from 1 MiB read the peers'
+# buffers in place and smaller all-reduces go through the regions; at 4
+# ranks every call but those is in place (RCOLL_CUDA_DIRECT_INPLACE=1).
 # Under MPS: processes on one GPU without it take turns, and the direct path
 # turns itself off (the log says so, and the check below fails).
 direct_was_on() { # tag
