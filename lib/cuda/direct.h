@@ -1,9 +1,11 @@
-/* The direct all-reduce on device buffers: for a communicator whose ranks
- * all share one node (RCOLL_CUDA_DIRECT=1 on every rank, CUDA IPC allowed),
- * an all-reduce is one kernel launch on the caller's stream, made by the
- * calling thread. No proxy thread, no host flag, no stream wait: the blocks
- * of every rank's kernel meet through flags in each other's device memory
- * (direct_kernel.h has the protocol and why it is safe).
+/* The direct path on device buffers: for a communicator whose ranks all
+ * share one node (RCOLL_CUDA_DIRECT=1 on every rank, CUDA IPC allowed), an
+ * all-reduce is one kernel launch on the caller's stream, made by the
+ * calling thread, and so is every other collective's call (but sends and
+ * receives) from RCOLL_CUDA_DIRECT_INPLACE bytes. No proxy thread, no host
+ * flag, no stream wait: the blocks of every rank's kernel meet through
+ * flags in each other's device memory (direct_kernel.h has the protocol and
+ * why it is safe).
  *
  * Why beside the proxy path rather than inside it: the proxy path runs any
  * plan over any transport, one host step at a time, which costs a host round
