@@ -83,7 +83,7 @@ EOF
 # -o: never try to regenerate config.mk or configure (no autoconf needed).
 MAKE_GPU=(make -o config.mk -o configure -j"$(nproc)")
 if ! "${MAKE_GPU[@]}" lib/librcoll.so lib/libnccl-net-rcoll.so bench/allreduce_perf bench/reduce_scatter_perf \
-  bench/allgather_perf; then
+  bench/allgather_perf bench/alltoall_perf; then
   say "FAIL: build"
   exit 1
 fi
