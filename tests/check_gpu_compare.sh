@@ -40,7 +40,8 @@ fi
 # d2d medians to 2000; 2 ranks reach 600 GB/s at 128 MiB (30 %) and 15 us at
 # 8 B; 4 ranks take 2x as long as 2 at 128 MiB, busbw 450 (within 1.5x of
 # 600). one-gpu-direct: 25 us at 8 B and 435 GB/s (21.8 %) at 128 MiB, 4
-# ranks 250 GB/s (below 435 / 1.5); through the regions 335 GB/s (16.8 %).
+# ranks 250 GB/s (below 435 / 1.5); through the regions 335 GB/s (16.8 %);
+# with 128 blocks 671 GB/s (33.5 %), 4 ranks 503 (within 1.5x).
 cat >"$tmp/results" <<'EOF'
 rounds 3
 mps yes
@@ -77,6 +78,8 @@ one-gpu-direct rcoll 2 134217728 310 430
 one-gpu-direct rcoll 2 134217728 305 435
 one-gpu-direct rcoll 4 134217728 800 250
 one-gpu-direct-regions rcoll 2 134217728 400 335
+one-gpu-direct-blocks rcoll 2 134217728 200 671
+one-gpu-direct-blocks rcoll 4 134217728 400 503
 two-hosts-nobounce rcoll 2 8 70 0.00
 two-hosts-nobounce rcoll 2 8 72 0.00
 two-hosts-nobounce rcoll 2 8 71 0.00
@@ -111,6 +114,8 @@ expect "RCOLL_CUDA_DIRECT" 134217728 '\| +305 +435 +21.8 \| +800 +250 \| MISSED 
   "one GPU direct 128 MiB: 21.8 % of d2d missed, 4 ranks' busbw 250 missed"
 expect "through the proxy" 134217728 '600 +30.0 .*met \(2 ranks >= 25% of d2d\); met \(4 ranks. busbw within 1.5x of 2.s\)' \
   "one GPU 128 MiB: 30 % of d2d met, 4 ranks' busbw 450 of 600 met"
+expect "BLOCKS=128" 134217728 '\| +200 +671 +33.5 \| +400 +503 \| met \(2 ranks >= 25% of d2d\); met \(4 ranks. busbw within 1.5x of 2.s\)$' \
+  "one GPU direct with 128 blocks, 128 MiB: 33.5 % of d2d met, 4 ranks' busbw 503 of 671 met"
 expect "INPLACE=0" 134217728 '\| +400 +335 +16.8 \| +- +- \| MISSED \(2 ranks >= 25% of d2d\)$' \
   "one GPU direct through the regions, 128 MiB: 16.8 % of d2d, missed"
 bounce_row() { awk -v s="$1" '/^## 2 ranks: small calls/ { inside = 1 } inside && $1 == s' <<<"$out"; }

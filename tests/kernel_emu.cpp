@@ -168,7 +168,7 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
   uint32_t failed = 0;
   uint64_t sigs[2] = {0, 0};
   for (int r = 0; r < nranks; r++) {
-    boxes[r].assign((RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_MAX_BLOCKS * region) / 16, uint4{0, 0, 0, 0});
+    boxes[r].assign((RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_REGIONS * region) / 16, uint4{0, 0, 0, 0});
     in[r].resize(count * sizeof(T) / 16 + 1);
     out[r].resize(count * sizeof(T) / 16 + 1);
     fill_random((unsigned char *)in[r].data(), count * sizeof(T), 100 + r);

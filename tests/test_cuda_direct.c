@@ -98,6 +98,40 @@ Test(cuda_direct, blocks_fit_the_gpu) {
   cr_expect_eq(atomic_load(&fake_stats.direct_max_blocks), 2);
 }
 
+/* One all-reduce of 16 MiB (a block per 64 KiB would be 256). */
+static void one_large_call(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  const size_t n = 4 << 20;
+  float *a = cuda_ranks_dev_alloc(n * 4);
+  cuda_ranks_fill(a, n, x->rank);
+  x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
+  fake_stream_sync(s);
+  for (size_t i = 0; i < n; i += 4099)
+    x->wrong += a[i] != cuda_ranks_sum_of(x->nranks, i);
+  fake_free(a);
+  rcoll_cuda_api()->stream_destroy(s);
+}
+
+/* RCOLL_CUDA_DIRECT_BLOCKS bounds a call's blocks (the least over the
+ * ranks), in place up to 128; through the regions a box's 32 bound them
+ * too. The fake's GPU gives no multiprocessor count, so only these do. */
+static void run_blocks(const char *setting, const char *inplace, int want) {
+  setenv("RCOLL_CUDA_DIRECT_BLOCKS", setting, 1);
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", inplace, 1);
+  run_direct(2, one_large_call, 2);
+  cr_expect_eq(atomic_load(&fake_stats.direct_max_blocks), want, "%d blocks, not %d",
+               atomic_load(&fake_stats.direct_max_blocks), want);
+}
+
+Test(cuda_direct, blocks_are_32_by_default) {
+  unsetenv("RCOLL_CUDA_DIRECT_BLOCKS");
+  run_direct(2, one_large_call, 2);
+  cr_expect_eq(atomic_load(&fake_stats.direct_max_blocks), 32);
+}
+Test(cuda_direct, blocks_follow_the_setting_in_place) { run_blocks("100", "1", 100); }
+Test(cuda_direct, blocks_follow_the_setting_below_32) { run_blocks("20", "0", 20); }
+Test(cuda_direct, blocks_through_the_regions_are_at_most_32) { run_blocks("128", "0", 32); }
+
 /* Buffers 4 bytes past an alignment of 16: the kernel's scalar loops. */
 static void unaligned(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();

@@ -20,7 +20,7 @@
 #include "pidns.h"
 #include "reduce.h"
 
-/* A block for every 64 KiB of the vector, up to RCOLL_DIRECT_MAX_BLOCKS:
+/* A block for every 64 KiB of the vector, up to the agreed most (below):
  * one block keeps a small call's latency to one chain of flags; large calls
  * need many to reach the memory's bandwidth. */
 #define DIRECT_BYTES_PER_BLOCK ((size_t)64 << 10)
@@ -37,7 +37,7 @@ typedef struct direct_offer {
 } direct_offer_t;
 
 static size_t box_bytes(const rcoll_cuda_direct_t *d) {
-  return RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_MAX_BLOCKS * d->chunk_bytes;
+  return RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_REGIONS * d->chunk_bytes;
 }
 
 static void direct_release(rcoll_cuda_direct_t *d) {
@@ -111,14 +111,16 @@ static int direct_map(rcoll_cuda_comm_t *cc, const direct_offer_t *all) {
  * up after RCOLL_TIMEOUT). A block takes a multiprocessor (up to 128
  * registers for 512 threads): each rank gets its GPU's multiprocessors
  * shared by the ranks on that GPU (all of them, when the bus ids are not
- * known), and all ranks take the least, as their blocks must match. */
+ * known), and all ranks take the least, as their blocks must match; so do
+ * they of RCOLL_CUDA_DIRECT_BLOCKS. */
 static int32_t direct_max_blocks(const rcoll_cuda_comm_t *cc, const direct_offer_t *all) {
   const direct_offer_t *me = &all[cc->comm->rank];
   int sharing = 0;
   for (int q = 0; q < cc->comm->nranks; q++)
     sharing += me->gpu.bus[0] == '\0' || strcmp(all[q].gpu.bus, me->gpu.bus) == 0;
   int32_t n = me->sms > 0 ? me->sms / sharing : RCOLL_DIRECT_MAX_BLOCKS;
-  return n < 1 ? 1 : n > RCOLL_DIRECT_MAX_BLOCKS ? RCOLL_DIRECT_MAX_BLOCKS : n;
+  int32_t most = (int32_t)cc->comm->settings.cuda_direct_blocks;
+  return n < 1 ? 1 : n > most ? most : n;
 }
 
 static void direct_describe_gpu(const rcoll_cuda_comm_t *cc, direct_offer_t *me) {
@@ -342,7 +344,8 @@ static size_t direct_bytes(const struct rcollComm *c, int coll, size_t count, rc
 static void direct_shape(const rcoll_cuda_direct_t *d, size_t bytes, size_t kcount, size_t es,
                          rcoll_direct_args_t *a) {
   uint64_t nb = (bytes + DIRECT_BYTES_PER_BLOCK - 1) / DIRECT_BYTES_PER_BLOCK;
-  nb = nb < 1 ? 1 : nb > d->max_blocks ? d->max_blocks : nb;
+  uint64_t most = a->inplace || d->max_blocks < RCOLL_DIRECT_REGIONS ? d->max_blocks : RCOLL_DIRECT_REGIONS;
+  nb = nb < 1 ? 1 : nb > most ? most : nb;
   uint64_t vec = 16 / es, rounds = 1;
   if (!a->inplace) {
     uint64_t cap = d->chunk_bytes / es; /* elements a region holds (whole vectors) */

@@ -27,7 +27,7 @@ enum { RCOLL_DIRECT_UNTRIED = 0, RCOLL_DIRECT_ON, RCOLL_DIRECT_OFF };
 
 typedef struct rcoll_cuda_direct {
   int state;
-  char *box;                            /* ours: header, then RCOLL_DIRECT_MAX_BLOCKS regions */
+  char *box;                            /* ours: header, then RCOLL_DIRECT_REGIONS regions */
   char *boxes[RCOLL_DIRECT_MAX_RANKS];  /* every rank's, as mapped here */
   uint8_t opened[RCOLL_DIRECT_MAX_RANKS]; /* from cudaIpcOpenMemHandle (to close) */
   size_t chunk_bytes;                   /* one block's region */

@@ -61,7 +61,11 @@
 #include "reduce_math.h"
 
 #define RCOLL_DIRECT_MAX_RANKS 8
-#define RCOLL_DIRECT_MAX_BLOCKS 32
+/* Blocks per rank: at most MAX_BLOCKS (the flags' lines), and through the
+ * regions at most REGIONS (a box holds that many); RCOLL_CUDA_DIRECT_BLOCKS
+ * and the GPU's multiprocessors bound both (direct.c). */
+#define RCOLL_DIRECT_MAX_BLOCKS 128
+#define RCOLL_DIRECT_REGIONS 32
 #define RCOLL_DIRECT_THREADS 512
 #define RCOLL_DIRECT_FLAG_WORDS 16 /* one flag per 128-byte line */
 #define RCOLL_DIRECT_HDR_BYTES ((size_t)3 * RCOLL_DIRECT_MAX_RANKS * RCOLL_DIRECT_MAX_BLOCKS * 128)

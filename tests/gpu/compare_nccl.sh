@@ -16,6 +16,10 @@
 #   one-gpu-direct: the same with RCOLL_CUDA_DIRECT=1 (lib/cuda/direct.h:
 #     each all-reduce one kernel on the caller's stream, no proxy; from 1 MiB
 #     it reads the peers' buffers in place);
+#   one-gpu-direct-blocks: 2 and 4 ranks at the largest size with up to 128
+#     blocks a rank (RCOLL_CUDA_DIRECT_BLOCKS=128; the GPU's multiprocessors
+#     shared by its ranks bound them: 66 and 33 on an H200) where the default
+#     is 32: whether 32 blocks keep enough loads in flight for the memory;
 #   one-gpu-direct-regions: 2 ranks at 1 MiB and the largest size with in
 #     place off (RCOLL_CUDA_DIRECT_INPLACE=0): what in place gains, and from
 #     which size it pays for its meeting on the host (the setting's default);
@@ -151,6 +155,7 @@ if [[ "${1:-}" == "--table" ]]; then
   table_two_hosts
   table_one_gpu one-gpu "through the proxy"
   table_one_gpu one-gpu-direct "RCOLL_CUDA_DIRECT=1: one kernel per call"
+  table_one_gpu one-gpu-direct-blocks "RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_BLOCKS=128"
   table_one_gpu one-gpu-direct-regions "RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0"
   table_bounce
   table_chunk
@@ -233,6 +238,10 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run one-gpu-direct rcoll 4 "$z" "${DIRECT_ENV[@]}"
     [[ $z == 1048576 || $z == "$LARGEST" ]] &&
       run one-gpu-direct-regions rcoll 2 "$z" "${DIRECT_ENV[@]}" RCOLL_CUDA_DIRECT_INPLACE=0
+    if [[ $z == "$LARGEST" ]]; then
+      run one-gpu-direct-blocks rcoll 2 "$z" "${DIRECT_ENV[@]}" RCOLL_CUDA_DIRECT_BLOCKS=128
+      run one-gpu-direct-blocks rcoll 4 "$z" "${DIRECT_ENV[@]}" RCOLL_CUDA_DIRECT_BLOCKS=128
+    fi
   done
   for ch in $CHUNK_SIZES; do
     over_budget && break 2
