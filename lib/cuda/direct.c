@@ -273,6 +273,12 @@ static int direct_per_rank(int coll) {
   return coll != RCOLL_DIRECT_ALLREDUCE && coll != RCOLL_DIRECT_BROADCAST && coll != RCOLL_DIRECT_REDUCE;
 }
 
+/* Calls with a root. */
+static int direct_rooted(int coll) {
+  return coll == RCOLL_DIRECT_BROADCAST || coll == RCOLL_DIRECT_REDUCE || coll == RCOLL_DIRECT_GATHER ||
+         coll == RCOLL_DIRECT_SCATTER;
+}
+
 /* "AllReduce 100 x float32 sum", "Broadcast 100 x int8 root 1", from
  * RCOLL_DIRECT_SIG. */
 static void direct_sig_name(uint64_t sig, char *buf, size_t cap) {
@@ -280,10 +286,8 @@ static void direct_sig_name(uint64_t sig, char *buf, size_t cap) {
                                       "Reduce", "Gather", "Scatter", "AlltoAll"};
   unsigned k = (unsigned)(sig >> 12) & 7;
   int has_op = !direct_copies((int)k);
-  int rooted = k == RCOLL_DIRECT_BROADCAST || k == RCOLL_DIRECT_REDUCE || k == RCOLL_DIRECT_GATHER ||
-               k == RCOLL_DIRECT_SCATTER;
   char root[24] = "";
-  if (rooted)
+  if (direct_rooted((int)k))
     snprintf(root, sizeof root, " root %u", (unsigned)(sig >> 15) & 31);
   snprintf(buf, cap, "%s %llu x %s%s%s%s", coll[k], (unsigned long long)(sig >> 20),
            rcoll_type_name((rcollDataType_t)((sig >> 4) & 255)), has_op ? " " : "",
@@ -392,8 +396,8 @@ static int direct_meet_call(rcoll_cuda_comm_t *cc, const direct_call_t *k, rcoll
   return 1;
 }
 
-/* *taken = 0 when the call must go through the proxy after all (a
- * reduce-scatter or all-gather that could not run in place). */
+/* *taken = 0 when the call must go through the proxy after all (any but an
+ * all-reduce that could not run in place). */
 static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const direct_call_t *k,
                                    rcollStream_t stream, int *taken) {
   struct rcollComm *c = cc->comm;
@@ -452,8 +456,7 @@ int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, 
                                                  : -1;
   if (direct_copies(coll))
     op = rcollSum; /* not the user's to give */
-  if (coll != RCOLL_DIRECT_BROADCAST && coll != RCOLL_DIRECT_REDUCE && coll != RCOLL_DIRECT_GATHER &&
-      coll != RCOLL_DIRECT_SCATTER)
+  if (!direct_rooted(coll))
     root = 0;
   /* PreMulSum ops (beyond rcollNumOps) carry a scalar: the proxy has them. */
   if (coll < 0 || !c->cuda_direct || rcoll_group_active() || (int)op < 0 || op >= rcollNumOps ||
