@@ -112,7 +112,7 @@ typedef struct rcoll_direct_args {
   uint32_t vec; /* in and out are 16-byte aligned (chunk is whole vectors): 16-byte loads */
   uint32_t inplace; /* read the peers' buffers below, not their regions (one round) */
   uint32_t coll;    /* in place: RCOLL_DIRECT_ALLREDUCE, ... */
-  uint32_t root;    /* of a broadcast or reduce */
+  uint32_t root;    /* of a broadcast, reduce, gather or scatter */
   char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
   const char *ins[RCOLL_DIRECT_MAX_RANKS]; /* in place: every rank's input and output, */
   char *outs[RCOLL_DIRECT_MAX_RANKS];      /* as mapped here (ours at [rank]) */
