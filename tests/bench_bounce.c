@@ -3,7 +3,9 @@
  * "device" buffers, queued on a stream as a trainer queues them, with the
  * call bounced through pinned host memory (RCOLL_CUDA_BOUNCE, the default),
  * bounced with its kernel (RCOLL_CUDA_BOUNCE_KERNEL=1) and not bounced (=0),
- * beside the same call on host buffers.
+ * as one direct kernel (RCOLL_CUDA_DIRECT=1) through the IPC boxes and in
+ * place (after the ranks' meeting on the host: direct_meet.h), beside the
+ * same call on host buffers.
  *
  *   tests/bin/bench_bounce [calls]     (default 2000)
  *
@@ -116,5 +118,9 @@ int main(int argc, char **argv) {
   setenv("RCOLL_CUDA_BOUNCE_KERNEL", "0", 1);
   setenv("RCOLL_CUDA_BOUNCE", "0", 1);
   bad |= run("device buffers, device plan (RCOLL_CUDA_BOUNCE=0)", 1, calls);
+  setenv("RCOLL_CUDA_DIRECT", "1", 1);
+  bad |= run("device buffers, direct kernel (RCOLL_CUDA_DIRECT=1)", 1, calls);
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "1", 1);
+  bad |= run("device buffers, direct in place (..._INPLACE=1)", 1, calls);
   return bad;
 }
