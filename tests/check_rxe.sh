@@ -203,8 +203,19 @@ check_steps() { # log expected-steps...
     [[ -n ${RXE_STEPS:-} && ",$RXE_STEPS," != *",$s,"* ]] && continue
     line=$(grep -a "^RXE-STEP $s " "$log" | tail -n 1)
     echo "   ${line:-RXE-STEP $s missing}"
-    [[ $line == *" rc=0 "* ]] || failed=1
+    [[ $line == *" rc=0 "* ]] && continue
+    failed=1
+    step_tail "$log" "$s"
   done
+}
+
+# A failed step's last lines as the VM printed them (the errors the summary
+# lines above may not carry): CI keeps this output, not the logs.
+step_tail() { # log step
+  awk -v s="$2" '$1 == "RXE-BEGIN" && $2 == s { n = 0; on = 1; next }
+                 $1 == "RXE-STEP" && $2 == s { on = 0 }
+                 on { buf[n++ % 20] = $0 }
+                 END { for (i = (n > 20 ? n - 20 : 0); i < n; i++) print "   | " buf[i % 20] }' "$1"
 }
 
 show() { # log: what the VM saw and measured
