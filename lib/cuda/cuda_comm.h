@@ -61,6 +61,11 @@ typedef struct rcoll_cuda_slots {
   void *big_mh;
   int big_busy;
   rcoll_cuda_event_t big_ev;
+  /* Sends (STAGE): the connection's number of the next message whose copy
+   * into a slot may be queued. Copies run ahead of the wire, in order, so
+   * the next one queues behind the last instead of waiting for the proxy
+   * to see it end and send it (stage.c). */
+  uint64_t copy_turn;
   rcoll_cuda_retired_t retired[RCOLL_CUDA_MAX_RETIRED]; /* outgrown big buffers */
   int nretired;
 } rcoll_cuda_slots_t;

@@ -67,9 +67,13 @@ int rcoll_cuda_step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) 
     return 1;
   }
   const rcoll_peer_t *pe = &c->peers[st->peer];
-  if (st->seq != (st->kind == RCOLL_STEP_SEND ? pe->send_posted : pe->recv_posted))
-    return 0; /* an earlier message on this connection goes first */
-  switch (cc->peers[st->peer].mode) {
+  int mode = cc->peers[st->peer].mode;
+  /* An earlier message on this connection goes first; a send through host
+   * slots checks its own turns (its copy may be queued early). */
+  int own_turns = st->kind == RCOLL_STEP_SEND && mode != RCOLL_CUDA_MODE_IPC;
+  if (!own_turns && st->seq != (st->kind == RCOLL_STEP_SEND ? pe->send_posted : pe->recv_posted))
+    return 0;
+  switch (mode) {
   case RCOLL_CUDA_MODE_IPC: return rcoll_ipc_post(p, st, err);
   case RCOLL_CUDA_MODE_GDR: return rcoll_gdr_post(p, st, err);
   default: return rcoll_stage_post(p, st, err);

@@ -166,7 +166,10 @@ static int slot_copied(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int s
 /* Queues the copy of the step's chunk into a free slot; while it runs the
  * proxy moves other steps, and the send is made once the event says the
  * bytes are there. Copies queue on the proxy stream in the order the steps
- * come, behind the reductions whose results they send. */
+ * come, behind the reductions whose results they send. A message's copy may
+ * be queued once the one before it on the connection has queued its own
+ * (copy_turn), so the GPU copies message k + 1 while the proxy waits for
+ * message k's event; sends still go on the wire in order (send_posted). */
 static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                            rcollResult_t *err) {
   struct rcollComm *c = p->comm;
@@ -174,6 +177,8 @@ static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t
   rcoll_cuda_slots_t *s = &cc->peers[st->peer].send;
   rcoll_peer_t *pe = &c->peers[st->peer];
   if (x->staged == 0) {
+    if (st->seq != (s->copy_turn > pe->send_posted ? s->copy_turn : pe->send_posted))
+      return 0;
     int slot = rcoll_stage_pick(s, c->nslots, c->chunk_bytes, st->bytes);
     if (slot == -1)
       return 0;
@@ -187,12 +192,15 @@ static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t
     x->slot = slot;
     x->buf = buf;
     x->staged = 1;
+    s->copy_turn = st->seq + 1;
   }
   if (x->staged == 1) {
     if (!slot_copied(cc, s, x->slot, "a staging copy to host", err))
       return 0;
     x->staged = 2;
   }
+  if (st->seq != pe->send_posted)
+    return 0;
   void *mh = NULL, *req = NULL;
   rcollResult_t r = slots_mh(c, st->peer, 1, s, x->slot, &mh);
   if (r == rcollSuccess)
@@ -338,6 +346,8 @@ static int gdr_register(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t *x
 int rcoll_gdr_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   rcoll_cuda_stepx_t *x = rcoll_cuda_stepx(p, st);
+  if (st->kind == RCOLL_STEP_SEND && x->staged == 0 && st->seq != c->peers[st->peer].send_posted)
+    return 0; /* a staged send before it may have its copy queued, not its send */
   if (st->kind == RCOLL_STEP_RECV_REDUCE || st->bytes <= RCOLL_GDR_MIN_BYTES || !gdr_register(p, st, x))
     return rcoll_stage_post(p, st, err);
   x->mode = RCOLL_CUDA_MODE_GDR;
