@@ -113,8 +113,8 @@
   X(INT_IN(0, 1), cuda_direct, "CUDA_DIRECT", NULL, "0",                                        \
     "1: all-reduces on device buffers between ranks that all share a node run as one kernel "   \
     "launch on the caller's stream, reading each other's buffers through CUDA IPC, no proxy "   \
-    "(lib/cuda/direct.c), and so do the other collectives' calls from CUDA_DIRECT_INPLACE "      \
-    "bytes (not sends and receives); off unless every rank has it on; not yet measured on a GPU") \
+    "(lib/cuda/direct.c), and so do the other collectives' calls (not sends and receives); off " \
+    "unless every rank has it on; not yet measured on a GPU")                                     \
   X(INT_IN(4096, 268435456), cuda_direct_chunk, "CUDA_DIRECT_CHUNK", NULL, "1048576",           \
     "Bytes one block of the direct all-reduce moves per round; each rank's IPC box holds 32")    \
   X(INT_IN(1, 128), cuda_direct_blocks, "CUDA_DIRECT_BLOCKS", NULL, "32",                        \
@@ -123,8 +123,8 @@
     "through the regions at most 32); the least over the ranks counts")                          \
   X(INT_IN(0, 1099511627776), cuda_direct_inplace, "CUDA_DIRECT_INPLACE", NULL, "1048576",      \
     "Direct calls whose largest buffer has this many bytes or more read the peers' buffers in "  \
-    "place, after a meeting on the host (lib/cuda/direct_meet.h); smaller all-reduces go "       \
-    "through the IPC boxes, other calls through the proxy; 0: never; rank 0's value counts")     \
+    "place, after a meeting on the host (lib/cuda/direct_meet.h); smaller calls go through the " \
+    "IPC boxes; 0: never; rank 0's value counts")                                                 \
   X(INT_IN(0, 16777216), cuda_bounce, "CUDA_BOUNCE", NULL, "65536",                              \
     "Device calls outside a group whose largest buffer is at most this many bytes run as host "  \
     "calls on pinned copies made on the caller's stream (lib/cuda/bounce.h); 0: never; rank 0's " \

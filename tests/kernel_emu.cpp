@@ -237,13 +237,16 @@ static void check_direct(const char *name, void (*kernel)(rcoll_direct_args_t), 
 template <class T>
 static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_args_t),
                                void (*copy)(rcoll_direct_args_t), T (*sum)(T, T), int nranks,
-                               size_t count) {
+                               size_t count, int pull) {
   const size_t nb = 3, V = 16 / sizeof(T), n = (size_t)nranks, es = sizeof(T);
+  // Pulling, a block's region holds a segment per rank of its stretch of
+  // each rank's part: a third of it, rounded up to vectors.
+  const size_t region = ((count * es + nb - 1) / nb + 16) / 16 * 16 * n;
   std::vector<std::vector<uint4>> boxes(nranks), in(nranks), out(nranks);
   uint32_t failed = 0;
   uint64_t sigs[2] = {0, 0};
   for (int r = 0; r < nranks; r++) {
-    boxes[r].assign(RCOLL_DIRECT_HDR_BYTES / 16, uint4{0, 0, 0, 0});
+    boxes[r].assign((RCOLL_DIRECT_HDR_BYTES + (pull ? nb * region : 0)) / 16, uint4{0, 0, 0, 0});
     in[r].resize(n * count * es / 16 + 1);
     out[r].resize(n * count * es / 16 + 1);
     fill_random((unsigned char *)in[r].data(), n * count * es, 200 + r);
@@ -274,9 +277,15 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
       a.nranks = (uint32_t)nranks;
       a.rank = (uint32_t)r;
       a.vec = count * es % 16 == 0;  // the segments stay 16-byte aligned
-      a.inplace = 1;
+      a.inplace = !pull;
+      a.pull = pull;
       a.coll = (uint32_t)coll;
       a.root = root;
+      a.in = in[r].data();
+      a.out = out[r].data();
+      a.region_bytes = region;
+      for (size_t b = 0; b < nb; b++)  // the last call's round
+        a.last[b] = coll == RCOLL_DIRECT_REDUCE_SCATTER ? 0 : (uint64_t)coll;
       for (int q = 0; q < nranks; q++) {
         a.box[q] = (char *)boxes[q].data();
         a.ins[q] = (const char *)in[coll == RCOLL_DIRECT_ALLTOALL ? r : q].data() +
@@ -304,8 +313,8 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
           want = sum(want, ((const T *)in[p].data())[at]);
         T got = ((const T *)out[r].data())[i];
         if (memcmp(&got, &want, sizeof(T)) != 0 || failed != 0) {
-          fprintf(stderr, "FAIL direct %s %s: %d ranks, count %zu: rank %d element %zu (failed word %u)\n",
-                  what[coll], name, nranks, count, r, i, failed);
+          fprintf(stderr, "FAIL direct %s %s%s: %d ranks, count %zu: rank %d element %zu (failed word %u)\n",
+                  what[coll], name, pull ? " pulled" : "", nranks, count, r, i, failed);
           failures++;
           return;
         }
@@ -371,10 +380,14 @@ int main() {
   check_direct<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_sum_f32, 3, 7777);
   check_direct<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_sum_bf16, 3, 9001);
   check_direct<uint8_t>("sum_e5m2", rcoll_k_direct_sum_e5m2, rcoll_sum_e5m2, 2, 20000);
-  check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 2, 4096);
-  check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 3, 5001);
-  check_direct_colls<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_k_direct_sum_u8, rcoll_sum_bf16,
-                               4, 777);
+  for (int pull = 0; pull < 2; pull++) {
+    check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 2, 4096,
+                              pull);
+    check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 3, 5001,
+                              pull);
+    check_direct_colls<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_k_direct_sum_u8, rcoll_sum_bf16,
+                                 4, 777, pull);
+  }
   for (int shift = 0; shift < 2; shift++)
     for (size_t bytes : {(size_t)0, (size_t)8, (size_t)1031, (size_t)65536}) {
       check_bounce(bytes, bytes, shift, 1);
@@ -388,7 +401,7 @@ int main() {
   }
   printf("kernel_emu: every reduce kernel (12 types x 4 ops, 8 counts, aligned and not, in and out of "
          "place), the direct all-reduce (2-3 ranks, f32, bf16, e5m2; regions and in place), every other "
-         "collective in place (2-4 ranks, f32, bf16) and the bounce "
+         "collective in place and through the regions (2-4 ranks, f32, bf16) and the bounce "
          "kernel (0 B to 64 KiB, aligned and not, a flag that never comes) right on the CPU\n");
   return 0;
 }

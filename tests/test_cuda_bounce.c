@@ -44,15 +44,26 @@ static void all_bounced(rank_ctx_t *x, rcollComm_t comm) {
   }
 }
 
+/* With the direct path on, the collectives are kernels, small or not
+ * (lib/cuda/direct.h): none bounces; sends and receives take the proxy. */
+static void none_bounced(rank_ctx_t *x, rcollComm_t comm) {
+  cuda_colls_all(x, comm);
+  if (bounced(comm) != 0) {
+    cr_log_error("rank %d: %lld calls bounced beside the direct path", x->rank, (long long)bounced(comm));
+    x->wrong++;
+  }
+}
+
 /* 12289 floats: a 48 KiB all-reduce bounces, a 96 KiB all-gather does not,
  * so host and device plans alternate on one comm (and its IPC rings). */
-static void sweep(int nranks) {
+static void sweep_with(int nranks, void (*body)(rank_ctx_t *, rcollComm_t)) {
   static const size_t counts[] = {1, 7, 1024, 12289};
   for (size_t k = 0; k < sizeof counts / sizeof counts[0]; k++) {
     rank_ctx_t ctx[MAX_RANKS] = {0};
-    cuda_ranks_run(nranks, counts[k], all_bounced, ctx);
+    cuda_ranks_run(nranks, counts[k], body, ctx);
   }
 }
+static void sweep(int nranks) { sweep_with(nranks, all_bounced); }
 
 Test(cuda_bounce, every_collective_beside_ipc_peers) {
   setenv("RCOLL_CHUNK_SIZE", "4096", 1);
@@ -61,12 +72,10 @@ Test(cuda_bounce, every_collective_beside_ipc_peers) {
   sweep(3);
 }
 
-/* With the direct all-reduce on, all-reduces are kernels (lib/cuda/direct.h)
- * and the other small calls bounce, in turn on one comm and stream. */
-Test(cuda_bounce, beside_the_direct_all_reduce) {
+Test(cuda_bounce, not_beside_the_direct_path) {
   setenv("RCOLL_CUDA_DIRECT", "1", 1);
-  sweep(3);
-  cr_expect_gt(atomic_load(&fake_stats.direct_kernels), 0, "no direct all-reduce ran");
+  sweep_with(3, none_bounced);
+  cr_expect_gt(atomic_load(&fake_stats.direct_kernels), 0, "no direct call ran");
 }
 
 /* Copies that take 300 us: a plan that ran before its input was copied in,

@@ -1,10 +1,10 @@
 /* Direct collectives but the all-reduce (RCOLL_CUDA_DIRECT,
  * lib/cuda/direct.h) on the host fake of CUDA: ranks are threads, and the
  * kernel is the block function the GPU runs (tests/support/
- * cuda_fake_direct.c). They run in place only, reading or writing the
- * peers' buffers: calls whose largest buffer reaches
- * RCOLL_CUDA_DIRECT_INPLACE meet on the host and run as one kernel; smaller
- * ones, or ones a rank cannot hand over, go through the proxy.
+ * cuda_fake_direct.c). Calls whose largest buffer reaches
+ * RCOLL_CUDA_DIRECT_INPLACE meet on the host and run in place, reading or
+ * writing the peers' buffers; smaller ones, or ones a rank cannot hand
+ * over, pull from the peers' regions. Either is one kernel.
  * test_cuda_direct.c has the all-reduce. */
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -27,8 +27,8 @@ static void colls_setup(void) {
 TestSuite(cuda_direct_colls, .init = colls_setup, .timeout = 120);
 
 /* Runs body on nranks ranks, expecting `kernels` direct kernels in all, of
- * which `inplace` read the peers' buffers (the rest are all-reduces through
- * the regions): the calls that were not direct went through the proxy. */
+ * which `inplace` read the peers' buffers (the rest went through the
+ * regions): the calls that were not direct went through the proxy. */
 static void run_colls(int nranks, void (*body)(rank_ctx_t *, rcollComm_t), int kernels, int inplace) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
   cuda_ranks_run(nranks, 0, body, ctx);
@@ -38,7 +38,7 @@ static void run_colls(int nranks, void (*body)(rank_ctx_t *, rcollComm_t), int k
                atomic_load(&fake_stats.direct_inplace), inplace);
 }
 
-/* Per-rank counts in a row: under the limit (1 and 7 floats: the proxy),
+/* Per-rank counts in a row: under the limit (1 and 7 floats: the regions),
  * one block, many blocks, and back, each out of place and then in NCCL's
  * in-place form, with a direct all-reduce between them on the same flags. */
 static const size_t counts[] = {1, 7, 1000, 16385, 300000, 3, 70000, 1031};
@@ -53,10 +53,13 @@ static int inplace_calls(int n, int per_rank) {
     k += counts[i] * 4 * (size_t)(per_rank ? n : 1) >= 4096 ? 2 : 0;
   return n * k;
 }
-/* ... and with them the all-reduces of 4 floats between them. */
-#define ROW(n, per_rank) inplace_calls(n, per_rank) + (n) * (int)NCOUNTS, inplace_calls(n, per_rank)
-/* ... when the in-place form goes through the proxy (the all-to-all's). */
-#define HALF_ROW(n) inplace_calls(n, 1) / 2 + (n) * (int)NCOUNTS, inplace_calls(n, 1) / 2
+/* Every call is a kernel: out of place, in place, and the all-reduce of 4
+ * floats between them; those in place as above. */
+#define ROW(n, per_rank) 3 * (n) * (int)NCOUNTS, inplace_calls(n, per_rank)
+/* ... when the in-place form goes through the regions (the all-to-all's). */
+#define HALF_ROW(n) 3 * (n) * (int)NCOUNTS, inplace_calls(n, 1) / 2
+/* ... when nothing runs in place (RCOLL_CUDA_DIRECT_INPLACE=0). */
+#define PULLED(n) 3 * (n) * (int)NCOUNTS, 0
 
 static void check_scatter(rank_ctx_t *x, const float *got, size_t count, const char *how) {
   for (size_t i = 0; i < count; i++) {
@@ -253,8 +256,8 @@ static void scatters_from_roots(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_api()->stream_destroy(s);
 }
 
-/* All-to-alls: out of place, then in place (through the proxy: a peer
- * would overwrite a segment we have yet to send). */
+/* All-to-alls: out of place, then in place (through the regions: in place
+ * a peer would overwrite a segment we have yet to send). */
 static void alltoalls_in_a_row(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   const size_t n = (size_t)x->nranks;
@@ -301,6 +304,22 @@ Test(cuda_direct_colls, scatter_four_ranks) { run_colls(4, scatters_from_roots, 
 Test(cuda_direct_colls, alltoall_two_ranks) { run_colls(2, alltoalls_in_a_row, HALF_ROW(2)); }
 Test(cuda_direct_colls, alltoall_three_ranks) { run_colls(3, alltoalls_in_a_row, HALF_ROW(3)); }
 Test(cuda_direct_colls, alltoall_four_ranks) { run_colls(4, alltoalls_in_a_row, HALF_ROW(4)); }
+
+/* Every collective through the regions alone (no meeting): each call
+ * pulls, in as many rounds of up to 32 blocks as its 4096-byte regions
+ * need (300000 floats at 3 ranks: 28 rounds). */
+#define PULL_TEST(name, body)                                                                   \
+  Test(cuda_direct_colls, name##_through_the_regions) {                                         \
+    setenv("RCOLL_CUDA_DIRECT_INPLACE", "0", 1);                                                \
+    run_colls(3, body, PULLED(3));                                                              \
+  }
+PULL_TEST(reduce_scatter, scatters_in_a_row)
+PULL_TEST(all_gather, gathers_in_a_row)
+PULL_TEST(broadcast, broadcasts_in_a_row)
+PULL_TEST(reduce, reduces_in_a_row)
+PULL_TEST(gather, gathers_to_roots)
+PULL_TEST(scatter, scatters_from_roots)
+PULL_TEST(alltoall, alltoalls_in_a_row)
 
 /* Every type and op of a reduce-scatter and a reduce, and every type of an
  * all-gather and a broadcast, against the reference (fp8 sums within their
@@ -370,16 +389,23 @@ Test(cuda_direct_colls, every_type_and_op_three_ranks) {
   run_colls(3, every_type, calls, calls);
 }
 
+/* The same through the regions: 4096 bytes each, so each call takes rounds
+ * (a third of a region per segment of a reduce-scatter: 7 rounds of 340
+ * floats). */
+Test(cuda_direct_colls, every_type_and_op_three_ranks_through_the_regions) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "0", 1);
+  run_colls(3, every_type, 3 * rcollNumTypes * 2 * (rcollNumOps + 1), 0);
+}
+
 /* A rank that cannot hand its buffers over (a cudaMallocAsync pool's
- * memory has no IPC handle): every rank then sends the call through the
- * proxy, with the right result, and the next call runs direct again. */
+ * memory has no IPC handle): every rank then runs the call through the
+ * regions, with the right result, and the next call runs in place again. */
 static void one_rank_without_handles(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   const size_t c = 5000, n = (size_t)x->nranks;
   float *in = cuda_ranks_dev_alloc(n * c * 4), *out = cuda_ranks_dev_alloc(n * c * 4);
   small_allreduce(x, comm, s); /* sets the box and the meeting up, with handles */
-  /* Under the limit: the proxy, whose connections get their handles now (a
-   * pool's memory lacks them for the user's buffers only). */
+  /* Under the limit: through the regions. */
   cuda_ranks_fill(in, n * 7, x->rank);
   if (x->result == rcollSuccess)
     x->result = rcollReduceScatter(in, out, 7, rcollFloat32, rcollSum, comm, s);
@@ -404,10 +430,10 @@ static void one_rank_without_handles(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_api()->stream_destroy(s);
 }
 
-Test(cuda_direct_colls, a_rank_without_ipc_handles_means_the_proxy) {
-  setenv("RCOLL_CUDA_BOUNCE", "0", 1); /* small calls as device plans, over CUDA IPC */
-  /* The first two meetings end in the proxy, the last two run direct. */
-  run_colls(3, one_rank_without_handles, 3 * (1 + 2), 3 * 2);
+Test(cuda_direct_colls, a_rank_without_ipc_handles_means_the_regions) {
+  /* Every call a kernel; the first two meetings end in the regions, the
+   * last two in place. */
+  run_colls(3, one_rank_without_handles, 3 * (1 + 1 + 4), 3 * 2);
 }
 
 /* Ranks 0 and 1 make different calls of the same count and type: both

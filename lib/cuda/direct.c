@@ -227,8 +227,8 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   d->state = ok && r == rcollSuccess ? RCOLL_DIRECT_ON : RCOLL_DIRECT_OFF;
   if (d->state == RCOLL_DIRECT_ON)
     RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
-               "(RCOLL_CUDA_DIRECT): %d ranks, a %zu-byte box each over CUDA IPC; in place, as "
-               "the other collectives are (but sends and receives), from %llu bytes%s; up to %u "
+               "(RCOLL_CUDA_DIRECT), and so do the other collectives (but sends and receives): %d "
+               "ranks, a %zu-byte box each over CUDA IPC; in place from %llu bytes%s; up to %u "
                "blocks", c->rank, c->nranks, box_bytes(d),
                (unsigned long long)d->inplace_min, d->meet != NULL ? "" : " (never: no meeting file)",
                d->max_blocks);
@@ -344,7 +344,9 @@ static size_t direct_bytes(const struct rcollComm *c, int coll, size_t count, rc
 }
 
 /* Rounds and blocks: a block for every 64 KiB of the call's largest buffer;
- * through the regions, as many rounds of them as the regions need. */
+ * through the regions, as many rounds of them as the regions need (each
+ * holds a rank's segments of its stretch side by side, when pulling a
+ * collective that has them). */
 static void direct_shape(const rcoll_cuda_direct_t *d, size_t bytes, size_t kcount, size_t es,
                          rcoll_direct_args_t *a) {
   uint64_t nb = (bytes + DIRECT_BYTES_PER_BLOCK - 1) / DIRECT_BYTES_PER_BLOCK;
@@ -352,7 +354,8 @@ static void direct_shape(const rcoll_cuda_direct_t *d, size_t bytes, size_t kcou
   nb = nb < 1 ? 1 : nb > most ? most : nb;
   uint64_t vec = 16 / es, rounds = 1;
   if (!a->inplace) {
-    uint64_t cap = d->chunk_bytes / es; /* elements a region holds (whole vectors) */
+    uint64_t segs = rcoll_direct_segments(a) ? a->nranks : 1;
+    uint64_t cap = d->chunk_bytes / es / segs / vec * vec; /* elements of a segment (whole vectors) */
     rounds = (kcount + nb * cap - 1) / (nb * cap);
   }
   /* Even stretches of whole 16-byte vectors. */
@@ -360,7 +363,8 @@ static void direct_shape(const rcoll_cuda_direct_t *d, size_t bytes, size_t kcou
   a->chunk = (chunk + vec - 1) / vec * vec;
   a->rounds = (uint32_t)rounds;
   a->nblocks = (uint32_t)nb;
-  uintptr_t any = (uintptr_t)a->in | (uintptr_t)a->out;
+  /* A rank's segments and places lie its part apart. */
+  uintptr_t any = (uintptr_t)a->in | (uintptr_t)a->out | (direct_per_rank((int)a->coll) ? kcount * es : 0);
   for (uint32_t q = 0; q < a->nranks && a->inplace; q++)
     any |= (uintptr_t)a->ins[q] | (uintptr_t)a->outs[q];
   a->vec = (any & 15) == 0;
@@ -377,7 +381,7 @@ static int direct_meet_call(rcoll_cuda_comm_t *cc, const direct_call_t *k, rcoll
   const void *in = (c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER) && !root ? k->out : k->in;
   void *out = (c == RCOLL_DIRECT_REDUCE || c == RCOLL_DIRECT_GATHER) && !root ? (void *)k->in : k->out;
   /* An all-to-all in place would overwrite segments a peer has yet to
-   * send: this rank refuses (NULL), and all go through the proxy. */
+   * send: this rank refuses (NULL), and all go through the regions. */
   if (c == RCOLL_DIRECT_ALLTOALL && in == out)
     in = NULL;
   if (!rcoll_direct_meet(cc, in, out, a->sig, a, r))
@@ -396,10 +400,9 @@ static int direct_meet_call(rcoll_cuda_comm_t *cc, const direct_call_t *k, rcoll
   return 1;
 }
 
-/* *taken = 0 when the call must go through the proxy after all (any but an
- * all-reduce that could not run in place). */
-static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const direct_call_t *k,
-                                   rcollStream_t stream, int *taken) {
+/* In place when the call is large and every rank could hand over its
+ * buffers, else through the regions. */
+static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const direct_call_t *k, rcollStream_t stream) {
   struct rcollComm *c = cc->comm;
   rcoll_cuda_direct_t *d = &cc->direct;
   int copies = direct_copies(k->coll);
@@ -421,13 +424,11 @@ static rcollResult_t direct_launch(rcoll_cuda_comm_t *cc, const direct_call_t *k
   rcollResult_t r = rcollSuccess;
   if (d->meet != NULL && bytes >= d->inplace_min && bytes > 0)
     a.inplace = (uint32_t)direct_meet_call(cc, k, &a, &r);
-  *taken = a.inplace || k->coll == RCOLL_DIRECT_ALLREDUCE || r != rcollSuccess;
   if (r != rcollSuccess) {
     rcoll_comm_set_error(c, r);
     return r;
   }
-  if (!*taken)
-    return rcollSuccess;
+  a.pull = !a.inplace && k->coll != RCOLL_DIRECT_ALLREDUCE;
   direct_shape(d, bytes, kcount, es, &a);
   d->inplace_calls += a.inplace;
   RCOLL_CHECK(rcoll_cuda_launch_direct(&a, kt, kop, a.nblocks, stream));
@@ -472,19 +473,17 @@ int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, 
     return 0;
   if ((*r = direct_failed(cc)) != rcollSuccess)
     return 1;
-  /* The others run in place only: below the limit, no meeting, no kernel. */
-  if (coll != RCOLL_DIRECT_ALLREDUCE &&
-      (cc->direct.meet == NULL || direct_bytes(c, coll, count, t) < cc->direct.inplace_min || count == 0))
-    return 0;
+  if (coll != RCOLL_DIRECT_ALLREDUCE && count == 0)
+    return 0; /* nothing to move: the proxy's plan is empty */
   *r = direct_after_last(cc, stream);
-  int saved = -1, taken = 1;
+  int saved = -1;
   direct_call_t k = {coll, in, out, count, t, op, root};
   if (*r == rcollSuccess && rcoll_cuda_device_enter(cc->device, &saved) != 0)
     *r = rcoll_error(rcollUnhandledCudaError, "rank %d: cannot select device %d", c->rank, cc->device);
   else if (*r == rcollSuccess)
-    *r = direct_launch(cc, &k, stream, &taken);
+    *r = direct_launch(cc, &k, stream);
   rcoll_cuda_device_leave(saved);
-  return taken;
+  return 1;
 }
 
 /* 1 once every peer has said DONE for every region's last use (read from

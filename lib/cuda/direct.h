@@ -2,7 +2,7 @@
  * share one node (RCOLL_CUDA_DIRECT=1 on every rank, CUDA IPC allowed), an
  * all-reduce is one kernel launch on the caller's stream, made by the
  * calling thread, and so is every other collective's call (but sends and
- * receives) from RCOLL_CUDA_DIRECT_INPLACE bytes. No proxy thread, no host
+ * receives). No proxy thread, no host
  * flag, no stream wait: the blocks of every rank's kernel meet through
  * flags in each other's device memory (direct_kernel.h has the protocol and
  * why it is safe).
@@ -62,8 +62,8 @@ struct rcollComm;
 struct rcoll_cuda_comm;
 
 /* The device op (lib/device.h): 1 when the call was taken (*r says how it
- * went), 0 when it must go through the proxy (always for sends and
- * receives). coll: RCOLL_COLL_* (lib/algo.h); count as NCCL's. */
+ * went), 0 when it must go through the proxy (sends and receives, calls of
+ * no elements but all-reduces, PreMulSum, groups, the direct path off). coll: RCOLL_COLL_* (lib/algo.h); count as NCCL's. */
 int rcoll_cuda_direct(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
                       rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream,
                       int device, rcollResult_t *r);

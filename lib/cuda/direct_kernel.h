@@ -45,7 +45,22 @@
  * in-place forms (our output inside our input at our segment, our input
  * inside our output at our place, the root's input as its output) are safe
  * too, but for the all-to-all's (a peer would overwrite the segment we
- * still have to send), which goes through the proxy.
+ * still have to send), which goes through the regions.
+ *
+ * Through the regions, the collectives but the all-reduce pull (pull = 1):
+ * each rank writes its own output only, in two phases a round:
+ *   A. wait until every peer is done with our region's last use, copy what
+ *      the peers need of our input stretch into the region (our segment q
+ *      of the stretch at q chunks in, when each peer needs another: a
+ *      reduce-scatter's, scatter's or all-to-all's), say READY;
+ *   B. wait for every READY, build our output's stretch from our input and
+ *      the peers' regions (reduce or copy), say DONE.
+ * Only sources copy in (a broadcast's or scatter's root; not a reduce's
+ * or gather's root, whom nobody reads), and only the ranks with an output
+ * build it (a reduce's or gather's root). A rank writes its output after
+ * its own input went into its region, and reads its own part from its
+ * input where it writes it, element by element: every in-place form is
+ * safe, the all-to-all's too.
  *
  * Blocks never wait for other blocks of their own rank, only for the block
  * with the same index on the other ranks, so blocks may run in any order
@@ -111,7 +126,8 @@ typedef struct rcoll_direct_args {
   uint32_t rounds, nblocks, nranks, rank, avg;
   uint32_t vec; /* in and out are 16-byte aligned (chunk is whole vectors): 16-byte loads */
   uint32_t inplace; /* read the peers' buffers below, not their regions (one round) */
-  uint32_t coll;    /* in place: RCOLL_DIRECT_ALLREDUCE, ... */
+  uint32_t pull;    /* through the regions, a collective but the all-reduce (below) */
+  uint32_t coll;    /* in place or pull: RCOLL_DIRECT_ALLREDUCE, ... */
   uint32_t root;    /* of a broadcast, reduce, gather or scatter */
   char *box[RCOLL_DIRECT_MAX_RANKS]; /* every rank's box, ours at [rank] */
   const char *ins[RCOLL_DIRECT_MAX_RANKS]; /* in place: every rank's input and output, */
@@ -269,13 +285,24 @@ RCOLL_DK_FN void rcoll_direct_copy(char *dst, const char *src, uint64_t bytes, i
     dst[i] = RCOLL_DK_LOAD(src + i);
 }
 
+/* Pulling, whether each peer needs its own segment of a source's stretch
+ * (a reduce-scatter, scatter or all-to-all): the region then holds one
+ * per rank, a chunk apart. */
+RCOLL_DK_FN int rcoll_direct_segments(const rcoll_direct_args_t *a) {
+  return a->pull && (a->coll == RCOLL_DIRECT_REDUCE_SCATTER || a->coll == RCOLL_DIRECT_SCATTER ||
+                     a->coll == RCOLL_DIRECT_ALLTOALL);
+}
+
 /* Where element i of rank q's part of this stretch is read: q's input in
- * place; else our input for us, q's region in its box for the others. */
+ * place; else our input for us, q's region in its box for the others (at
+ * our segment, when there are segments). */
 RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q, size_t region,
                                         uint64_t at, uint64_t i, size_t es) {
   if (a->inplace)
     return a->ins[q] + (at + i) * es;
-  return q == a->rank ? (const char *)a->in + (at + i) * es : a->box[q] + region + i * es;
+  const uint64_t seg = rcoll_direct_segments(a) ? a->rank : 0;
+  return q == a->rank ? (const char *)a->in + (seg * a->count + at + i) * es
+                      : a->box[q] + region + (seg * a->chunk + i) * es;
 }
 
 /* The ranks whose inputs a reduce reads, [*q0, *q1), and whose outputs it
@@ -285,7 +312,7 @@ RCOLL_DK_FN const char *rcoll_direct_at(const rcoll_direct_args_t *a, uint32_t q
  * root's). */
 RCOLL_DK_FN void rcoll_direct_ends(const rcoll_direct_args_t *a, uint32_t *q0, uint32_t *q1,
                                    uint32_t *d0, uint32_t *d1) {
-  const uint32_t c = a->inplace ? a->coll : (uint32_t)RCOLL_DIRECT_ALLREDUCE;
+  const uint32_t c = a->inplace || a->pull ? a->coll : (uint32_t)RCOLL_DIRECT_ALLREDUCE;
   const int src_me = c == RCOLL_DIRECT_ALLGATHER || c == RCOLL_DIRECT_GATHER;
   const int src_root = c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER;
   const int dst_me = c == RCOLL_DIRECT_REDUCE_SCATTER || c == RCOLL_DIRECT_SCATTER;
@@ -308,6 +335,40 @@ RCOLL_DK_FN int rcoll_direct_split(const rcoll_direct_args_t *a) {
 RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint32_t b) {
   const uint64_t at = (uint64_t)b * a->chunk;
   return at >= a->count ? 0 : a->count - at < a->chunk ? a->count - at : a->chunk;
+}
+
+/* Pulling, phase A: what the peers need of our input stretch [at, at +
+ * len) into our region (es: the element's bytes). */
+RCOLL_DK_FN void rcoll_direct_pull_in(const rcoll_direct_args_t *a, size_t region, uint64_t at, uint64_t len,
+                                      size_t es, uint32_t tid, uint32_t nt) {
+  const uint32_t c = a->coll, me = a->rank, root = a->root;
+  const int root_reads = c == RCOLL_DIRECT_REDUCE || c == RCOLL_DIRECT_GATHER;
+  if (((c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER) && me != root) || (root_reads && me == root))
+    return;
+  const int segs = rcoll_direct_segments(a);
+  char *mine = a->box[me] + region;
+  for (uint32_t q = 0; q < (segs ? a->nranks : 1); q++)
+    if (!segs || q != me) /* our own segment stays in our input */
+      rcoll_direct_copy(mine + q * a->chunk * es, (const char *)a->in + (q * (segs ? a->count : 0) + at) * es,
+                        len * es, a->vec, tid, nt);
+}
+
+/* Pulling, phase B of a copy: our output's stretch from rank q's part, for
+ * every q that has one for us (a broadcast's and scatter's root only), at
+ * our place q (an all-gather's, gather's, all-to-all's) or alone. */
+RCOLL_DK_FN void rcoll_direct_pull_out(const rcoll_direct_args_t *a, size_t region, uint64_t at, uint64_t len,
+                                       size_t es, uint32_t tid, uint32_t nt) {
+  const uint32_t c = a->coll, me = a->rank, root = a->root;
+  if ((c == RCOLL_DIRECT_GATHER && me != root))
+    return;
+  const int one = c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER;
+  const int places = c == RCOLL_DIRECT_ALLGATHER || c == RCOLL_DIRECT_GATHER || c == RCOLL_DIRECT_ALLTOALL;
+  for (uint32_t q = one ? root : 0; q < (one ? root + 1 : a->nranks); q++) {
+    const char *src = rcoll_direct_at(a, q, region, at, 0, es);
+    char *dst = (char *)a->out + ((places ? q * a->count : 0) + at) * es;
+    if (dst != src) /* in place, our own part is where it goes */
+      rcoll_direct_copy(dst, src, len * es, a->vec, tid, nt);
+  }
 }
 
 /* rcoll_direct_<op>_<sfx>(args, block, thread, threads): one block's part of
@@ -350,7 +411,8 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
           for (uint32_t q = d0; q < d1; q++)                                                    \
             RCOLL_DK_STORE16((T *)(void *)a->outs[q] + at + i + u * step, acc[u].w);            \
         } else {                                                                                \
-          RCOLL_DK_STORE16(mine + i + u * step, acc[u].w);                                      \
+          if (!a->pull)                                                                         \
+            RCOLL_DK_STORE16(mine + i + u * step, acc[u].w);                                    \
           RCOLL_DK_STORE16(out + i + u * step, acc[u].w);                                       \
         }                                                                                       \
       }                                                                                         \
@@ -365,15 +427,41 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
         for (uint32_t q = d0; q < d1; q++)                                                      \
           ((T *)(void *)a->outs[q])[at + i] = acc;                                              \
       } else {                                                                                  \
-        mine[i] = acc;                                                                          \
+        if (!a->pull)                                                                           \
+          mine[i] = acc;                                                                        \
         out[i] = acc;                                                                           \
       }                                                                                         \
     }                                                                                           \
+  }                                                                                             \
+  RCOLL_DK_FN int rcoll_direct_pull_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t b,     \
+                                                 uint32_t tid, uint32_t nt) {                   \
+    const uint32_t c = a->coll;                                                                 \
+    const int reduces = c == RCOLL_DIRECT_REDUCE_SCATTER || c == RCOLL_DIRECT_REDUCE;           \
+    for (uint32_t k = 0; k < a->rounds; k++) {                                                  \
+      const uint64_t g = a->base + k + 1;                                                       \
+      const uint64_t at = ((uint64_t)k * a->nblocks + b) * a->chunk;                            \
+      const uint64_t len = at >= a->count ? 0 : a->count - at < a->chunk ? a->count - at : a->chunk; \
+      const size_t region = RCOLL_DIRECT_HDR_BYTES + (size_t)b * a->region_bytes;              \
+      if (rcoll_direct_wait(a, RCOLL_DIRECT_DONE, b, k == 0 ? a->last[b] : g - 1, tid))         \
+        return 1;                                                                               \
+      rcoll_direct_pull_in(a, region, at, len, sizeof(T), tid, nt);                             \
+      rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
+      if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
+        return 1;                                                                               \
+      if (!reduces)                                                                             \
+        rcoll_direct_pull_out(a, region, at, len, sizeof(T), tid, nt);                          \
+      else if (c == RCOLL_DIRECT_REDUCE_SCATTER || a->rank == a->root)                          \
+        rcoll_direct_reduce_##op##_##sfx(a, region, at, 0, len, tid, nt);                       \
+      rcoll_direct_say(a, RCOLL_DIRECT_DONE, b, g, tid);                                        \
+    }                                                                                           \
+    return 0;                                                                                   \
   }                                                                                             \
   RCOLL_DK_FN int rcoll_direct_##op##_##sfx(const rcoll_direct_args_t *a, uint32_t b,          \
                                             uint32_t tid, uint32_t nt) {                        \
     const uint32_t n = a->nranks, me = a->rank;                                                 \
     const uint64_t V = 16 / sizeof(T);                                                          \
+    if (a->pull)                                                                                \
+      return rcoll_direct_pull_##op##_##sfx(a, b, tid, nt);                                     \
     if (a->inplace) {                                                                           \
       const uint64_t g = a->base + 1, len = rcoll_direct_inplace_len(a, b);                     \
       rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \

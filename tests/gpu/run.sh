@@ -233,8 +233,8 @@ if step bench && ! over_budget; then
     run_bench bench-4-mps "4 ranks (CUDA IPC, under MPS)" 4 RCOLL_DEBUG=WARN
     run_bench bench-2-mps-direct "2 ranks (direct all-reduce, under MPS)" 2 RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
     run_bench bench-4-mps-direct "4 ranks (direct all-reduce, under MPS)" 4 RCOLL_DEBUG=WARN RCOLL_CUDA_DIRECT=1
-    # Reduce-scatters and all-gathers: through the proxy, and direct from
-    # 1 MiB (one kernel reading the peers' buffers in place).
+    # Reduce-scatters and all-gathers: through the proxy, and direct (one
+    # kernel: below 1 MiB pulling through the boxes, from 1 MiB in place).
     for b in reduce_scatter_perf allgather_perf; do
       BENCH=$b run_bench "bench-2-mps-$b" "2 ranks (CUDA IPC, under MPS)" 2 RCOLL_DEBUG=WARN
       BENCH=$b run_bench "bench-2-mps-direct-$b" "2 ranks (direct, under MPS)" 2 RCOLL_DEBUG=WARN \
