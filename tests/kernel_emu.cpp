@@ -381,10 +381,10 @@ int main() {
   check_direct<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_sum_bf16, 3, 9001);
   check_direct<uint8_t>("sum_e5m2", rcoll_k_direct_sum_e5m2, rcoll_sum_e5m2, 2, 20000);
   for (int pull = 0; pull < 2; pull++) {
-    check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 2, 4096,
-                              pull);
-    check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 3, 5001,
-                              pull);
+    check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 2,
+                              4096, pull);
+    check_direct_colls<float>("sum_f32", rcoll_k_direct_sum_f32, rcoll_k_direct_sum_u8, rcoll_sum_f32, 3,
+                              5001, pull);
     check_direct_colls<uint16_t>("sum_bf16", rcoll_k_direct_sum_bf16, rcoll_k_direct_sum_u8, rcoll_sum_bf16,
                                  4, 777, pull);
   }

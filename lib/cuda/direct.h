@@ -2,10 +2,9 @@
  * share one node (RCOLL_CUDA_DIRECT=1 on every rank, CUDA IPC allowed), an
  * all-reduce is one kernel launch on the caller's stream, made by the
  * calling thread, and so is every other collective's call (but sends and
- * receives). No proxy thread, no host
- * flag, no stream wait: the blocks of every rank's kernel meet through
- * flags in each other's device memory (direct_kernel.h has the protocol and
- * why it is safe).
+ * receives). No proxy thread, no host flag, no stream wait: the blocks of
+ * every rank's kernel meet through flags in each other's device memory
+ * (direct_kernel.h has the protocol and why it is safe).
  *
  * Why beside the proxy path rather than inside it: the proxy path runs any
  * plan over any transport, one host step at a time, which costs a host round
@@ -63,7 +62,8 @@ struct rcoll_cuda_comm;
 
 /* The device op (lib/device.h): 1 when the call was taken (*r says how it
  * went), 0 when it must go through the proxy (sends and receives, calls of
- * no elements but all-reduces, PreMulSum, groups, the direct path off). coll: RCOLL_COLL_* (lib/algo.h); count as NCCL's. */
+ * no elements but all-reduces, PreMulSum, groups, the direct path off).
+ * coll: RCOLL_COLL_* (lib/algo.h); count as NCCL's. */
 int rcoll_cuda_direct(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
                       rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream,
                       int device, rcollResult_t *r);

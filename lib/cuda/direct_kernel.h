@@ -342,8 +342,9 @@ RCOLL_DK_FN uint64_t rcoll_direct_inplace_len(const rcoll_direct_args_t *a, uint
 RCOLL_DK_FN void rcoll_direct_pull_in(const rcoll_direct_args_t *a, size_t region, uint64_t at, uint64_t len,
                                       size_t es, uint32_t tid, uint32_t nt) {
   const uint32_t c = a->coll, me = a->rank, root = a->root;
+  const int root_sends = c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER;
   const int root_reads = c == RCOLL_DIRECT_REDUCE || c == RCOLL_DIRECT_GATHER;
-  if (((c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER) && me != root) || (root_reads && me == root))
+  if ((root_sends && me != root) || (root_reads && me == root))
     return;
   const int segs = rcoll_direct_segments(a);
   char *mine = a->box[me] + region;
@@ -359,7 +360,7 @@ RCOLL_DK_FN void rcoll_direct_pull_in(const rcoll_direct_args_t *a, size_t regio
 RCOLL_DK_FN void rcoll_direct_pull_out(const rcoll_direct_args_t *a, size_t region, uint64_t at, uint64_t len,
                                        size_t es, uint32_t tid, uint32_t nt) {
   const uint32_t c = a->coll, me = a->rank, root = a->root;
-  if ((c == RCOLL_DIRECT_GATHER && me != root))
+  if (c == RCOLL_DIRECT_GATHER && me != root)
     return;
   const int one = c == RCOLL_DIRECT_BROADCAST || c == RCOLL_DIRECT_SCATTER;
   const int places = c == RCOLL_DIRECT_ALLGATHER || c == RCOLL_DIRECT_GATHER || c == RCOLL_DIRECT_ALLTOALL;
