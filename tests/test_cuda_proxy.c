@@ -99,8 +99,8 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
 Test(cuda_proxy, ipc_parts_leave_the_proxy_free) { syncs_of_a_ring_allreduce("0"); }
 
 /* Rank 0 sends rank 1 *(int *)user messages of `count` floats, in a group
- * on one stream, over CUDA IPC or staged (send_slowly's p2p_disable) with
- * slots of 4096 bytes and copies taking 30 ms. */
+ * on one stream, over CUDA IPC with slots of 4096 bytes and copies taking
+ * 30 ms. */
 static void send_messages(rank_ctx_t *x, rcollComm_t comm) {
   const int msgs = *(const int *)x->user;
   size_t n = x->count;
@@ -121,8 +121,8 @@ static void send_messages(rank_ctx_t *x, rcollComm_t comm) {
   fake_free(buf);
 }
 
-static void send_slowly(int msgs, size_t count, const char *p2p_disable) {
-  setenv("RCOLL_P2P_DISABLE", p2p_disable, 1);
+static void send_slowly(int msgs, size_t count) {
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
   setenv("RCOLL_CHUNK_SIZE", "4096", 1);
   setenv("RCOLL_NSLOTS", "4", 1);
   atomic_store(&fake_stats.copy_delay_us, 30000);
@@ -140,7 +140,7 @@ static void send_slowly(int msgs, size_t count, const char *p2p_disable) {
  * the sender finds room only when the receiver's has): never more than
  * one. */
 Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
-  send_slowly(1, 8 * 4096 / sizeof(float), "0");
+  send_slowly(1, 8 * 4096 / sizeof(float));
   cr_expect_geq(atomic_load(&fake_stats.copies_overlap), 2, "a copy into the ring and one out of it "
                 "never ran at once: the receiver waited for the sender's whole batch");
 }
@@ -152,7 +152,7 @@ Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
  * to be done (its copy run and published) before the next could start,
  * there was one at a time. */
 Test(cuda_proxy, ipc_messages_queue_behind_each_other) {
-  send_slowly(3, 4096 / sizeof(float), "0");
+  send_slowly(3, 4096 / sizeof(float));
   cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the copies of 3 messages to one peer "
                 "never queued together: each waited for the one before to be done");
 }
