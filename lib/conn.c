@@ -37,11 +37,14 @@ static rcollResult_t peer_staging(struct rcollComm *c, int peer) {
 
 /* Once both directions to a peer exist, a transport that can share a link
  * between them is told which end this is (net.h, pair). Called where either
- * comm appears: the second call finds both, and only it goes through. */
+ * comm appears: the second call finds both, and only it goes through. Never
+ * for a rank's connection to itself: both ends are this rank, so the one
+ * call would set up only the writing end of a shared link (the socket
+ * lane's), and its small messages would go where nobody reads. */
 static rcollResult_t conn_pair(struct rcollComm *c, int peer) {
   rcoll_peer_t *pe = &c->peers[peer];
   rcoll_comm_net_t *n = &c->nets[pe->net];
-  if (n->ops->pair == NULL || pe->send_comm == NULL || pe->recv_comm == NULL)
+  if (n->ops->pair == NULL || pe->send_comm == NULL || pe->recv_comm == NULL || peer == c->rank)
     return rcollSuccess;
   return n->ops->pair(n->ctx, pe->send_comm, pe->recv_comm, c->rank < peer);
 }

@@ -152,7 +152,8 @@ typedef struct rcoll_transport_ops {
                                 void **request);
   /* Optional (NULL when absent): send_comm and recv_comm connect this rank
    * and one peer both ways; `lower` is 1 on the end with the lower rank,
-   * and each end calls it once, as soon as it has both comms. The transport
+   * and each end calls it once, as soon as it has both comms (never for a
+   * rank's connection to itself, which has one end). The transport
    * may then carry messages of one direction over the other's link (socket:
    * small ones, so that acknowledgements ride on messages). Every comm
    * stays usable on its own, from any thread, and is closed as before. */

@@ -11,7 +11,8 @@
 #   5. rcollCommInitAll with one thread driving every rank in a group
 #   6. connection storms: fresh 8-rank communicators whose first call is an
 #      all-to-all, so all 56 connections are made at the same moment
-#   7. when `make check` has built the sanitized library (build-asan/), a
+#   7. sockets only (RCOLL_SHM_DISABLE=1), as on a node without shared memory
+#   8. when `make check` has built the sanitized library (build-asan/), a
 #      shorter sweep linked with it under ASan and UBSan
 #
 # RCOLL_TIMEOUT bounds every wait inside the library, and `timeout` bounds
@@ -80,6 +81,13 @@ run "connection storm, 8 ranks as threads, 60 fresh communicators" 180 \
   env RCOLL_TIMEOUT=10 "$PROG" -t 8 -s storm -r 60
 run "connection storm, 8 ranks as processes, 20 fresh communicators" 180 \
   env RCOLL_TIMEOUT=10 "$PROG" -p 8 -s storm -r 20
+
+# Within a node the steps above use shared memory; a node without it (or
+# RCOLL_SHM_DISABLE=1) runs everything over the socket transport, a rank's
+# messages to itself included (an all-to-all of sends and receives sends
+# one): those hung once their small messages took the socket lane.
+run "sockets only (RCOLL_SHM_DISABLE=1), ranks 1,2,3,5" 120 \
+  env RCOLL_SHM_DISABLE=1 "$PROG" -t 1,2,3,5 -s sweep
 
 ASAN_LIB=build-asan/lib/librcoll.a
 ASAN_PROG=$BIN_DIR/conformance-asan
