@@ -29,8 +29,13 @@ typedef struct fake_fn {
   _Atomic int loaded; /* by cuFuncLoad; cuModuleGetFunction leaves it lazy */
 } fake_fn_t;
 
+/* As on a GPU, a query is about the event's latest record only: an event
+ * recorded again before its stream ran the first record is not ready when
+ * the first one runs (a fake that said so let two direct kernels of one rank
+ * run at once, which a GPU never does). */
 typedef struct fake_event {
-  _Atomic int pending;
+  _Atomic uint64_t recorded; /* records made, */
+  _Atomic uint64_t reached;  /* and the latest of them a stream has run */
 } fake_event_t;
 
 typedef struct fake_op {
@@ -41,6 +46,7 @@ typedef struct fake_op {
   const fake_fn_t *fn;
   uint64_t args[4];
   fake_event_t *event;
+  uint64_t record; /* FAKE_OP_EVENT: which of the event's records */
   const _Atomic uint32_t *flag;
   uint32_t value;
   void (*host)(void *);
@@ -169,7 +175,11 @@ static void fake_run(fake_op_t *op) {
     atomic_fetch_sub(op->queued, 1);
     break;
   }
-  case FAKE_OP_EVENT: atomic_store(&op->event->pending, 0); break;
+  case FAKE_OP_EVENT:
+    for (uint64_t r = atomic_load(&op->event->reached);
+         r < op->record && !atomic_compare_exchange_weak(&op->event->reached, &r, op->record);)
+      ;
+    break;
   case FAKE_OP_HOST: op->host(op->host_arg); break;
   case FAKE_OP_DIRECT:
     fake_direct_run(op->direct, op->fn->t, op->fn->op);
@@ -397,15 +407,16 @@ static int f_event_destroy(rcoll_cuda_event_t e) {
 }
 static int f_event_query(rcoll_cuda_event_t e) {
   int held = fake_lock(0);
-  int r = atomic_load(&((fake_event_t *)e)->pending) ? RCOLL_CUDA_ERROR_NOT_READY : 0;
+  fake_event_t *ev = e;
+  int r = atomic_load(&ev->reached) < atomic_load(&ev->recorded) ? RCOLL_CUDA_ERROR_NOT_READY : 0;
   fake_unlock(held);
   return r;
 }
 static int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
   int held = fake_lock(0);
   atomic_fetch_add(&fake_stats.records, 1);
-  atomic_store(&((fake_event_t *)e)->pending, 1);
-  fake_push(s, (fake_op_t){.kind = FAKE_OP_EVENT, .event = e});
+  uint64_t record = atomic_fetch_add(&((fake_event_t *)e)->recorded, 1) + 1;
+  fake_push(s, (fake_op_t){.kind = FAKE_OP_EVENT, .event = e, .record = record});
   fake_unlock(held);
   return 0;
 }
