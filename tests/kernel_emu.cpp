@@ -284,8 +284,10 @@ static void check_direct_colls(const char *name, void (*kernel)(rcoll_direct_arg
       a.in = in[r].data();
       a.out = out[r].data();
       a.region_bytes = region;
-      for (size_t b = 0; b < nb; b++)  // the last call's round
-        a.last[b] = coll == RCOLL_DIRECT_REDUCE_SCATTER ? 0 : (uint64_t)coll;
+      // Pulled, the last call's round; in place, none: the library counts
+      // only rounds through the regions (in place says no DONE).
+      for (size_t b = 0; b < nb; b++)
+        a.last[b] = coll == RCOLL_DIRECT_REDUCE_SCATTER || !pull ? 0 : (uint64_t)coll;
       for (int q = 0; q < nranks; q++) {
         a.box[q] = (char *)boxes[q].data();
         a.ins[q] = (const char *)in[coll == RCOLL_DIRECT_ALLTOALL ? r : q].data() +

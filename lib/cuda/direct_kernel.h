@@ -28,8 +28,9 @@
  * buffers through CUDA IPC: direct_meet.c), there are no regions and one
  * round: block b of every rank reads the peers' inputs and writes the
  * peers' outputs where the users put them, mapped for this call.
- *   A. say READY (our input is readable and our output writable: the
- *      stream has reached us), wait for every READY;
+ *   A. wait until every peer is done with block b's last round through the
+ *      regions (below), say READY (our input is readable and our output
+ *      writable: the stream has reached us), wait for every READY;
  *   B. reduce our slice over every rank's input, in rank order, and write
  *      it into every rank's output; say REDUCED, and wait for every
  *      REDUCED: then every peer is done reading our input and writing our
@@ -61,6 +62,17 @@
  * its own input went into its region, and reads its own part from its
  * input where it writes it, element by element: every in-place form is
  * safe, the all-to-all's too.
+ *
+ * A flag holds the latest round's value and call, so a rank overwrites it
+ * only once every peer has seen it (a waiter that finds a later call's
+ * signature beside a flag reports a mismatch). Each phase's wait makes sure
+ * of that for the flags said before it, but for one case: a pulling rank
+ * says DONE, and may end its kernel, without waiting for anyone's DONE, so
+ * a peer may not have seen its READY yet. The next call through the regions
+ * waits for every DONE before its READY anyway; an in-place call did not,
+ * and its READY overwrote the pull's while a peer still waited for it
+ * (a gather's root, say, for a rank that had nothing more to do): hence
+ * the wait at the start of A in place.
  *
  * Blocks never wait for other blocks of their own rank, only for the block
  * with the same index on the other ranks, so blocks may run in any order
@@ -465,6 +477,8 @@ RCOLL_DK_FN void rcoll_direct_pull_out(const rcoll_direct_args_t *a, size_t regi
       return rcoll_direct_pull_##op##_##sfx(a, b, tid, nt);                                     \
     if (a->inplace) {                                                                           \
       const uint64_t g = a->base + 1, len = rcoll_direct_inplace_len(a, b);                     \
+      if (rcoll_direct_wait(a, RCOLL_DIRECT_DONE, b, a->last[b], tid))                          \
+        return 1;                                                                               \
       rcoll_direct_say(a, RCOLL_DIRECT_READY, b, g, tid);                                       \
       if (rcoll_direct_wait(a, RCOLL_DIRECT_READY, b, g, tid))                                  \
         return 1;                                                                               \
