@@ -29,6 +29,8 @@ static int recv_root_only(int coll) { return coll == REDUCE || coll == GATHER; }
 
 /* GUARD_BYTES of GUARD_BYTE before and after `bytes` of JUNK_BYTE. */
 int ccase_pool_buffers;
+void *(*ccase_alloc)(size_t bytes);
+void (*ccase_free)(void *p);
 
 /* Whether p lies in a readable and writable mapping of this process: host
  * memory, where a device pointer sits in address space the CUDA driver
@@ -59,8 +61,12 @@ static unsigned char *pool_alloc(size_t bytes) {
 
 static void *region_alloc(region_t *g, size_t bytes) {
   g->bytes = bytes;
-  g->mem = ccase_pool_buffers ? pool_alloc(bytes + 2 * GUARD_BYTES) : NULL;
-  g->pooled = g->mem != NULL;
+  g->hooked = ccase_alloc != NULL;
+  if (g->hooked && (g->mem = ccase_alloc(bytes + 2 * GUARD_BYTES)) == NULL)
+    return NULL;
+  if (!g->hooked)
+    g->mem = ccase_pool_buffers ? pool_alloc(bytes + 2 * GUARD_BYTES) : NULL;
+  g->pooled = !g->hooked && g->mem != NULL;
   if (g->mem == NULL && (g->mem = malloc(bytes + 2 * GUARD_BYTES)) == NULL)
     return NULL;
   memset(g->mem, GUARD_BYTE, GUARD_BYTES);
@@ -83,7 +89,9 @@ static long region_guard_damage(const region_t *g) {
 }
 
 static void region_free(region_t *g) {
-  if (g->pooled)
+  if (g->hooked)
+    ccase_free(g->mem);
+  else if (g->pooled)
     rcollMemFree(g->mem);
   else
     free(g->mem);
@@ -142,37 +150,43 @@ int case_prepare(const ccase_t *c, int rank, int n, rank_bufs_t *b) {
   return 0;
 }
 
-static rcollResult_t case_p2p(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm) {
+static rcollResult_t case_p2p(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm,
+                             rcollStream_t s) {
   size_t tsz = ref_type_size(c->type);
   rcollResult_t r = rcollGroupStart();
   if (c->coll == SENDRECV) { /* the ring: send right, receive from the left */
     if (r == rcollSuccess)
-      r = rcollSend(b->send, c->count, c->type, (rank + 1) % n, comm, NULL);
+      r = rcollSend(b->send, c->count, c->type, (rank + 1) % n, comm, s);
     if (r == rcollSuccess)
-      r = rcollRecv(b->recv, c->count, c->type, (rank + n - 1) % n, comm, NULL);
+      r = rcollRecv(b->recv, c->count, c->type, (rank + n - 1) % n, comm, s);
   }
   for (int p = 0; c->coll == A2A_SENDRECV && p < n && r == rcollSuccess; p++) {
-    r = rcollSend((char *)b->send + (size_t)p * c->count * tsz, c->count, c->type, p, comm, NULL);
+    r = rcollSend((char *)b->send + (size_t)p * c->count * tsz, c->count, c->type, p, comm, s);
     if (r == rcollSuccess)
-      r = rcollRecv((char *)b->recv + (size_t)p * c->count * tsz, c->count, c->type, p, comm, NULL);
+      r = rcollRecv((char *)b->recv + (size_t)p * c->count * tsz, c->count, c->type, p, comm, s);
   }
   rcollResult_t e = rcollGroupEnd();
   return r != rcollSuccess ? r : e;
 }
 
 rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm) {
+  return case_call_on(c, rank, n, b, comm, NULL);
+}
+
+rcollResult_t case_call_on(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm,
+                           rcollStream_t s) {
   switch (c->coll) {
-  case ALLREDUCE: return rcollAllReduce(b->send, b->recv, c->count, c->type, c->op, comm, NULL);
-  case ALLGATHER: return rcollAllGather(b->send, b->recv, c->count, c->type, comm, NULL);
+  case ALLREDUCE: return rcollAllReduce(b->send, b->recv, c->count, c->type, c->op, comm, s);
+  case ALLGATHER: return rcollAllGather(b->send, b->recv, c->count, c->type, comm, s);
   case REDUCE_SCATTER:
-    return rcollReduceScatter(b->send, b->recv, c->count, c->type, c->op, comm, NULL);
-  case BROADCAST: return rcollBroadcast(b->send, b->recv, c->count, c->type, c->root, comm, NULL);
-  case REDUCE: return rcollReduce(b->send, b->recv, c->count, c->type, c->op, c->root, comm, NULL);
-  case ALLTOALL: return rcollAlltoAll(b->send, b->recv, c->count, c->type, comm, NULL);
-  case GATHER: return rcollGather(b->send, b->recv, c->count, c->type, c->root, comm, NULL);
-  case SCATTER: return rcollScatter(b->send, b->recv, c->count, c->type, c->root, comm, NULL);
-  case BCAST: return rcollBcast(b->recv, c->count, c->type, c->root, comm, NULL);
-  default: return case_p2p(c, rank, n, b, comm);
+    return rcollReduceScatter(b->send, b->recv, c->count, c->type, c->op, comm, s);
+  case BROADCAST: return rcollBroadcast(b->send, b->recv, c->count, c->type, c->root, comm, s);
+  case REDUCE: return rcollReduce(b->send, b->recv, c->count, c->type, c->op, c->root, comm, s);
+  case ALLTOALL: return rcollAlltoAll(b->send, b->recv, c->count, c->type, comm, s);
+  case GATHER: return rcollGather(b->send, b->recv, c->count, c->type, c->root, comm, s);
+  case SCATTER: return rcollScatter(b->send, b->recv, c->count, c->type, c->root, comm, s);
+  case BCAST: return rcollBcast(b->recv, c->count, c->type, c->root, comm, s);
+  default: return case_p2p(c, rank, n, b, comm, s);
   }
 }
 

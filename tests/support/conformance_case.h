@@ -42,6 +42,7 @@ typedef struct region {
   unsigned char *mem;
   size_t bytes;
   int pooled; /* mem came from rcollMemAlloc */
+  int hooked; /* ... from ccase_alloc */
 } region_t;
 
 typedef struct rank_bufs {
@@ -56,9 +57,16 @@ void rank_bufs_free(rank_bufs_t *b);
  * 64 KiB peers map, instead of malloc; where it gives device memory (a
  * machine with a GPU), from malloc after all. */
 extern int ccase_pool_buffers;
+/* Where set, buffers come from ccase_alloc and go back to ccase_free
+ * instead (the fake-CUDA tests' device memory, which the host can read). */
+extern void *(*ccase_alloc)(size_t bytes);
+extern void (*ccase_free)(void *p);
 
-/* Makes this rank's call (send/recv and all-to-all as one group). */
+/* Makes this rank's call (send/recv and all-to-all as one group) on the
+ * NULL stream, or on `stream`. */
 rcollResult_t case_call(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm);
+rcollResult_t case_call_on(const ccase_t *c, int rank, int n, rank_bufs_t *b, rcollComm_t comm,
+                           rcollStream_t stream);
 
 /* What went wrong, for the report line. */
 typedef struct case_fault {
