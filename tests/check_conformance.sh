@@ -2,7 +2,8 @@
 # Conformance sweep (tests/conformance.c): every collective, type, op, root,
 # count and in-place variant on 1..9 real ranks, checked element by element.
 #
-#   1. ranks as threads: the sweep and the all-types-and-ops pass
+#   1. ranks as threads: the sweep, the all-types-and-ops pass and a random
+#      mix of calls (some two to a group)
 #   2. ranks as processes joining through a unique id passed in a pipe
 #   3. ranks as processes joining through RCOLL_COMM_ID + rcollCommInitFromEnv;
 #      and with buffers from rcollMemAlloc (-m), which peers map
@@ -61,7 +62,7 @@ run() { # label, time limit in seconds, then the command
   fi
 }
 
-run "threads, ranks 1,2,3,4,5,8,9" 240 "$PROG" -t 1,2,3,4,5,8,9 -s sweep,types
+run "threads, ranks 1,2,3,4,5,8,9" 240 "$PROG" -t 1,2,3,4,5,8,9 -s sweep,types,mix
 run "processes, unique id through a pipe" 240 "$PROG" -p 1,2,3,4,5,8 -s sweep
 run "processes, RCOLL_COMM_ID + rcollCommInitFromEnv" 120 "$PROG" -p 1,2,3,5 -e -s sweep \
   -c 0,1,7,65537
@@ -69,7 +70,7 @@ run "processes, RCOLL_COMM_ID + rcollCommInitFromEnv" 120 "$PROG" -p 1,2,3,5 -e 
 # read through the receiver's mapping of the sender's pool block: those of
 # all-to-all, then (with the CMA threshold on) every large send, reductions
 # included.
-run "processes, buffers from rcollMemAlloc (peers map them)" 120 "$PROG" -p 2,3,4,8 -s sweep -m
+run "processes, buffers from rcollMemAlloc (peers map them)" 120 "$PROG" -p 2,3,4,8 -s sweep,mix -m
 run "processes, rcollMemAlloc buffers, every send from 64 KiB single-copy" 120 \
   env RCOLL_SHM_CMA_THRESHOLD=65536 "$PROG" -p 3,4 -s sweep -m
 run "small chunks and slots (4096 B, 2 slots)" 120 \
@@ -87,7 +88,7 @@ run "connection storm, 8 ranks as processes, 20 fresh communicators" 180 \
 # messages to itself included (an all-to-all of sends and receives sends
 # one): those hung once their small messages took the socket lane.
 run "sockets only (RCOLL_SHM_DISABLE=1), ranks 1,2,3,5" 120 \
-  env RCOLL_SHM_DISABLE=1 "$PROG" -t 1,2,3,5 -s sweep
+  env RCOLL_SHM_DISABLE=1 "$PROG" -t 1,2,3,5 -s sweep,mix
 
 ASAN_LIB=build-asan/lib/librcoll.a
 ASAN_PROG=$BIN_DIR/conformance-asan

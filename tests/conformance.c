@@ -14,6 +14,10 @@
  *   -s storm -r 40                  40 fresh communicators whose first call is
  *                                   an all-to-all, so every pair of ranks
  *                                   connects at the same moment
+ *   -s mix                          a seeded random sequence of MIX_CASES
+ *                                   calls (any collective, type, op, root, in
+ *                                   place or not, counts 0 to 100003), about
+ *                                   one in six grouped with the next
  *
  * The sweep covers every collective, in place and out of place, every root,
  * with type and op rotated so that any 50 consecutive cases use all 10 x 5
@@ -52,7 +56,8 @@ typedef struct results {
   _Atomic unsigned char failed[MAX_CASES];
 } results_t;
 
-enum { PASS_SWEEP = 1, PASS_TYPES = 2, PASS_INITALL = 4, PASS_STORM = 8 };
+enum { PASS_SWEEP = 1, PASS_TYPES = 2, PASS_INITALL = 4, PASS_STORM = 8, PASS_MIX = 16 };
+#define MIX_CASES 160
 
 typedef struct options {
   size_t counts[MAX_COUNTS];
@@ -92,7 +97,7 @@ static void add_case(ccase_t *cases, size_t *k, ccase_t c) {
 static void add_rotated(ccase_t *cases, size_t *k, int coll, size_t count, int inplace, int root) {
   rcollDataType_t t = (rcollDataType_t)(*k % rcollNumTypes);
   rcollRedOp_t op = (rcollRedOp_t)((*k + *k / rcollNumTypes) % rcollNumOps);
-  add_case(cases, k, (ccase_t){coll, count, t, op, root, inplace, 0});
+  add_case(cases, k, (ccase_t){coll, count, t, op, root, inplace, 0, 0});
 }
 
 /* The large count is per rank for all-to-all, gather and scatter, whose
@@ -118,17 +123,17 @@ static size_t build_types_pass(int n, ccase_t *cases, size_t k) {
   for (int t = 0; t < rcollNumTypes; t++)
     for (int op = 0; op < rcollNumOps; op++) {
       int j = t * rcollNumOps + op;
-      add_case(cases, &k, (ccase_t){ALLREDUCE, TYPES_PASS_COUNT, t, op, 0, 0, 0});
-      add_case(cases, &k, (ccase_t){REDUCE, TYPES_PASS_SMALL, t, op, j % n, j % 2, 0});
-      add_case(cases, &k, (ccase_t){REDUCE_SCATTER, TYPES_PASS_SMALL, t, op, 0, j % 2, 0});
+      add_case(cases, &k, (ccase_t){ALLREDUCE, TYPES_PASS_COUNT, t, op, 0, 0, 0, 0});
+      add_case(cases, &k, (ccase_t){REDUCE, TYPES_PASS_SMALL, t, op, j % n, j % 2, 0, 0});
+      add_case(cases, &k, (ccase_t){REDUCE_SCATTER, TYPES_PASS_SMALL, t, op, 0, j % 2, 0, 0});
     }
   /* Every type through the calls that only move data, in place and not. */
   for (int t = 0; t < rcollNumTypes; t++)
     for (int inplace = 0; inplace < 2; inplace++) {
-      add_case(cases, &k, (ccase_t){ALLTOALL, TYPES_PASS_SMALL, t, rcollSum, 0, inplace, 0});
-      add_case(cases, &k, (ccase_t){GATHER, TYPES_PASS_SMALL, t, rcollSum, t % n, inplace, 0});
-      add_case(cases, &k, (ccase_t){SCATTER, TYPES_PASS_SMALL, t, rcollSum, (t + 1) % n, inplace, 0});
-      add_case(cases, &k, (ccase_t){BCAST, TYPES_PASS_SMALL, t, rcollSum, t % n, 1, 0});
+      add_case(cases, &k, (ccase_t){ALLTOALL, TYPES_PASS_SMALL, t, rcollSum, 0, inplace, 0, 0});
+      add_case(cases, &k, (ccase_t){GATHER, TYPES_PASS_SMALL, t, rcollSum, t % n, inplace, 0, 0});
+      add_case(cases, &k, (ccase_t){SCATTER, TYPES_PASS_SMALL, t, rcollSum, (t + 1) % n, inplace, 0, 0});
+      add_case(cases, &k, (ccase_t){BCAST, TYPES_PASS_SMALL, t, rcollSum, t % n, 1, 0, 0});
     }
   return k;
 }
@@ -145,7 +150,14 @@ static size_t build_cases(int n, ccase_t *cases) {
     add_rotated(cases, &k, A2A_SENDRECV, 7, 0, 0);
   if (opt.passes & PASS_SWEEP)
     k = build_sweep(n, counts, ncounts, cases, k);
-  return opt.passes & PASS_TYPES ? build_types_pass(n, cases, k) : k;
+  if (opt.passes & PASS_TYPES)
+    k = build_types_pass(n, cases, k);
+  /* Calls of every kind and size after each other, some two to a group:
+   * what a trainer's step does, rather than one kind at a time. */
+  static const size_t mix_counts[] = {0, 1, 5, 33, 1000, 4099, 16385, 100003};
+  for (int i = 0; i < MIX_CASES && (opt.passes & PASS_MIX) && k < MAX_CASES; i++)
+    cases[k++] = ccase_random((uint64_t)n, i, MIX_CASES, n, mix_counts, sizeof mix_counts / sizeof mix_counts[0]);
+  return k;
 }
 
 /* ------------------------------------------------------------------ reporting */
@@ -205,26 +217,39 @@ static void rank_sweep(rcollComm_t comm, int rank, int n, const char *mode) {
    * connection"), which 256 bytes cut off. */
   char what[1024];
   for (size_t i = 0; i < ncases; i++) {
-    rank_bufs_t b;
+    /* A grouped case and the next one are made in one group. */
+    size_t m = cases[i].grouped && i + 1 < ncases ? 2 : 1;
+    rank_bufs_t b[2];
     case_fault_t f;
-    if (case_prepare(&cases[i], rank, n, &b) != 0) {
-      case_failed(i, mode, n, &cases[i], rank, "out of memory for the buffers");
-      rank_bufs_free(&b);
-      continue;
+    int ready = 1;
+    for (size_t j = 0; j < m; j++)
+      if (case_prepare(&cases[i + j], rank, n, &b[j]) != 0) {
+        case_failed(i + j, mode, n, &cases[i + j], rank, "out of memory for the buffers");
+        ready = 0;
+      }
+    rcollResult_t r = ready && m > 1 ? rcollGroupStart() : rcollSuccess;
+    for (size_t j = 0; j < m && ready && r == rcollSuccess; j++)
+      r = case_call(&cases[i + j], rank, n, &b[j], comm);
+    if (ready && m > 1) {
+      rcollResult_t e = rcollGroupEnd();
+      r = r != rcollSuccess ? r : e;
     }
-    rcollResult_t r = case_call(&cases[i], rank, n, &b, comm);
     if (r != rcollSuccess) {
-      snprintf(what, sizeof what, "call returned %s: %s", rcollGetErrorString(r),
-               rcollGetLastError(comm));
+      snprintf(what, sizeof what, "call%s returned %s: %s", m > 1 ? " (grouped with the next)" : "",
+               rcollGetErrorString(r), rcollGetLastError(comm));
       case_failed(i, mode, n, &cases[i], rank, what);
-      rank_bufs_free(&b);
+      for (size_t j = 0; j < m; j++)
+        rank_bufs_free(&b[j]);
       rcollCommAbort(comm);
       free(cases);
       return;
     }
-    if (case_check(&cases[i], rank, n, &b, &f) != 0)
-      case_failed(i, mode, n, &cases[i], rank, f.what);
-    rank_bufs_free(&b);
+    for (size_t j = 0; j < m && ready; j++)
+      if (case_check(&cases[i + j], rank, n, &b[j], &f) != 0)
+        case_failed(i + j, mode, n, &cases[i + j], rank, f.what);
+    for (size_t j = 0; j < m; j++)
+      rank_bufs_free(&b[j]);
+    i += m - 1;
   }
   free(cases);
   rcollResult_t r = rcollCommFinalize(comm);
@@ -478,9 +503,9 @@ static int parse_list(const char *text, size_t *out, int max) {
 }
 
 static int parse_passes(const char *text) {
-  static const char *const names[4] = {"sweep", "types", "initall", "storm"};
+  static const char *const names[5] = {"sweep", "types", "initall", "storm", "mix"};
   int passes = 0;
-  for (int i = 0; i < 4; i++) {
+  for (int i = 0; i < 5; i++) {
     if (strstr(text, names[i]) != NULL)
       passes |= 1 << i;
   }
@@ -488,7 +513,7 @@ static int parse_passes(const char *text) {
 }
 
 static int usage(const char *argv0) {
-  fprintf(stderr, "usage: %s (-t RANKS | -p RANKS [-e] | -x) [-c COUNTS] [-s sweep,types,initall,storm]"
+  fprintf(stderr, "usage: %s (-t RANKS | -p RANKS [-e] | -x) [-c COUNTS] [-s sweep,types,initall,storm,mix]"
                   " [-r REPEAT] [-m]\n"
                   "  -m: buffers from rcollMemAlloc (shared blocks that peers map) instead of malloc\n"
                   "  -x: this process is one rank of a launched job (rank and rendezvous from the\n"
@@ -529,7 +554,7 @@ int main(int argc, char **argv) {
     run_external();
   for (int i = 0; i < nranks_list; i++) {
     int n = (int)ranks[i];
-    for (int k = 0; k < opt.repeat && (opt.passes & (PASS_SWEEP | PASS_TYPES | PASS_STORM)); k++) {
+    for (int k = 0; k < opt.repeat && (opt.passes & (PASS_SWEEP | PASS_TYPES | PASS_STORM | PASS_MIX)); k++) {
       if (processes)
         run_processes(n, use_env);
       else

@@ -37,35 +37,15 @@ typedef struct mix {
 
 static const size_t mix_counts[] = {0, 1, 5, 33, 1000, 4099, 16385, 40000};
 
-static uint64_t mix_hash(uint64_t seed, int k, int salt) {
-  return ref_hash(seed * 7919 + (uint64_t)k * 131 + (uint64_t)salt);
-}
-
-/* Call k of the sequence: the same on every rank. */
+/* Call k of the sequence of `seed` at n ranks (the same on every rank). */
 static ccase_t mix_case(uint64_t seed, int k, int n) {
-  ccase_t c = {0};
-  uint64_t h = mix_hash(seed, k, 0);
-  c.coll = (int)(h % NCOLLS);
-  h /= NCOLLS;
-  c.type = (rcollDataType_t)(h % rcollNumTypes);
-  h /= rcollNumTypes;
-  c.op = coll_has_op(c.coll) ? (rcollRedOp_t)(h % rcollNumOps) : rcollSum;
-  h /= rcollNumOps;
-  c.root = coll_has_root(c.coll) ? (int)(h % (uint64_t)n) : 0;
-  h /= (uint64_t)n;
-  c.inplace = coll_only_inplace(c.coll) || (coll_has_inplace(c.coll) && h % 2);
-  h /= 2;
-  c.count = mix_counts[h % (sizeof mix_counts / sizeof mix_counts[0])];
-  c.seed = mix_hash(seed, k, 1);
-  return c;
+  return ccase_random(seed, k, MIX_OPS, n, mix_counts, sizeof mix_counts / sizeof mix_counts[0]);
 }
-
-/* Whether call k opens a group that holds it and call k + 1 (same on every
- * rank); the group runs on call k's stream. */
-static int mix_groups(uint64_t seed, int k) { return k + 1 < MIX_OPS && mix_hash(seed, k, 2) % 6 == 0; }
 
 /* Which of the rank's two streams call k goes on; each rank picks for itself. */
-static int mix_stream(uint64_t seed, int k, int rank) { return (int)(mix_hash(seed, k, 3 + rank) % 2); }
+static int mix_stream(uint64_t seed, int k, int rank) {
+  return (int)(ref_hash(seed * 7919 + (uint64_t)k * 131 + 3 + (uint64_t)rank) % 2);
+}
 
 static void describe(char *out, size_t len, const ccase_t *c, int k, int stream) {
   snprintf(out, len, "call %d: %s of %zu %s%s%s, root %d, %s, stream %d", k, coll_names[c->coll], c->count,
@@ -92,7 +72,7 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
   }
   for (int k = 0; k < MIX_OPS && x->result == rcollSuccess; k++) {
     cases[k] = mix_case(m->seed, k, x->nranks);
-    int grouped = mix_groups(m->seed, k);
+    int grouped = cases[k].grouped;
     on[k] = mix_stream(m->seed, k, x->rank);
     cr_assert_eq(case_prepare(&cases[k], x->rank, x->nranks, &bufs[k]), 0, "out of fake device memory");
     if (grouped) {

@@ -19,6 +19,26 @@ int coll_has_op(int coll) {
 }
 int coll_has_inplace(int coll) { return coll != SENDRECV && coll != A2A_SENDRECV; }
 int coll_only_inplace(int coll) { return coll == BCAST; }
+ccase_t ccase_random(uint64_t seed, int k, int ncases, int n, const size_t *counts, size_t ncounts) {
+  ccase_t c = {0};
+  uint64_t h = ref_hash(seed * 7919 + (uint64_t)k * 131);
+  c.coll = (int)(h % NCOLLS);
+  h /= NCOLLS;
+  c.type = (rcollDataType_t)(h % rcollNumTypes);
+  h /= rcollNumTypes;
+  c.op = coll_has_op(c.coll) ? (rcollRedOp_t)(h % rcollNumOps) : rcollSum;
+  h /= rcollNumOps;
+  c.root = coll_has_root(c.coll) ? (int)(h % (uint64_t)n) : 0;
+  h /= (uint64_t)n;
+  c.inplace = coll_only_inplace(c.coll) || (coll_has_inplace(c.coll) && h % 2);
+  h /= 2;
+  c.count = counts[h % ncounts];
+  h /= ncounts;
+  c.grouped = k + 1 < ncases && h % 6 == 0;
+  c.seed = ref_hash(seed * 7919 + (uint64_t)k * 131 + 1);
+  return c;
+}
+
 /* Only the root's buffer is read (send) or written (receive). */
 static int send_root_only(int coll) { return coll == BROADCAST || coll == BCAST || coll == SCATTER; }
 static int recv_root_only(int coll) { return coll == REDUCE || coll == GATHER; }

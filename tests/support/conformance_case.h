@@ -35,7 +35,14 @@ typedef struct ccase {
   int root;
   int inplace;
   uint64_t seed;
+  int grouped; /* made in one group with the next case (a random sequence's) */
 } ccase_t;
+
+/* Case k of a seeded random sequence, the same on every rank: any
+ * collective, type, op, root, in place or not, a count from counts[];
+ * about one case in six opens a group that holds it and case k + 1 (never
+ * the last of ncases). */
+ccase_t ccase_random(uint64_t seed, int k, int ncases, int n, const size_t *counts, size_t ncounts);
 
 /* A buffer with guard bytes before and after its data. */
 typedef struct region {
