@@ -155,8 +155,9 @@ static size_t build_cases(int n, ccase_t *cases) {
   /* Calls of every kind and size after each other, some two to a group:
    * what a trainer's step does, rather than one kind at a time. */
   static const size_t mix_counts[] = {0, 1, 5, 33, 1000, 4099, 16385, 100003};
+  const size_t nmix = sizeof mix_counts / sizeof mix_counts[0];
   for (int i = 0; i < MIX_CASES && (opt.passes & PASS_MIX) && k < MAX_CASES; i++)
-    cases[k++] = ccase_random((uint64_t)n, i, MIX_CASES, n, mix_counts, sizeof mix_counts / sizeof mix_counts[0]);
+    cases[k++] = ccase_random((uint64_t)n, i, MIX_CASES, n, mix_counts, nmix);
   return k;
 }
 
