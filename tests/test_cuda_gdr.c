@@ -15,6 +15,7 @@
 #include "net.h"
 #include "rcoll.h"
 #include "support/cuda_fake.h"
+#include "support/cuda_mix.h"
 #include "support/cuda_ranks.h"
 
 static rcoll_transport_ops_t gdr_ops;
@@ -94,4 +95,14 @@ Test(cuda_gdr, small_messages_are_staged) {
   cuda_ranks_run(3, 1000, gdr_body, ctx); /* 4000-byte sends, 1333-byte ring steps */
   cr_expect_eq(atomic_load(&cuda_regs), 0, "a message of 64 KiB or less went GPUDirect");
   cr_expect_eq(atomic_load(&flushes), 0);
+}
+
+/* Calls of every kind and size side by side (tests/support/cuda_mix.h):
+ * GPUDirect messages over 64 KiB, staged ones below, host plans for calls of
+ * 16 KiB or less, with copies of 100 us. */
+Test(cuda_gdr, every_kind_of_call_mixed_on_two_streams) {
+  setenv("RCOLL_CUDA_BOUNCE", "16384", 1);
+  atomic_store(&fake_stats.copy_delay_us, 100);
+  cuda_mix_run(3, 61, 3, -1, 0);
+  cr_expect_gt(atomic_load(&cuda_regs), 0, "no device buffer was registered with the transport");
 }

@@ -33,8 +33,8 @@ ccase_t ccase_random(uint64_t seed, int k, int ncases, int n, const size_t *coun
   c.inplace = coll_only_inplace(c.coll) || (coll_has_inplace(c.coll) && h % 2);
   h /= 2;
   c.count = counts[h % ncounts];
-  h /= ncounts;
-  c.grouped = k + 1 < ncases && h % 6 == 0;
+  /* Apart from n, so that ranks of communicators of other sizes agree. */
+  c.grouped = k + 1 < ncases && ref_hash(seed * 7919 + (uint64_t)k * 131 + 2) % 6 == 0;
   c.seed = ref_hash(seed * 7919 + (uint64_t)k * 131 + 1);
   return c;
 }
