@@ -71,10 +71,12 @@ typedef struct fake_stream {
 typedef struct fake_alloc {
   char *base;
   size_t bytes;
-  int type; /* RCOLL_CUDA_MEMTYPE_DEVICE or _HOST (pinned) */
+  int type;   /* RCOLL_CUDA_MEMTYPE_DEVICE or _HOST (pinned) */
+  int no_ipc; /* made under fake_alloc_no_ipc */
 } fake_alloc_t;
 
 struct fake_stats fake_stats;
+extern _Thread_local int fake_alloc_no_ipc;
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_alloc_t fake_allocs[FAKE_MAX_ALLOCS];
@@ -106,7 +108,7 @@ static int fake_alloc(void **p, size_t bytes, int type) {
       slot = i;
   if (slot == fake_nallocs)
     fake_nallocs++;
-  fake_allocs[slot] = (fake_alloc_t){m, bytes, type};
+  fake_allocs[slot] = (fake_alloc_t){m, bytes, type, fake_alloc_no_ipc};
   pthread_mutex_unlock(&fake_mu);
   *p = m;
   return 0;
@@ -443,12 +445,13 @@ static int f_device_bus_id(char *bus, int len, int device) {
   return 0;
 }
 
-_Thread_local int fake_refuse_ipc;
+_Thread_local int fake_refuse_ipc, fake_alloc_no_ipc;
 _Thread_local size_t fake_host_alloc_limit;
 
 static int f_ipc_get(rcoll_cuda_ipc_handle_t *h, void *p) {
   atomic_fetch_add(&fake_stats.ipc_gets, 1);
-  if (fake_refuse_ipc)
+  const fake_alloc_t *a = fake_find(p);
+  if (fake_refuse_ipc || (a != NULL && a->no_ipc))
     return 801; /* cudaErrorNotSupported */
   memset(h, 0, sizeof *h);
   memcpy(h->reserved, &p, sizeof p);

@@ -48,6 +48,9 @@ extern struct fake_stats fake_stats;
 /* Set in a thread: its cudaIpcGetMemHandle calls fail, as for memory from
  * cudaMallocAsync pools. */
 extern _Thread_local int fake_refuse_ipc;
+/* Set in a thread: the device memory it allocates has no IPC handle, in
+ * whichever thread asks (as a cudaMallocAsync pool's). */
+extern _Thread_local int fake_alloc_no_ipc;
 /* Set in a thread: its cudaHostAlloc calls of more bytes fail. */
 extern _Thread_local size_t fake_host_alloc_limit;
 /* Device 0's PCI bus id (cudaDeviceGetPCIBusId fails while it is "") and

@@ -9,7 +9,6 @@
 
 #include "conformance_case.h"
 #include "conformance_ref.h"
-#include "cuda_colls.h"
 #include "cuda_fake.h"
 #include "cuda_ranks.h"
 
@@ -40,7 +39,15 @@ static void describe(char *out, size_t len, const ccase_t *c, int k, int stream)
            stream);
 }
 
-static void *mix_alloc(size_t bytes) { return cuda_ranks_dev_alloc(bytes); }
+/* Set in the thread of the rank whose buffers have no IPC handle. */
+static _Thread_local int mix_no_ipc;
+
+static void *mix_alloc(size_t bytes) {
+  fake_alloc_no_ipc = mix_no_ipc;
+  void *p = cuda_ranks_dev_alloc(bytes);
+  fake_alloc_no_ipc = 0;
+  return p;
+}
 static void mix_free(void *p) { fake_free(p); }
 
 /* One call of the sequence as this rank makes it. */
@@ -71,10 +78,7 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
   cr_assert_not_null(calls);
   char what[200];
   int queued = 0;
-  if (m->refuse_ipc_rank >= 0) { /* the box is made at the first direct call, with IPC allowed */
-    long wrong = cuda_colls_allreduce(x, comm, streams[0]);
-    cr_assert_eq(wrong, 0, "rank %d: the first all-reduce was wrong", x->rank);
-  }
+  mix_no_ipc = x->rank == m->refuse_ipc_rank;
   for (int k = 0; k < MIX_OPS && x->result == rcollSuccess; k++) {
     /* A group holds call k and k + 1, on call k's stream, each call on its
      * own communicator. */
@@ -91,14 +95,8 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
       rcollGroupStart();
     for (int j = k; j <= last && x->result == rcollSuccess; j++) {
       mix_call_t *mc = &calls[j];
-      /* The user's buffers can't be handed over (as memory from
-       * cudaMallocAsync pools): refused only around the calls that run
-       * direct, as the library's own memory (the proxy's IPC ring) can be. */
-      fake_refuse_ipc = x->rank == m->refuse_ipc_rank && last == k && mc->c.count > 0 &&
-                        mc->c.coll != SENDRECV && mc->c.coll != A2A_SENDRECV;
       x->result = case_call_on(&mc->c, ranks[mc->sub], sizes[mc->sub], &mc->b, comms[mc->sub],
                                streams[mc->stream]);
-      fake_refuse_ipc = 0;
       queued = j + 1;
       describe(what, sizeof what, &mc->c, j, mc->stream);
       if (getenv("CUDA_MIX_SHOW") != NULL) /* the sequence, to replay one */
@@ -137,6 +135,7 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
                      what, mc->sub ? ", split communicator" : "", f.what);
     }
   }
+  mix_no_ipc = 0;
   for (int k = 0; k < MIX_OPS; k++)
     rank_bufs_free(&calls[k].b);
   free(calls);
@@ -156,7 +155,7 @@ void cuda_mix_run(int n, uint64_t first_seed, int seeds, int refuse_ipc_rank, in
     rank_ctx_t ctx[MAX_RANKS] = {0};
     for (int r = 0; r < n; r++)
       ctx[r].user = &m;
-    cuda_ranks_run(n, 1, mix_body, ctx); /* count: the first all-reduce's */
+    cuda_ranks_run(n, 0, mix_body, ctx);
   }
 }
 
