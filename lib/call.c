@@ -42,9 +42,9 @@ static uint64_t *call_counter(struct rcollComm *c, int kind, int peer) {
 }
 
 static void fp_fill(rcoll_fp_t *fp, struct rcollComm *c, rcoll_coll_kind_t kind,
-                    const rcoll_coll_args_t *a, rcollRedOp_t user_op, int device) {
+                    const rcoll_coll_args_t *a, rcollRedOp_t user_op, uint16_t mem) {
   int p2p = rcoll_coll_is_p2p(kind);
-  fp->magic = device ? RCOLL_FP_MAGIC_DEVICE : RCOLL_FP_MAGIC;
+  fp->magic = mem;
   fp->kind = (uint8_t)kind;
   fp->dtype = (uint8_t)a->dtype;
   fp->count = a->count;
@@ -71,7 +71,7 @@ static rcoll_call_t *call_new(struct rcollComm *c) {
 }
 
 rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
-                             rcollRedOp_t user_op, int first_step, int device) {
+                             rcollRedOp_t user_op, int first_step, uint16_t mem) {
   rcoll_call_t *call = call_new(c);
   rcoll_fp_slot_t *slot = call != NULL ? fp_alloc(c) : NULL;
   rcoll_fp_t *fp = slot != NULL ? &slot->fp : NULL;
@@ -80,11 +80,11 @@ rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const 
     c->plan.failed = 1; /* the engine refuses the plan, naming the cause */
     return rcoll_error(rcollSystemError, "rank %d: out of memory recording a call", c->rank);
   }
-  fp_fill(fp, c, kind, a, user_op, device);
+  fp_fill(fp, c, kind, a, user_op, mem);
   call->fp = fp;
   call->first_step = first_step;
   call->nsteps = c->plan.nsteps - first_step;
-  call->device = device;
+  call->device = mem != RCOLL_FP_MAGIC;
   if (c->fingerprint && c->nranks > 1)
     RCOLL_CHECK(rcoll_fp_insert(c, call));
   call->fr_id = rcoll_fr_post(c, call);
@@ -98,7 +98,7 @@ const rcoll_fp_t *rcoll_call_board(struct rcollComm *c, rcoll_coll_kind_t kind, 
     return NULL;
   c->plan.algo = "flat";
   memset(fp, 0, sizeof *fp);
-  fp_fill(fp, c, kind, a, user_op, 0);
+  fp_fill(fp, c, kind, a, user_op, RCOLL_FP_MAGIC);
   call->fp = fp;
   call->nsteps = 1;
   call->fr_id = rcoll_fr_post(c, call);
@@ -150,7 +150,9 @@ static const char *fp_algo_name(const rcoll_fp_t *fp) {
 
 const char *rcoll_fp_describe(const rcoll_fp_t *fp, int self, char *buf, size_t len) {
   const char *type = rcoll_type_name((rcollDataType_t)fp->dtype);
-  const char *mem = fp->magic == RCOLL_FP_MAGIC_DEVICE ? ", device buffers" : "";
+  const char *mem = fp->magic == RCOLL_FP_MAGIC_DEVICE    ? ", device buffers"
+                    : fp->magic == RCOLL_FP_MAGIC_BOUNCED ? ", device buffers through host memory"
+                                                          : "";
   if (fp->kind == RCOLL_COLL_SEND || fp->kind == RCOLL_COLL_RECV) {
     snprintf(buf, len, "%s #%llu %s rank %d (%llu x %s%s)", rcoll_coll_name(fp->kind),
              (unsigned long long)fp->seq, fp->kind == RCOLL_COLL_SEND ? "to" : "from", fp->root,

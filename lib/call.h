@@ -20,6 +20,11 @@ struct rcollComm;
 
 #define RCOLL_FP_MAGIC 0x6672u /* "rf": a call on host buffers */
 #define RCOLL_FP_MAGIC_DEVICE 0x6472u /* "rd": a call on device buffers */
+/* "rb": a call on device buffers run through host memory (lib/cuda/bounce.h).
+ * Told apart from "rd" because the two send different messages: a rank that
+ * makes a small device call in a group (a device plan) and one that makes
+ * it outside (bounced) fail at the fingerprint, naming the cause. */
+#define RCOLL_FP_MAGIC_BOUNCED 0x6272u
 /* The op of a call whose op was made by rcollRedOpCreatePreMulSum: the
  * handle and the scalar may differ between ranks; what they must agree on
  * is that the call sums scaled inputs. */
@@ -34,7 +39,7 @@ typedef struct rcoll_fp {
   uint64_t count; /* elements, as the user passed them */
   int32_t root;   /* root of a rooted collective, peer of a send/recv, else RCOLL_FP_NONE */
   int32_t op;     /* rcollRedOp_t, RCOLL_FP_OP_PREMUL, or RCOLL_FP_NONE */
-  uint16_t magic; /* RCOLL_FP_MAGIC, or RCOLL_FP_MAGIC_DEVICE for device buffers */
+  uint16_t magic; /* RCOLL_FP_MAGIC, _DEVICE for device buffers, _BOUNCED through host memory */
   uint8_t kind;   /* rcoll_coll_kind_t */
   uint8_t dtype;  /* rcollDataType_t */
   /* The algorithm that planned it ("" for send/recv), its first
@@ -73,9 +78,10 @@ typedef struct rcoll_call {
 /* Records a call that was just planned (its steps are plan steps
  * first_step.. on): numbers it, makes its fingerprint, adds the fingerprint
  * messages to its peers (fingerprint.c) and its flight-recorder entry.
- * `user_op` is the op the user passed (before PreMulSum's rewrite). */
+ * `user_op` is the op the user passed (before PreMulSum's rewrite); `mem`
+ * is RCOLL_FP_MAGIC, _DEVICE or _BOUNCED (queued for the CUDA proxy). */
 rcollResult_t rcoll_call_add(struct rcollComm *c, rcoll_coll_kind_t kind, const rcoll_coll_args_t *a,
-                             rcollRedOp_t user_op, int first_step, int device);
+                             rcollRedOp_t user_op, int first_step, uint16_t mem);
 /* Numbers and records an all-reduce that runs on the flat board (flat.h)
  * rather than as a plan; its fingerprint is made in *fp (the board's own:
  * the fingerprint blocks may hold the kept plan's, plan_cache.h) and

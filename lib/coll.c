@@ -152,10 +152,11 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
 }
 
 /* Plans the call, then numbers, fingerprints and records it (call.h): the
- * fingerprint names the algorithm and goes to the peers the plan uses.
+ * fingerprint names the algorithm and the path of a device call (bounced or
+ * not) and goes to the peers the plan uses.
  * PreMulSum calls sum a scaled copy of the input (redop.h). */
 static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, struct rcollComm *comm,
-                                    int device) {
+                                    int device, int bounced) {
   rcollRedOp_t user_op = a->op;
   int first_step = comm->plan.nsteps;
   rcoll_plan_cache_drop(comm);
@@ -164,7 +165,8 @@ static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, 
   if (r == rcollSuccess)
     r = coll_plan(d, a, comm, device);
   if (r == rcollSuccess)
-    r = rcoll_call_add(comm, d->coll, a, user_op, first_step, device >= 0);
+    r = rcoll_call_add(comm, d->coll, a, user_op, first_step,
+                       bounced ? RCOLL_FP_MAGIC_BOUNCED : device >= 0 ? RCOLL_FP_MAGIC_DEVICE : RCOLL_FP_MAGIC);
   if (r == rcollSuccess && comm->flat != NULL && !rcoll_coll_is_p2p(d->coll)) {
     const rcoll_fp_t *fp = comm->calls[comm->ncalls - 1].fp;
     if (comm->plan.nsteps > first_step && (comm->plan.steps[first_step].flags & RCOLL_STEP_BOARD))
@@ -245,7 +247,7 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
     return r;
   /* A repeat of the last call outside a group reuses its plan (plan_cache.h). */
   if (group || device >= 0 || !rcoll_plan_cache_hit(comm, d->coll, a)) {
-    r = coll_plan_call(d, a, comm, device);
+    r = coll_plan_call(d, a, comm, device, bounced);
     if (r == rcollSuccess && !group && device < 0)
       rcoll_plan_cache_save(comm, d->coll, a, user_op);
   } else if (comm->flat != NULL) {

@@ -180,13 +180,19 @@ void rcoll_fp_fill_inline(rcoll_plan_t *p, rcoll_step_t *st) {
   }
 }
 
+/* Two calls of different magic: on host against device buffers ("memory
+ * type"), or on device buffers by two paths ("path": bounced or not). */
+static const char *fp_mem_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs) {
+  return mine->magic == RCOLL_FP_MAGIC || theirs->magic == RCOLL_FP_MAGIC ? "memory type" : "path";
+}
+
 /* The first field in which two calls that should match differ, or NULL. */
 static const char *fp_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs, int me, int peer) {
   if (mine->kind == RCOLL_COLL_RECV) {
     if (theirs->kind != RCOLL_COLL_SEND || theirs->root != me)
       return "kind";
     if (theirs->magic != mine->magic)
-      return "memory type";
+      return fp_mem_differs(mine, theirs);
     if (theirs->dtype != mine->dtype)
       return "type";
     if (theirs->count * rcoll_type_size((rcollDataType_t)theirs->dtype) !=
@@ -198,7 +204,7 @@ static const char *fp_differs(const rcoll_fp_t *mine, const rcoll_fp_t *theirs, 
   if (theirs->kind != mine->kind)
     return "kind";
   if (theirs->magic != mine->magic)
-    return "memory type";
+    return fp_mem_differs(mine, theirs);
   if (theirs->seq != mine->seq)
     return "number";
   if (theirs->count != mine->count)
@@ -219,7 +225,8 @@ rcollResult_t rcoll_fp_check(rcoll_plan_t *p, int step, size_t got) {
   const rcoll_fp_t *mine = st->src, *theirs = st->dst;
   char a[160];
   int garbled = got < sizeof *theirs || got > sizeof *theirs + RCOLL_FP_INLINE ||
-                (theirs->magic != RCOLL_FP_MAGIC && theirs->magic != RCOLL_FP_MAGIC_DEVICE);
+                (theirs->magic != RCOLL_FP_MAGIC && theirs->magic != RCOLL_FP_MAGIC_DEVICE &&
+                 theirs->magic != RCOLL_FP_MAGIC_BOUNCED);
   const char *field = garbled ? NULL : fp_differs(mine, theirs, c->rank, st->peer);
   if (!garbled && field == NULL)
     return fp_took_inline(p, st, got - sizeof *theirs); /* the usual case: nothing formatted */
@@ -239,8 +246,14 @@ rcollResult_t rcoll_fp_mismatch(const struct rcollComm *c, const rcoll_fp_t *min
   const char *field = fp_differs(mine, theirs, c->rank, peer);
   rcoll_fp_describe(mine, c->rank, a, sizeof a);
   rcoll_fp_describe(theirs, peer, b, sizeof b);
+  /* The same device call, made in a group on one rank only. */
+  int bounce = (mine->magic == RCOLL_FP_MAGIC_BOUNCED && theirs->magic == RCOLL_FP_MAGIC_DEVICE) ||
+               (mine->magic == RCOLL_FP_MAGIC_DEVICE && theirs->magic == RCOLL_FP_MAGIC_BOUNCED);
   return rcoll_error(rcollInvalidUsage,
                      "rank %d: call mismatch (%s differs): rank %d called %s, rank %d called %s; "
                      "every rank must make the same calls in the same order, with the same count, "
-                     "type, op and root", c->rank, field != NULL ? field : "algorithm", c->rank, a, peer, b);
+                     "type, op and root%s", c->rank, field != NULL ? field : "algorithm", c->rank, a, peer, b,
+                     bounce ? ", and a small device call in a group on all of them or on none (outside "
+                              "a group, one of at most RCOLL_CUDA_BOUNCE bytes runs through host memory)"
+                            : "");
 }

@@ -24,6 +24,8 @@ typedef struct plan {
   size_t count[2];
   rcollRedOp_t op[2];
   int host[2];        /* this rank's call is on host buffers */
+  int grouped[2];     /* this rank makes its call in a group */
+  size_t first;       /* the matching call's count (0: N) */
   const char *differs; /* "call mismatch (<this> differs)" */
   const char *theirs[2]; /* a piece of each rank's error naming the other's call */
 } plan_t;
@@ -35,7 +37,13 @@ static rcollResult_t mismatched_call(rank_ctx_t *x, rcollComm_t comm, const plan
   int r = x->rank;
   if (p->host[r])
     return rcollAllReduce(host, host, p->count[r], rcollFloat32, p->op[r], comm, NULL);
+  if (p->grouped[r])
+    rcollGroupStart();
   rcollResult_t res = rcollAllReduce(dev, dev, p->count[r], rcollFloat32, p->op[r], comm, s);
+  if (p->grouped[r]) {
+    rcollResult_t e = rcollGroupEnd();
+    res = res != rcollSuccess ? res : e;
+  }
   fake_stream_sync(s);
   rcollResult_t async = rcollSuccess;
   rcollCommGetAsyncError(comm, &async);
@@ -45,12 +53,13 @@ static rcollResult_t mismatched_call(rank_ctx_t *x, rcollComm_t comm, const plan
 static void mismatch_body(rank_ctx_t *x, rcollComm_t comm) {
   const plan_t *p = x->user;
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  float *dev = cuda_ranks_dev_alloc(2 * N * 4), *host = calloc(2 * N, 4);
-  cuda_ranks_fill(dev, N, x->rank);
+  size_t first = p->first ? p->first : N;
+  float *dev = cuda_ranks_dev_alloc((first > 2 * N ? first : 2 * N) * 4), *host = calloc(2 * N, 4);
+  cuda_ranks_fill(dev, first, x->rank);
   /* A matching device call first: numbers and connections are not the first. */
-  x->result = rcollAllReduce(dev, dev, N, rcollFloat32, rcollSum, comm, s);
+  x->result = rcollAllReduce(dev, dev, first, rcollFloat32, rcollSum, comm, s);
   fake_stream_sync(s);
-  for (size_t i = 0; i < N; i++)
+  for (size_t i = 0; i < first; i++)
     x->wrong += dev[i] != cuda_ranks_sum_of(x->nranks, i);
   double t0 = cuda_ranks_now_ms();
   rcollResult_t r = mismatched_call(x, comm, p, s, dev, host);
@@ -109,3 +118,28 @@ static const plan_t MEMORY = {
 
 Test(cuda_mismatch, host_buffers_against_device_buffers_over_ipc) { run("0", &MEMORY); }
 Test(cuda_mismatch, host_buffers_against_device_buffers_over_staging) { run("1", &MEMORY); }
+
+/* Rank 0 makes a small device call in a group (a device plan), rank 1 makes
+ * it outside one, where calls of at most RCOLL_CUDA_BOUNCE bytes run through
+ * host memory: the two send different messages, so the fingerprints tell
+ * them apart (they waited for each other's data until RCOLL_TIMEOUT). The
+ * matching call before is a device plan, so that the IPC ring exists. */
+static const plan_t GROUPED = {
+    .count = {64, 64},
+    .op = {rcollSum, rcollSum},
+    .grouped = {1, 0},
+    .first = 100000,
+    .differs = "path",
+    .theirs = {"rank 1 called allreduce #2 (64 x float32 sum, recdbl, device buffers through host memory); "
+               "every rank must make the same calls in the same order, with the same count, type, op and "
+               "root, and a small device call in a group on all of them or on none",
+               "rank 0 called allreduce #2 (64 x float32 sum, recdbl, device buffers); every rank"}};
+
+Test(cuda_mismatch, a_small_call_in_a_group_on_one_rank_only_over_ipc) {
+  setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
+  run("0", &GROUPED);
+}
+Test(cuda_mismatch, a_small_call_in_a_group_on_one_rank_only_over_staging) {
+  setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
+  run("1", &GROUPED);
+}
