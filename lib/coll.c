@@ -164,9 +164,9 @@ static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, 
                                         device);
   if (r == rcollSuccess)
     r = coll_plan(d, a, comm, device);
+  uint16_t mem = bounced ? RCOLL_FP_MAGIC_BOUNCED : device >= 0 ? RCOLL_FP_MAGIC_DEVICE : RCOLL_FP_MAGIC;
   if (r == rcollSuccess)
-    r = rcoll_call_add(comm, d->coll, a, user_op, first_step,
-                       bounced ? RCOLL_FP_MAGIC_BOUNCED : device >= 0 ? RCOLL_FP_MAGIC_DEVICE : RCOLL_FP_MAGIC);
+    r = rcoll_call_add(comm, d->coll, a, user_op, first_step, mem);
   if (r == rcollSuccess && comm->flat != NULL && !rcoll_coll_is_p2p(d->coll)) {
     const rcoll_fp_t *fp = comm->calls[comm->ncalls - 1].fp;
     if (comm->plan.nsteps > first_step && (comm->plan.steps[first_step].flags & RCOLL_STEP_BOARD))
