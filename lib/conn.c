@@ -188,9 +188,15 @@ static rcollResult_t conn_timeout(const rcoll_plan_t *p) {
     int send = (c->need[peer] & NEED_SEND) && pe->send_comm == NULL;
     if (send || ((c->need[peer] & NEED_RECV) && pe->recv_comm == NULL)) {
       rcoll_comm_peer_name(c, peer, name, sizeof name);
+      /* With RCOLL_CUDA_DIRECT a peer may run its calls as kernels and never
+       * connect: then this rank made a call in a group that it did not. */
       return rcoll_error(rcollTimeout, "rank %d: could not %s %s within %lld ms%s (before any of "
-                         "its data moved)", c->rank, send ? "connect to" : "get a connection from",
-                         name, (long long)c->timeout_ms, where);
+                         "its data moved)%s", c->rank, send ? "connect to" : "get a connection from",
+                         name, (long long)c->timeout_ms, where,
+                         c->cuda_direct ? "; with RCOLL_CUDA_DIRECT a device call outside a group is a "
+                                          "kernel that needs no connection: make a call in a group on "
+                                          "every rank or on none"
+                                        : "");
     }
   }
   return rcoll_error(rcollTimeout, "rank %d: connection set-up timed out%s", c->rank, where);

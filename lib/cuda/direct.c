@@ -319,7 +319,9 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   } else {
     r = rcoll_error(rcollSystemError, "rank %d: a direct device call gave up after RCOLL_TIMEOUT "
                     "waiting for rank %u (its %s); the results of that call and the ones queued "
-                    "after it are wrong", cc->comm->rank, peer, kind < 3 ? what[kind] : "?");
+                    "after it are wrong (a rank that made the call in a group ran it through the "
+                    "proxy: make it in a group on every rank or on none)", cc->comm->rank, peer,
+                    kind < 3 ? what[kind] : "?");
   }
   rcoll_comm_set_error(cc->comm, r);
   return r;
