@@ -326,17 +326,17 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
     int fp = (st->flags & RCOLL_STEP_FP) && st->kind != RCOLL_STEP_SEND;
     return rcoll_error(rcollTimeout,
                        "rank %d: no progress for %lld ms waiting to %s %zu bytes %s %s%s "
-                       "(RCOLL_TIMEOUT=%lld s); %s", c->rank, (long long)waited_ms,
+                       "(RCOLL_TIMEOUT=%lld s); %s%s", c->rank, (long long)waited_ms,
                        st->kind == RCOLL_STEP_SEND ? "send" : "receive", st->bytes,
                        st->kind == RCOLL_STEP_SEND ? "to" : "from", name,
                        step_where(p, st, where, sizeof where), (long long)c->settings.timeout,
-                       !fp ? "the peer may have died or stopped calling"
-                       : c->cuda_direct ? "the call's fingerprint never came: that rank has not started this "
-                                          "call (it died, hangs elsewhere or made fewer calls), or ran it "
-                                          "as a direct kernel (RCOLL_CUDA_DIRECT takes device calls outside "
-                                          "a group: make it in a group on every rank or on none)"
-                                        : "the call's fingerprint never came: that rank has not started "
-                                          "this call (it died, hangs elsewhere or made fewer calls)");
+                       fp ? "the call's fingerprint never came: that rank has not started this "
+                            "call (it died, hangs elsewhere or made fewer calls)"
+                          : "the peer may have died or stopped calling",
+                       fp && c->cuda_direct ? ", or ran it as a direct kernel (RCOLL_CUDA_DIRECT takes "
+                                              "device calls outside a group: make it in a group on every "
+                                              "rank or on none)"
+                                            : "");
   }
   return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);
 }

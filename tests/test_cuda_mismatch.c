@@ -143,3 +143,48 @@ Test(cuda_mismatch, a_small_call_in_a_group_on_one_rank_only_over_staging) {
   setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
   run("1", &GROUPED);
 }
+
+/* The same before any device plan made the IPC ring: as the communicator's
+ * first call, rank 0's grouped call opens the IPC connection, whose hello
+ * rank 1's bounced call does not expect; after a call bounced on both, the
+ * fingerprints tell. Both fail at once; rank 0's error says why. */
+static void grouped_first(rank_ctx_t *x, rcollComm_t comm) {
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *dev = cuda_ranks_dev_alloc(N * 4);
+  cuda_ranks_fill(dev, N, x->rank);
+  if (x->user != NULL) { /* a call bounced on both first: the connections exist */
+    x->result = rcollAllReduce(dev, dev, N, rcollFloat32, rcollSum, comm, s);
+    fake_stream_sync(s);
+  }
+  double t0 = cuda_ranks_now_ms();
+  if (x->rank == 0)
+    rcollGroupStart();
+  rcollResult_t r = rcollAllReduce(dev, dev, 64, rcollFloat32, rcollSum, comm, s);
+  if (x->rank == 0) {
+    rcollResult_t e = rcollGroupEnd();
+    r = r != rcollSuccess ? r : e;
+  }
+  fake_stream_sync(s);
+  if (r == rcollSuccess)
+    rcollCommGetAsyncError(comm, &r);
+  double ms = cuda_ranks_now_ms() - t0;
+  const char *err = rcollGetLastError(comm);
+  cr_expect_neq(r, rcollSuccess, "rank %d: the call passed", x->rank);
+  cr_expect(ms < BOUND_MS, "rank %d failed after %.0f ms: %s", x->rank, ms, err);
+  int told = x->rank != 0 || strstr(err, "in a group on all of them or on none") != NULL;
+  cr_expect(told, "rank 0 does not say why: %s", err);
+  x->wrong += r == rcollSuccess || ms >= BOUND_MS || !told;
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(dev);
+}
+
+static void run_grouped_first(int after_a_call) {
+  setenv("RCOLL_CUDA_BOUNCE", "65536", 1);
+  setenv("RCOLL_P2P_DISABLE", "0", 1);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  ctx[0].user = ctx[1].user = after_a_call ? ctx : NULL;
+  cuda_ranks_run(2, N, grouped_first, ctx);
+}
+
+Test(cuda_mismatch, a_first_call_in_a_group_on_one_rank_only) { run_grouped_first(0); }
+Test(cuda_mismatch, a_first_device_plan_in_a_group_on_one_rank_only) { run_grouped_first(1); }

@@ -224,8 +224,10 @@ static rcollResult_t rx_check(struct rcollComm *c, int peer, const rcoll_ipc_rx_
   char name[128];
   rcoll_comm_peer_name(c, peer, name, sizeof name);
   return rcoll_error(rcollInvalidUsage, "rank %d: expected the CUDA IPC hello of %s but got %zu bytes (%s): "
-                     "every rank of a call must use device buffers (or all host buffers), "
-                     "and RCOLL_P2P_DISABLE must be the same on every rank", c->rank, name, got, why);
+                     "every rank of a call must use device buffers (or all host buffers) and make a "
+                     "small device call in a group on all of them or on none (outside a group, one of "
+                     "at most RCOLL_CUDA_BOUNCE bytes runs through host memory), and RCOLL_P2P_DISABLE "
+                     "must be the same on every rank", c->rank, name, got, why);
 }
 
 static int rx_connect(struct rcollComm *c, int peer, rcoll_ipc_rx_t *rx, rcollResult_t *err) {

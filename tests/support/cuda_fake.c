@@ -76,7 +76,6 @@ typedef struct fake_alloc {
 } fake_alloc_t;
 
 struct fake_stats fake_stats;
-extern _Thread_local int fake_alloc_no_ipc;
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static fake_alloc_t fake_allocs[FAKE_MAX_ALLOCS];
