@@ -18,19 +18,21 @@ TestSuite(cuda_mix, .init = cuda_ranks_setup, .timeout = 240);
 /* Within a node over CUDA IPC: calls whose largest buffer is at most 16 KiB
  * are host plans on pinned copies, the others device plans through the
  * proxy in 4 KiB parts. */
-Test(cuda_mix, ipc_bounced_and_device_plans) {
+static void ipc_setup(void) {
   setenv("RCOLL_P2P_DISABLE", "0", 1);
   setenv("RCOLL_CHUNK_SIZE", "4096", 1);
   setenv("RCOLL_CUDA_BOUNCE", "16384", 1);
+}
+
+Test(cuda_mix, ipc_bounced_and_device_plans) {
+  ipc_setup();
   cuda_mix_run(3, 1, 4, -1, 0);
   cr_expect_gt(atomic_load(&fake_stats.reduce_kernels), 0, "no device plan reduced");
 }
 
 /* The same with the bounce kernel rather than two copies and a wait. */
 Test(cuda_mix, ipc_bounce_kernel_and_device_plans) {
-  setenv("RCOLL_P2P_DISABLE", "0", 1);
-  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
-  setenv("RCOLL_CUDA_BOUNCE", "16384", 1);
+  ipc_setup();
   setenv("RCOLL_CUDA_BOUNCE_KERNEL", "1", 1);
   cuda_mix_run(2, 11, 3, -1, 0);
   cr_expect_gt(atomic_load(&fake_stats.bounce_kernels), 0, "no call bounced through the kernel");
@@ -86,9 +88,7 @@ Test(cuda_mix, direct_with_a_rank_without_ipc_handles) {
  * data- and tensor-parallel groups: over IPC with bounced calls, and on the
  * direct path (each communicator its own boxes, flags and meetings). */
 Test(cuda_mix, ipc_two_communicators) {
-  setenv("RCOLL_P2P_DISABLE", "0", 1);
-  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
-  setenv("RCOLL_CUDA_BOUNCE", "16384", 1);
+  ipc_setup();
   cuda_mix_run(3, 71, 3, -1, 1);
 }
 
