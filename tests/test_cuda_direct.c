@@ -277,62 +277,6 @@ Test(cuda_direct, a_rank_that_stops_calling_is_named) {
   run_direct(2, one_rank_stops, 2 + 1); /* rank 0's second call is launched, its third refused */
 }
 
-/* Rank 0 makes its second all-reduce in a group (the proxy's plan), rank 1
- * outside one (a direct kernel): neither sees the other's call, so both
- * wait until RCOLL_TIMEOUT (rank 0 for a connection rank 1 never makes),
- * and each error says that grouping may be why. */
-static void one_rank_groups(rank_ctx_t *x, rcollComm_t comm) {
-  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
-  const size_t n = 100;
-  const int connected = x->user != NULL; /* a send/recv first: the proxy's connections exist */
-  float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4);
-  cuda_ranks_fill(a, n, x->rank);
-  x->result = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
-  if (connected && x->result == rcollSuccess) {
-    rcollGroupStart();
-    rcollSend(a, n, rcollFloat32, 1 - x->rank, comm, s);
-    rcollRecv(b, n, rcollFloat32, 1 - x->rank, comm, s);
-    x->result = rcollGroupEnd();
-  }
-  fake_stream_sync(s);
-  if (x->result != rcollSuccess)
-    return;
-  if (x->rank == 0)
-    rcollGroupStart();
-  rcollResult_t r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
-  if (x->rank == 0) {
-    rcollResult_t e = rcollGroupEnd();
-    r = r != rcollSuccess ? r : e;
-  }
-  fake_stream_sync(s);
-  if (r == rcollSuccess) /* rank 1's kernel failed on the device: its next call says so */
-    r = rcollAllReduce(a, a, n, rcollFloat32, rcollSum, comm, s);
-  if (r == rcollSuccess)
-    rcollCommGetAsyncError(comm, &r);
-  const char *msg = rcollGetLastError(comm);
-  cr_log_info("rank %d: %s", x->rank, msg);
-  x->wrong += r == rcollSuccess || strstr(msg, "in a group on every rank or on none") == NULL;
-  const char *why = x->rank == 1 ? "made the call in a group"
-                    : connected  ? "or ran it as a direct kernel"
-                                 : "a kernel that needs no connection";
-  x->wrong += strstr(msg, why) == NULL;
-  fake_free(a);
-  fake_free(b);
-  rcoll_cuda_api()->stream_destroy(s);
-}
-
-Test(cuda_direct, a_call_in_a_group_on_one_rank_only_is_explained) {
-  setenv("RCOLL_TIMEOUT", "2", 1);
-  run_direct(2, one_rank_groups, 2 + 1); /* rank 1's second call is launched, its third refused */
-}
-
-Test(cuda_direct, a_call_in_a_group_on_one_rank_only_is_explained_once_connected) {
-  setenv("RCOLL_TIMEOUT", "2", 1);
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  ctx[0].user = ctx[1].user = ctx; /* any non-NULL: connect first */
-  cuda_ranks_run(2, 0, one_rank_groups, ctx);
-}
-
 /* Ranks 0 and 1 make all-reduces of n0 and n1 floats; each is told, naming
  * the other and both calls, long before RCOLL_TIMEOUT (20 s here). Through
  * the regions the kernels stop at their first flag and the next call says
