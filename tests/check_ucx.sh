@@ -4,7 +4,9 @@
 #
 #   1. the conformance sweep (tests/conformance.c) with ranks as threads
 #      (2, 3, 4 ranks; sweep and all types and ops), as processes (2, 3 ranks)
-#      and through rcollCommInitAll with one thread driving every rank
+#      and through rcollCommInitAll with one thread driving every rank; its
+#      random mixes of calls, some grouped (-s mix: 1, 2, 3 and 5 ranks as
+#      threads, 3 as processes)
 #   2. bench/allreduce_perf with -c 1, 2 ranks as threads and (with MPICH)
 #      2 processes under mpiexec: exit status 0, "#wrong" 0 in every row,
 #      "Out of bounds values : 0 OK"
@@ -71,6 +73,8 @@ for tls in tcp,self posix,cma,self; do
   export UCX_TLS=$tls
   run "UCX_TLS=$tls: threads, ranks 2,3,4" 300 "$PROG" -t 2,3,4 -s sweep,types
   run "UCX_TLS=$tls: processes, ranks 2,3" 300 "$PROG" -p 2,3 -s sweep
+  run "UCX_TLS=$tls: random mixes of calls, threads, ranks 1,2,3,5" 300 "$PROG" -t 1,2,3,5 -s mix
+  run "UCX_TLS=$tls: random mixes of calls, processes, 3 ranks" 300 "$PROG" -p 3 -s mix
   run "UCX_TLS=$tls: rcollCommInitAll, one thread drives all ranks" 120 \
     env RCOLL_TIMEOUT=20 "$PROG" -t 2,3 -s initall
   bench "UCX_TLS=$tls: allreduce_perf -t 2 -c 1" "$BENCH" -t 2 -b 8 -e 32M -f 8 -c 1 -n 5 -w 2
