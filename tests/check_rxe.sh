@@ -6,7 +6,8 @@
 # with apt-get), builds the programs and the initramfs, and boots:
 #
 #   1. one VM: the GID table and rcoll's choice from it; multi-process
-#      conformance over RCOLL_NET=ib (automatic GID with connection storms,
+#      conformance over RCOLL_NET=ib (automatic GID with connection storms
+#      and random mixes of calls,
 #      then a forced index with 2 QPs per connection; the send-queue kick at
 #      1 ms, kick-always); wrong indexes (empty,
 #      out of range: clear errors; link-local: a warning); a rank killed
@@ -16,7 +17,9 @@
 #      RCOLL_IB_FLUSH=force); the eager protocol and device memory
 #      (tests/test_ib_eager.c, conformance with RCOLL_IB_EAGER=0, small
 #      all-reduce latency with eager on and off); grouped receives
-#      (tests/test_ib_multi.c, step ib-multi); rcoll all-reduce at 1 MiB and 16 MiB beside
+#      (tests/test_ib_multi.c, step ib-multi); a write the receiver refuses,
+#      its registration released (tests/test_ib_access.c, both ends' errors
+#      name the buffer and key); rcoll all-reduce at 1 MiB and 16 MiB beside
 #      ib_write_bw in the same boot;
 #   2. two VMs on one L2 segment (taps on a bridge in a private network
 #      namespace, or QEMU's UDP netdev): conformance (-x,
@@ -127,6 +130,7 @@ ib_test_step() { # program step
 ib_test_step test_ib_flush ib-flush # iflush driven directly
 ib_test_step test_ib_eager ib-eager # the eager protocol and device memory
 ib_test_step test_ib_multi ib-multi # grouped receives
+ib_test_step test_ib_access ib-access # a write into a released registration
 # allreduce_perf without MPI: its own file plus the shared driver, every
 # bench/*.c without a main but the tools' own parts (bench/rcoll_*.c).
 BENCH_SRCS="bench/allreduce_perf.c $(grep -L -E '^int main\(' bench/*.c | grep -v '^bench/rcoll_' | tr '\n' ' ')"
@@ -219,7 +223,7 @@ step_tail() { # log step
 }
 
 show() { # log: what the VM saw and measured
-  grep -a -E '^RXE-(SPEED|RETRY|GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH|EAGER|MULTI) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
+  grep -a -E '^RXE-(SPEED|RETRY|GID|GIDX|LOG|MSG|WRITEBW|WRITEBW-BIDIR|ALLREDUCE|WARN|PLUGIN|PLUGIN-BENCH|PLUGIN-ALLREDUCE|FLUSH|EAGER|MULTI|ACCESS) |^(rank [0-9]+: )?(FAIL|conformance:)' "$1" | sed 's/^/   /'
 }
 
 # The plugin's stream (one direction, median of rounds) beside ib_ops driven

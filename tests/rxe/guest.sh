@@ -34,6 +34,7 @@ else
       rxeload=*) LOAD=${a#rxeload=} ;;
       rxecpus=*) CPUS=${a#rxecpus=} ;;
       rxestress=*) STRESS=${a#rxestress=} ;;
+      rxestressranks=*) STRESS_RANKS=${a#rxestressranks=} ;;
       rxeloss=*) LOSS=${a#rxeloss=} ;;
       rxekick=*) export RCOLL_IB_KICK_MS=${a#rxekick=} ;;
       rxeibtimeout=*) export RCOLL_IB_TIMEOUT=${a#rxeibtimeout=} ;;
@@ -52,7 +53,7 @@ else
     case "$g" in 0000:0000:0000:0000:0000:ffff:*) [ "$t" = "RoCE v2" ] && GIDX=$i && break ;; esac
   done
   echo "RXE-GIDX $GIDX"
-  export ROLE ME PEER STEPS GIDX RCOLL_TIMEOUT SCALE STRESS LOSS
+  export ROLE ME PEER STEPS GIDX RCOLL_TIMEOUT SCALE STRESS STRESS_RANKS LOSS
   export RCOLL_NET=ib
 fi
 
@@ -276,6 +277,12 @@ ib_multi() {
   criterion_run test_ib_multi RXE-MULTI
 }
 
+# A write into a registration released while its receive was posted
+# (tests/test_ib_access.c): both ends fail, naming the buffer and key.
+ib_access() {
+  criterion_run test_ib_access RXE-ACCESS
+}
+
 # Development aid (rxesteps=dbg): a tiny all-reduce with the log shown.
 dbg() {
   RCOLL_TIMEOUT=10 RCOLL_DEBUG=TRACE RCOLL_DEBUG_SUBSYS=NET allreduce_perf -t 2 -b 1M -e 1M -n 3 -w 1 >/tmp/dbg.log 2>&1
@@ -298,7 +305,7 @@ single() {
   [ "$STEPS" != all ] && step dbg 40 dbg
   [ "$STEPS" != all ] && step perfscan 400 perfscan
   step gid 60 gid_choice
-  step conformance 300 conformance -p 2,3 -s sweep,types,storm -r 2 -c 0,1,7,4099,65537
+  step conformance 300 conformance -p 2,3 -s sweep,types,storm,mix -r 2 -c 0,1,7,4099,65537
   step forced-index 200 env RCOLL_IB_GID_INDEX="$GIDX" RCOLL_IB_QPS_PER_CONNECTION=2 \
     conformance -p 2 -s sweep -c 7,100003
   step kick-always 200 kick_always
@@ -310,6 +317,7 @@ single() {
   [ -x /rxe/test_ib_flush ] && step ib-flush 200 ib_flush
   [ -x /rxe/test_ib_eager ] && step ib-eager 300 ib_eager
   [ -x /rxe/test_ib_multi ] && step ib-multi 400 ib_multi
+  [ -x /rxe/test_ib_access ] && step ib-access 60 ib_access
   step bandwidth 200 bandwidth
   step port-down 90 port_down
 }
@@ -324,7 +332,7 @@ xconf() { # root-ip port world ranks-here...
   shift 3
   for r in "$@"; do
     RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=NET RANK=$r WORLD_SIZE=$n RCOLL_COMM_ID=$root:$port \
-      conformance -x -s sweep,types -c 0,1,7,4099,65537 >/tmp/x$r.log 2>&1 &
+      conformance -x -s sweep,types,mix -c 0,1,7,4099,65537 >/tmp/x$r.log 2>&1 &
     pids="$pids $!"
   done
   for p in $pids; do wait $p || rc=$?; done
@@ -409,10 +417,18 @@ xstress() { # root-ip rank
     "moved to error state" "state -> ERR"; do
     echo "module rdma_rxe format \"$f\" +p" >/sys/kernel/debug/dynamic_debug/control 2>/dev/null
   done
+  # rxestressranks=3: xconf-3's split (ranks 0 and 2 on vm a, 1 on vm b).
+  local n=${STRESS_RANKS:-2} ranks=$r pids p
+  [ "$n" = 3 ] && [ "$r" = 0 ] && ranks="0 2"
   while [ $i -le "${STRESS:-10}" ]; do
-    RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=NET RANK=$r WORLD_SIZE=2 RCOLL_COMM_ID=$root:$((29800 + i)) \
-      conformance -x -s sweep,types -c 0,1,7,4099,65537 >/tmp/xs.log 2>&1
-    rc=$?
+    pids= rc=0
+    for k in $ranks; do
+      RCOLL_DEBUG=INFO RCOLL_DEBUG_SUBSYS=NET RANK=$k WORLD_SIZE=$n RCOLL_COMM_ID=$root:$((29800 + i)) \
+        conformance -x -s sweep,types -c 0,1,7,4099,65537 >/tmp/xs$k.log 2>&1 &
+      pids="$pids $!"
+    done
+    for p in $pids; do wait "$p" || rc=$?; done
+    cat $(for k in $ranks; do echo /tmp/xs$k.log; done) >/tmp/xs.log
     echo "RXE-STRESS round $i rc=$rc $(grep -E '^conformance:' /tmp/xs.log) t=$(now)" \
       "kicks posted: $(grep -c "ib: kick " /tmp/xs.log)," \
       "that moved a connection: $(grep -c "moved again" /tmp/xs.log)" | tee /dev/console

@@ -259,9 +259,11 @@ static void ib_async_one(ib_ctx_t *ctx, const struct ibv_async_event *ev) {
   case IBV_EVENT_QP_ACCESS_ERR:
   case IBV_EVENT_PATH_MIG_ERR: {
     ib_comm_t *c = ev->element.qp->qp_context;
-    ib_comm_fail(c, rcollRemoteError, "ib: async event '%s' on a queue pair (QPN 0x%x) of the connection %s %s",
+    char posted[200];
+    ib_recvs_str(c, posted, sizeof posted);
+    ib_comm_fail(c, rcollRemoteError, "ib: async event '%s' on a queue pair (QPN 0x%x) of the connection %s %s%s",
                  ibv_event_type_str(ev->event_type), ev->element.qp->qp_num, c->is_send ? "to" : "from",
-                 c->peer);
+                 c->peer, posted);
     break;
   }
   case IBV_EVENT_CQ_ERR: {

@@ -95,6 +95,20 @@ static const char *ib_wc_hint(enum ibv_wc_status s) {
   }
 }
 
+/* ib_priv.h says what; only receives that wait for data count. */
+void ib_recvs_str(const ib_comm_t *c, char *out, size_t len) {
+  size_t n = 0;
+  out[0] = '\0';
+  for (int i = 0; i < IB_NREQS && n + 1 < len; i++) {
+    const ib_req_t *r = &c->reqs[i];
+    if (r->kind != IB_REQ_RECV || r->eager || r->pending == 0)
+      continue;
+    int w = snprintf(out + n, len - n, "%s message %u into %#llx+%zu rkey 0x%x", n ? "," : "; receives posted:",
+                     r->seq, (unsigned long long)r->addr, r->size, r->rkey);
+    n = w < 0 ? len : n + (size_t)w;
+  }
+}
+
 static void ib_wc_fail(ib_comm_t *c, const struct ibv_wc *wc) {
   static const char *what[] = {"?",           "an RDMA write to", "an eager send to", "a credit to",
                                "a credit from", "data from",      "data from",        "?",
@@ -104,15 +118,26 @@ static void ib_wc_fail(ib_comm_t *c, const struct ibv_wc *wc) {
     ib_flush_wc_fail(c, wc);
     return;
   }
-  char kicked[160] = "";
+  /* Where a write went, on both sides, for an access error: was the
+   * credit the sender used that of a receive still posted here? */
+  char kicked[160] = "", write[160] = "", posted[200] = "";
+  if (k == IB_WR_DATA) {
+    const ib_req_t *r = &c->reqs[IB_WR_IDX(wc->wr_id)];
+    const ib_credit_t *cr = &c->credits[r->seq % IB_NREQS];
+    snprintf(write, sizeof write, " (message %u of %zu bytes into the peer's %#llx+%llu, rkey 0x%x)", r->seq,
+             r->size, (unsigned long long)cr->b[0].addr, (unsigned long long)cr->b[0].size, cr->b[0].rkey);
+  } else if (k == IB_WR_DATA_RECV || k == IB_WR_LAND) {
+    ib_recvs_str(c, posted, sizeof posted);
+  }
   if (c->kicks > 0) /* the send queue had stopped (ib_stall.c) */
     snprintf(kicked, sizeof kicked, "; right after %d kick(s) of a send queue that had stopped for %lld ms",
              c->kicks, (long long)((c->kicked_us - c->quiet_since_us) / 1000));
   ib_comm_fail(c, rcollRemoteError,
-               "ib: %s %s failed: work completion status '%s' (%d, vendor error 0x%x, QPN 0x%x)%s%s "
+               "ib: %s %s%s failed: work completion status '%s' (%d, vendor error 0x%x, QPN 0x%x)%s%s%s "
                "[RCOLL_IB_TIMEOUT=%d RCOLL_IB_RETRY_CNT=%d]",
-               what[k >= 1 && k <= 8 ? k : 0], c->peer, ibv_wc_status_str(wc->status), (int)wc->status,
-               wc->vendor_err, wc->qp_num, ib_wc_hint(wc->status), kicked, c->ctx->timeout, c->ctx->retry_cnt);
+               what[k >= 1 && k <= 8 ? k : 0], c->peer, write, ibv_wc_status_str(wc->status), (int)wc->status,
+               wc->vendor_err, wc->qp_num, ib_wc_hint(wc->status), kicked, posted, c->ctx->timeout,
+               c->ctx->retry_cnt);
 }
 
 static void ib_repost_data_recv(ib_comm_t *c, const struct ibv_wc *wc) {

@@ -415,6 +415,9 @@ rcollResult_t ib_comm_error(ib_comm_t *c);
 int ib_progress(ib_comm_t *c);
 ib_req_t *ib_req_alloc(ib_comm_t *c, int kind, void *buf, size_t size);
 void ib_req_free(ib_comm_t *c, ib_req_t *r);
+/* "; receives posted: message N into ADDR+SIZE rkey K, ..." (the receives a
+ * peer may be writing into, as their credits said), or "". */
+void ib_recvs_str(const ib_comm_t *c, char *out, size_t len);
 rcollResult_t ib_req_mem(ib_comm_t *c, ib_req_t *r, ib_mr_t *mh, int access);
 static inline int ib_slot(const ib_comm_t *c, const ib_req_t *r) { return (int)(r - c->reqs); }
 /* Whether a message for a receive of `posted` bytes spreads over every QP;
