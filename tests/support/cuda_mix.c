@@ -32,23 +32,30 @@ static int mix_stream(uint64_t seed, int k, int rank) {
   return (int)(ref_hash(seed * 7919 + (uint64_t)k * 131 + 3 + (uint64_t)rank) % 2);
 }
 
+/* stream -1: a host call. */
 static void describe(char *out, size_t len, const ccase_t *c, int k, int stream) {
-  snprintf(out, len, "call %d: %s of %zu %s%s%s, root %d, %s, stream %d", k, coll_names[c->coll], c->count,
+  char on[24] = "host buffers";
+  if (stream >= 0)
+    snprintf(on, sizeof on, "stream %d", stream);
+  snprintf(out, len, "call %d: %s of %zu %s%s%s, root %d, %s, %s", k, coll_names[c->coll], c->count,
            ref_type_names[c->type], coll_has_op(c->coll) ? " " : "",
-           coll_has_op(c->coll) ? ref_op_names[c->op] : "", c->root, c->inplace ? "in place" : "out of place",
-           stream);
+           coll_has_op(c->coll) ? ref_op_names[c->op] : "", c->root, c->inplace ? "in place" : "out of place", on);
 }
 
 /* Set in the thread of the rank whose buffers have no IPC handle. */
 static _Thread_local int mix_no_ipc;
+/* Set while a host call's buffers are made. */
+static _Thread_local int mix_host;
 
 static void *mix_alloc(size_t bytes) {
+  if (mix_host)
+    return malloc(bytes);
   fake_alloc_no_ipc = mix_no_ipc;
   void *p = cuda_ranks_dev_alloc(bytes);
   fake_alloc_no_ipc = 0;
   return p;
 }
-static void mix_free(void *p) { fake_free(p); }
+static void mix_free(void *p) { fake_free(p); } /* host memory too: the fake frees what it does not know */
 
 /* One call of the sequence as this rank makes it. */
 typedef struct mix_call {
@@ -56,12 +63,21 @@ typedef struct mix_call {
   rank_bufs_t b;
   int sub;    /* on the split communicator, not the whole one */
   int stream; /* 0 or 1 */
+  int host;   /* on host buffers, with no stream */
 } mix_call_t;
 
 /* Where call k goes: the whole communicator, or with `split` one time in
  * three the one of this rank's parity (the same choice on every rank). */
 static int mix_on_sub(const mix_t *m, int k) {
   return m->split && ref_hash(m->seed * 7919 + (uint64_t)k * 131 + 5) % 3 == 0;
+}
+
+/* About one call in eight outside a group is made on host buffers (a
+ * trainer's metrics beside its gradients): it must first wait for the
+ * device calls queued before it on its communicator, which share its
+ * connections (docs/gpu.md), and the calls after it must not overtake it. */
+static int mix_on_host(const mix_t *m, int k) {
+  return ref_hash(m->seed * 7919 + (uint64_t)k * 131 + 7) % 8 == 0;
 }
 
 static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
@@ -88,17 +104,20 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
       mc->sub = mix_on_sub(m, j);
       mc->c = mix_case(m->seed, j, sizes[mc->sub]);
       mc->stream = mix_stream(m->seed, k, x->rank);
+      mc->host = last == k && mix_on_host(m, k);
+      mix_host = mc->host;
       cr_assert_eq(case_prepare(&mc->c, ranks[mc->sub], sizes[mc->sub], &mc->b), 0,
                    "out of fake device memory");
+      mix_host = 0;
     }
     if (last > k)
       rcollGroupStart();
     for (int j = k; j <= last && x->result == rcollSuccess; j++) {
       mix_call_t *mc = &calls[j];
       x->result = case_call_on(&mc->c, ranks[mc->sub], sizes[mc->sub], &mc->b, comms[mc->sub],
-                               streams[mc->stream]);
+                               mc->host ? NULL : streams[mc->stream]);
       queued = j + 1;
-      describe(what, sizeof what, &mc->c, j, mc->stream);
+      describe(what, sizeof what, &mc->c, j, mc->host ? -1 : mc->stream);
       if (getenv("CUDA_MIX_SHOW") != NULL) /* the sequence, to replay one */
         cr_log_info("seed %llu, rank %d: %s%s%s", (unsigned long long)m->seed, x->rank, what,
                     mc->sub ? ", split communicator" : "", last > k ? " (grouped)" : "");
@@ -129,7 +148,7 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
     mix_call_t *mc = &calls[k];
     case_fault_t f = {{0}};
     if (case_check(&mc->c, ranks[mc->sub], sizes[mc->sub], &mc->b, &f) != 0) {
-      describe(what, sizeof what, &mc->c, k, mc->stream);
+      describe(what, sizeof what, &mc->c, k, mc->host ? -1 : mc->stream);
       if (x->wrong++ < 4)
         cr_log_error("seed %llu, rank %d of %d, %s%s: %s", (unsigned long long)m->seed, x->rank, x->nranks,
                      what, mc->sub ? ", split communicator" : "", f.what);

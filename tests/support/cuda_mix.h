@@ -2,7 +2,8 @@
  * every collective, type, op, root, in place or not, counts from 0 to 40000
  * (across the bounce limit, the direct path's in-place limit and many
  * chunks), some of them two to a group, each on one of two streams chosen
- * per rank. All calls are queued before any is waited for, then every rank
+ * per rank; about one in eight outside a group on host buffers instead,
+ * which waits for the device calls before it. All calls are queued before any is waited for, then every rank
  * checks every call's result, its unchanged send buffer and its guard bytes
  * (conformance_case.h). Not the legacy stream: ranks that are threads of
  * one process share it, so one rank's wait for its call would hold the
