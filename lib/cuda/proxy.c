@@ -38,17 +38,23 @@ static struct timespec deadline_in(int64_t ms) {
 
 /* ---- units ---- */
 
-static void unit_free(rcoll_cuda_unit_t *u) {
+/* keep (NULL: none) may take a plan's steps for its next call. Only the
+ * comm of the proxy that frees the unit: a group's unit spans several
+ * communicators, and whichever proxy drops the last reference may do so
+ * after the user destroyed the others (their streams were released), so
+ * their plans' comm pointers must not be followed here. */
+static void unit_free(rcoll_cuda_unit_t *u, rcoll_cuda_comm_t *keep) {
   for (int i = 0; u->plans != NULL && i < u->nplans; i++) {
     rcoll_plan_t *p = &u->plans[i];
-    rcoll_cuda_comm_t *cc = p->comm->cuda;
-    pthread_mutex_lock(&cc->mu);
-    if (cc->spare_steps == NULL) { /* the next call plans into it: no allocation */
-      cc->spare_steps = p->steps;
-      cc->spare_cap = p->cap;
-      p->steps = NULL;
+    if (keep != NULL && p->comm == keep->comm) {
+      pthread_mutex_lock(&keep->mu);
+      if (keep->spare_steps == NULL) { /* the next call plans into it: no allocation */
+        keep->spare_steps = p->steps;
+        keep->spare_cap = p->cap;
+        p->steps = NULL;
+      }
+      pthread_mutex_unlock(&keep->mu);
     }
-    pthread_mutex_unlock(&cc->mu);
     free(p->steps);
     free(u->x[i]);
     free(u->fp[i]);
@@ -165,7 +171,7 @@ static void unit_unplan(rcoll_cuda_unit_t *u) {
 
 void rcoll_cuda_unit_discard(rcoll_cuda_unit_t *u) {
   unit_unplan(u);
-  unit_free(u);
+  unit_free(u, NULL);
 }
 
 /* Records an event on every stream: the proxy starts once all have fired.
@@ -410,12 +416,12 @@ static void unit_park(rcoll_cuda_unit_t *u) {
   pthread_mutex_unlock(&units_mu);
 }
 
-static void unit_unref(rcoll_cuda_unit_t *u) {
+static void unit_unref(rcoll_cuda_unit_t *u, rcoll_cuda_comm_t *cc) {
   pthread_mutex_lock(&units_mu);
   int last = --u->refs == 0;
   pthread_mutex_unlock(&units_mu);
   if (last)
-    unit_free(u);
+    unit_free(u, cc);
 }
 
 /* ---- the proxy thread ---- */
@@ -460,7 +466,7 @@ static void *proxy_main(void *arg) {
     else
       unit_park(u);
     proxy_pop(cc, n);
-    unit_unref(u);
+    unit_unref(u, cc);
   }
   return NULL;
 }
