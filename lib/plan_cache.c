@@ -63,7 +63,8 @@ void rcoll_plan_cache_save(struct rcollComm *c, rcoll_coll_kind_t kind, const rc
                             .nsteps = p->nsteps, .chunk_bytes = p->chunk_bytes, .algo = p->algo,
                             .predicted_us = p->predicted_us, .fp = c->calls[0].fp,
                             .fp_used = c->fp_used};
-  memcpy(k->steps, p->steps, (size_t)p->nsteps * sizeof *p->steps);
+  if (p->nsteps > 0) /* a call with none (one rank) may have no steps array: a device call took it */
+    memcpy(k->steps, p->steps, (size_t)p->nsteps * sizeof *p->steps);
   for (int i = 0; i < p->nsteps; i++)
     for (int j = 0; j < p->nsteps; j++)
       k->adv[i] += same_conn(&p->steps[i], &p->steps[j]);

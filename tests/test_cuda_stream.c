@@ -250,6 +250,48 @@ Test(cuda_stream, host_and_device_calls_do_not_mix_in_a_group) {
   cuda_ranks_run(2, 777, mix_body, ctx);
 }
 
+/* A trainer's step: device calls, then the same host calls (its metrics,
+ * same buffers), step after step: each device call hands the
+ * communicator's steps array to its unit, leaving none until a call plans
+ * again, and an in-place gather on one rank plans no step (the plan cache then saved
+ * from no array: UBSan's "null pointer passed as argument 2" of memcpy,
+ * found by test_cuda_mix). */
+static void repeat_body(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  float *da = cuda_ranks_dev_alloc(n * 4), *db = cuda_ranks_dev_alloc(n * 4);
+  float *ha = calloc(n, 4), *hb = calloc(n, 4), *hg = calloc(n * (size_t)x->nranks, 4);
+  cuda_ranks_fill(da, n, x->rank);
+  cuda_ranks_fill(ha, n, x->rank);
+  for (int step = 0; step < 4 && x->result == rcollSuccess; step++) {
+    memset(hb, 0, n * 4);
+    memset(hg, 0, n * (size_t)x->nranks * 4);
+    memcpy(hg + (size_t)x->rank * n, ha, n * 4);
+    x->result = rcollAllReduce(da, db, n, rcollFloat32, rcollSum, comm, s);
+    if (x->result == rcollSuccess)
+      x->result = rcollGather(hg + (size_t)x->rank * n, hg, n, rcollFloat32, 0, comm, NULL); /* in place */
+    if (x->result == rcollSuccess)
+      x->result = rcollAllReduce(ha, hb, n, rcollFloat32, rcollSum, comm, NULL);
+    fake_stream_sync(s);
+    x->wrong += count_wrong(db, n, x->nranks) + count_wrong(hb, n, x->nranks);
+    for (int r = 0; x->rank == 0 && r < x->nranks; r++)
+      for (size_t i = 0; i < n; i++)
+        x->wrong += hg[(size_t)r * n + i] != cuda_ranks_input(r, i);
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(da);
+  fake_free(db);
+  free(ha);
+  free(hb);
+  free(hg);
+}
+
+Test(cuda_stream, the_same_host_call_after_device_calls_step_after_step) {
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  for (int n = 1; n <= 2; n++) /* above RCOLL_CUDA_BOUNCE: device plans */
+    cuda_ranks_run(n, 40000, repeat_body, ctx);
+}
+
 /* ---- memory types through the fake ---- */
 
 Test(cuda_stream, memory_types) {
