@@ -100,11 +100,9 @@ static rcollResult_t comm_resources(rcoll_cuda_comm_t *cc) {
   if (r != 0)
     return comm_cuda_error(cc, "creating the proxy stream", r);
   void *ctrl = NULL;
-  r = a->host_alloc(&ctrl, sizeof(cuda_ctrl_t),
-                    RCOLL_CUDA_HOST_ALLOC_MAPPED | RCOLL_CUDA_HOST_ALLOC_PORTABLE);
+  r = rcoll_cuda_ctrl_alloc(&ctrl, sizeof(cuda_ctrl_t));
   if (r != 0)
     return comm_cuda_error(cc, "cudaHostAlloc of the stream flag", r);
-  memset(ctrl, 0, sizeof(cuda_ctrl_t));
   cc->flag = &((cuda_ctrl_t *)ctrl)->flag;
   void *dev = NULL;
   r = a->host_get_device_pointer(&dev, ctrl, 0);
@@ -176,8 +174,8 @@ static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
   free(cc->peers);
   if (cc->dev_scratch != NULL)
     a->free(cc->dev_scratch);
-  if (cc->flag != NULL)
-    a->free_host((void *)cc->flag);
+  /* cc->flag's block is never freed: a user stream may not have reached
+   * its wait on it yet (ctrl_pool.c). */
   if (cc->stream != NULL)
     a->stream_destroy(cc->stream);
   free(cc->spare_steps);

@@ -173,6 +173,9 @@ void rcoll_cuda_comm_destroy(struct rcollComm *c);
  * thread, before any stream waits on us: allocations that might synchronize
  * the device must never happen while a stream waits for the proxy). */
 rcollResult_t rcoll_cuda_comm_get(struct rcollComm *c, int device, rcoll_cuda_comm_t **out);
+/* A zeroed control block of `bytes` (at most 128) in pinned mapped memory
+ * that is never freed (ctrl_pool.c says why); returns a CUDA error code. */
+int rcoll_cuda_ctrl_alloc(void **out, size_t bytes);
 /* Decides each peer's mode and allocates what a plan's steps will need. */
 rcollResult_t rcoll_cuda_plan_prepare(rcoll_cuda_comm_t *cc, rcoll_plan_t *p);
 /* The step extension of a plan of the unit being run. */

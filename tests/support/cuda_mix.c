@@ -135,15 +135,24 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
     }
     k = last;
   }
+  /* The split communicator goes first, its calls finished but not the
+   * whole one's, which may hold group units it shares with it (a proxy that
+   * freed those after it looked into the destroyed communicator). */
+  rcollResult_t async = rcollSuccess;
+  if (comms[1] != NULL) {
+    if (x->result == rcollSuccess)
+      x->result = rcollCommFinalize(comms[1]);
+    rcollCommGetAsyncError(comms[1], &async);
+    rcollCommDestroy(comms[1]);
+    comms[1] = NULL;
+  }
   for (int s = 0; s < 2; s++)
     fake_stream_sync(streams[s]);
   /* A kernel that gave up leaves wrong results: its error says why. */
-  for (int i = 0; i < 2 && comms[i] != NULL; i++) {
-    rcollResult_t async = rcollSuccess;
-    rcollCommGetAsyncError(comms[i], &async);
-    if (x->result == rcollSuccess)
-      x->result = async;
-  }
+  if (async == rcollSuccess)
+    rcollCommGetAsyncError(comms[0], &async);
+  if (x->result == rcollSuccess)
+    x->result = async;
   for (int k = 0; k < queued && x->result == rcollSuccess; k++) {
     mix_call_t *mc = &calls[k];
     case_fault_t f = {{0}};
@@ -158,8 +167,6 @@ static void mix_body(rank_ctx_t *x, rcollComm_t comm) {
   for (int k = 0; k < MIX_OPS; k++)
     rank_bufs_free(&calls[k].b);
   free(calls);
-  if (comms[1] != NULL)
-    rcollCommDestroy(comms[1]);
   rcoll_cuda_api()->stream_destroy(streams[0]);
   rcoll_cuda_api()->stream_destroy(streams[1]);
 }
