@@ -27,7 +27,8 @@
 #      ib_write_bw between them. RXE_ONE=0 RXE_STEPS=xstress
 #      RXE_CMDLINE="rxestress=30 rxetimeout=30" runs only xconf-2's
 #      conformance in a loop until it fails (issue 14's reproducer; add
-#      rxekick=0 to turn the ib kick off).
+#      rxekick=0 to turn the ib kick off, rxestressranks=3 for xconf-3's,
+#      rxeibtimeout=N for another RCOLL_IB_TIMEOUT).
 #
 # Exit codes are checked; perftest's numbers are only reported. Exits 77
 # (skip) when QEMU or the kernel cannot be had. Knobs: RXE_ONE=0 / RXE_TWO=0

@@ -136,7 +136,7 @@ Test(net, every_transports_settings_are_read) {
   cr_assert_eq(shm_settings(&s)->shm_slots, 1024);
   cr_assert_eq(shm_settings(&s)->shm_memcpy_threshold, 16384);
   cr_assert_str_eq(ib_settings(&s)->ib_hca, "mlx5_0:1");
-  cr_assert_eq(ib_settings(&s)->ib_timeout, 14);
+  cr_assert_eq(ib_settings(&s)->ib_timeout, 20);
   cr_assert_str_eq(ib_settings(&s)->ib_addr_family, "AF_INET");
   cr_assert_eq(ib_settings(&s)->ib_gid_index, -1);
 }

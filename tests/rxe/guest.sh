@@ -389,7 +389,8 @@ allreduce_bw_retry() { # root-ip port ranks-here...
 }
 
 # Development aid (rxesteps=xstress, two VMs; not in the suite): xconf-2's
-# conformance run over and over (rxestress=N rounds, 10 by default) until
+# conformance (rxestressranks=3: xconf-3's) run over and over
+# (rxestress=N rounds, 10 by default) until
 # one fails, optionally with rxeloss=P percent of eth0's packets dropped by
 # netem on both VMs (when the initramfs has tc and sch_netem). Prints each
 # round with the ib kicks that restarted a connection (RCOLL_IB_KICK_MS;
@@ -417,7 +418,7 @@ xstress() { # root-ip rank
     "moved to error state" "state -> ERR"; do
     echo "module rdma_rxe format \"$f\" +p" >/sys/kernel/debug/dynamic_debug/control 2>/dev/null
   done
-  # rxestressranks=3: xconf-3's split (ranks 0 and 2 on vm a, 1 on vm b).
+  # 3 ranks: ranks 0 and 2 on vm a, 1 on vm b, as xconf-3.
   local n=${STRESS_RANKS:-2} ranks=$r pids p
   [ "$n" = 3 ] && [ "$r" = 0 ] && ranks="0 2"
   while [ $i -le "${STRESS:-10}" ]; do

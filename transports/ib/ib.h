@@ -51,8 +51,8 @@ extern const rcoll_transport_desc_t ib_desc; /* ib_desc.c */
     "RC queue pairs per ib connection; messages over 64 KiB are split across them (1..16)")      \
   X(INT_IN(0, 15), ib_sl, "IB_SL", "NCCL_IB_SL", "0", "InfiniBand service level of ib queue pairs (0..15)") \
   X(INT_IN(0, 255), ib_tc, "IB_TC", "NCCL_IB_TC", "0", "Traffic class (RoCE: DSCP << 2) of ib queue pairs (0..255)") \
-  X(INT_IN(1, 31), ib_timeout, "IB_TIMEOUT", "NCCL_IB_TIMEOUT", "14",                            \
-    "ib ack timeout exponent: 4.096 us x 2^N per retry (14 = 67 ms, survives Soft-RoCE; 1..31)") \
+  X(INT_IN(1, 31), ib_timeout, "IB_TIMEOUT", "NCCL_IB_TIMEOUT", "20",                            \
+    "ib ack timeout exponent: 4.096 us x 2^N per retry (20 = 4.3 s, NCCL's default; 1..31)")     \
   X(INT_IN(0, 7), ib_retry_cnt, "IB_RETRY_CNT", "NCCL_IB_RETRY_CNT", "7",                        \
     "ib retransmissions before a send fails with 'retry exceeded' (0..7)")                       \
   X(INT_IN(0, 600000), ib_kick_ms, "IB_KICK_MS", NULL, "1000",                                  \
