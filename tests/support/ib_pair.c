@@ -20,9 +20,9 @@ static void ib_skip_unless_required(const char *why) {
 
 void ib_pair_open(th_pair_t *p, const char *var, const char *mode, int send_gdr, int recv_gdr, int64_t wait_ms) {
   memset(p, 0, sizeof *p);
-  if (mode != NULL)
+  if (var != NULL && mode != NULL)
     setenv(var, mode, 1);
-  else
+  else if (var != NULL)
     unsetenv(var);
   cr_assert_eq(rcoll_settings_load(&p->set), rcollSuccess);
   p->set.timeout = 30;

@@ -8,8 +8,8 @@
 
 #include "transport_harness.h"
 
-/* A connected pair with the environment variable `var` set to `mode` (NULL:
- * unset) when the settings are read. send_gdr / recv_gdr make that side's
+/* A connected pair with the environment variable `var` (NULL: none) set to
+ * `mode` (NULL: unset) when the settings are read. send_gdr / recv_gdr make that side's
  * context act as if it could register device memory (nvidia-peermem), the
  * receive side's before the accept, since its comm decides when made. */
 void ib_pair_open(th_pair_t *p, const char *var, const char *mode, int send_gdr, int recv_gdr, int64_t wait_ms);
