@@ -99,8 +99,8 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
 Test(cuda_proxy, ipc_parts_leave_the_proxy_free) { syncs_of_a_ring_allreduce("0"); }
 
 /* Rank 0 sends rank 1 *(int *)user messages of `count` floats, in a group
- * on one stream, over CUDA IPC with slots of 4096 bytes and copies taking
- * 30 ms. */
+ * on one stream (the callers choose the path, the slots and the copies'
+ * delay). */
 static void send_messages(rank_ctx_t *x, rcollComm_t comm) {
   const int msgs = *(const int *)x->user;
   size_t n = x->count;
@@ -191,6 +191,39 @@ Test(cuda_proxy, staged_messages_queue_behind_each_other) {
   cuda_ranks_run(2, 3 * 4096 / sizeof(float), broadcast_slowly, ctx);
   cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the staging copies of 3 messages to one "
                 "peer never queued together: each waited for the one before to be sent");
+}
+
+/* Point-to-point sends in a group, staged: each message follows its own
+ * fingerprint (a host message) on the connection, yet a message's copy
+ * into its slot queues once the copy of the data message before it has
+ * (stage.c), so 3 sends of one slot from a rank whose copies take 30 ms
+ * have copies queued together. When a copy waited for the message before
+ * it to be on the wire (a fingerprint between them is sent only then), one
+ * at a time. A first exchange makes rank 0's proxy stream. */
+static void send_group_slowly(rank_ctx_t *x, rcollComm_t comm) {
+  float *one = cuda_ranks_dev_alloc(sizeof(float));
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  x->result = x->rank == 0 ? rcollSend(one, 1, rcollFloat32, 1, comm, s)
+                           : rcollRecv(one, 1, rcollFloat32, 0, comm, s);
+  fake_stream_sync(s);
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(one);
+  if (x->rank == 0)
+    fake_stream_copy_delay(comm->cuda->stream, 30000);
+  if (x->result == rcollSuccess)
+    send_messages(x, comm);
+}
+
+Test(cuda_proxy, staged_sends_of_a_group_queue_behind_each_other) {
+  setenv("RCOLL_P2P_DISABLE", "1", 1);
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_NSLOTS", "4", 1);
+  int msgs = 3;
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  ctx[0].user = ctx[1].user = &msgs;
+  cuda_ranks_run(2, 4096 / sizeof(float), send_group_slowly, ctx);
+  cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the staging copies of 3 sends of a group "
+                "to one peer never queued together: each waited for the one before to be sent");
 }
 
 /* A device plan within a node moves whole slots (coll.c: each part costs

@@ -66,6 +66,10 @@ typedef struct rcoll_cuda_slots {
    * the next one queues behind the last instead of waiting for the proxy
    * to see it end and send it (stage.c). */
   uint64_t copy_turn;
+  /* Sends: one past the number of the last data message (not a host
+   * fingerprint) taken into a unit, as units take plans in call order:
+   * each step's copy_after (proxy.c). */
+  uint64_t data_taken;
   rcoll_cuda_retired_t retired[RCOLL_CUDA_MAX_RETIRED]; /* outgrown big buffers */
   int nretired;
 } rcoll_cuda_slots_t;
@@ -86,6 +90,8 @@ typedef struct rcoll_cuda_stepx {
                       1 queued, 2 done */
   uint32_t part;   /* IPC: parts of the message issued on the proxy stream */
   uint64_t first;  /* IPC: the connection's number for its first part (ipc.h) */
+  uint64_t copy_after; /* STAGE sends: one past the number of the data message
+                          before this one on the connection; its copy queues first */
   void *mh;        /* GDR: registration of the user buffer for this step */
 } rcoll_cuda_stepx_t;
 

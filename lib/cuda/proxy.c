@@ -119,6 +119,11 @@ static void unit_take_plan(rcoll_cuda_unit_t *u, int i, rcoll_plan_t *p) {
   for (int k = 0, f = 0; k < p->nsteps; k++) {
     rcoll_step_t *st = &u->plans[i].steps[k];
     u->x[i][k].slot = -1;
+    if (st->kind == RCOLL_STEP_SEND && !(st->flags & RCOLL_STEP_FP)) {
+      uint64_t *taken = &cc->peers[st->peer].send.data_taken;
+      u->x[i][k].copy_after = *taken;
+      *taken = st->seq + 1;
+    }
     if (!(st->flags & RCOLL_STEP_FP))
       continue;
     /* A device call's fingerprints carry no inline data (fingerprint.c):

@@ -167,9 +167,11 @@ static int slot_copied(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int s
  * proxy moves other steps, and the send is made once the event says the
  * bytes are there. Copies queue on the proxy stream in the order the steps
  * come, behind the reductions whose results they send. A message's copy may
- * be queued once the one before it on the connection has queued its own
- * (copy_turn), so the GPU copies message k + 1 while the proxy waits for
- * message k's event; sends still go on the wire in order (send_posted). */
+ * be queued once the data message before it on the connection has queued
+ * its own (copy_turn), so the GPU copies message k + 1 while the proxy waits
+ * for message k's event; sends still go on the wire in order (send_posted).
+ * Host messages between the two (the fingerprints of point-to-point calls
+ * in a group) need no copy and do not hold the next one back. */
 static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                            rcollResult_t *err) {
   struct rcollComm *c = p->comm;
@@ -177,7 +179,7 @@ static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t
   rcoll_cuda_slots_t *s = &cc->peers[st->peer].send;
   rcoll_peer_t *pe = &c->peers[st->peer];
   if (x->staged == 0) {
-    if (st->seq != (s->copy_turn > pe->send_posted ? s->copy_turn : pe->send_posted))
+    if ((s->copy_turn > pe->send_posted ? s->copy_turn : pe->send_posted) < x->copy_after)
       return 0;
     int slot = rcoll_stage_pick(s, c->nslots, c->chunk_bytes, st->bytes);
     if (slot == -1)
