@@ -98,6 +98,46 @@ Test(cuda_proxy, staged_copies_leave_the_proxy_free) {
 }
 Test(cuda_proxy, ipc_parts_leave_the_proxy_free) { syncs_of_a_ring_allreduce("0"); }
 
+/* An out-of-place all-gather copies the rank's own block into the output
+ * on the device: the copy ends in an event the proxy polls (dev_step.c),
+ * as staging copies and IPC parts do, where the proxy used to sit in a
+ * stream sync for it. With copies taking 300 us, the output is right (the
+ * call ended only once the copy ran) and no stream was synchronized. */
+static void allgather_out_of_place(rank_ctx_t *x, rcollComm_t comm) {
+  size_t n = x->count;
+  float *a = cuda_ranks_dev_alloc(n * sizeof(float));
+  float *b = cuda_ranks_dev_alloc((size_t)x->nranks * n * sizeof(float));
+  rcoll_cuda_stream_t s = cuda_ranks_stream_new();
+  cuda_ranks_fill(a, n, x->rank);
+  x->result = rcollAllGather(a, b, n, rcollFloat32, comm, s);
+  fake_stream_sync(s);
+  for (int r = 0; r < x->nranks; r++)
+    for (size_t i = 0; i < n; i++)
+      x->wrong += b[(size_t)r * n + i] != cuda_ranks_input(r, i);
+  if (comm->cuda->prof.local_copies != 1) {
+    cr_log_error("rank %d: %lld local copies in one all-gather", x->rank,
+                 (long long)comm->cuda->prof.local_copies);
+    x->wrong++;
+  }
+  rcoll_cuda_api()->stream_destroy(s);
+  fake_free(a);
+  fake_free(b);
+}
+
+static void local_copy_without_syncs(const char *p2p_disable) {
+  setenv("RCOLL_P2P_DISABLE", p2p_disable, 1);
+  atomic_store(&fake_stats.copy_delay_us, 300);
+  int syncs0 = atomic_load(&fake_stats.syncs);
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  cuda_ranks_run(2, 1000, allgather_out_of_place, ctx);
+  atomic_store(&fake_stats.copy_delay_us, 0);
+  cr_expect_eq(atomic_load(&fake_stats.syncs) - syncs0, 0, "%d stream syncs for 2 all-gathers",
+               atomic_load(&fake_stats.syncs) - syncs0);
+}
+
+Test(cuda_proxy, ipc_local_copies_leave_the_proxy_free) { local_copy_without_syncs("0"); }
+Test(cuda_proxy, staged_local_copies_leave_the_proxy_free) { local_copy_without_syncs("1"); }
+
 /* Rank 0 sends rank 1 *(int *)user messages of `count` floats, in a group
  * on one stream (the callers choose the path, the slots and the copies'
  * delay). */

@@ -364,7 +364,7 @@ static void pageable_body(rank_ctx_t *x, rcollComm_t comm) {
     x->wrong += prof->bounced != PAGEABLE_ROUNDS;
   else
     x->wrong += x->nranks > 1 ? prof->ipc_parts_sent == 0 || prof->ipc_parts_recv == 0
-                              : prof->syncs == 0; /* IPC parts end in events, not syncs */
+                              : prof->local_copies == 0;
   if (!legacy)
     rcoll_cuda_api()->stream_destroy(s);
   fake_free(a);

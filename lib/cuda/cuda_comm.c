@@ -170,6 +170,9 @@ static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
     rcoll_ipc_tx_free(&cc->peers[p].tx);
     rcoll_ipc_rx_free(&cc->peers[p].rx);
   }
+  for (int i = 0; i < RCOLL_CUDA_COPY_EVENTS; i++)
+    if (cc->copy_ev[i] != NULL)
+      a->event_destroy(cc->copy_ev[i]);
   rcoll_cuda_device_leave(saved);
   free(cc->peers);
   if (cc->dev_scratch != NULL)
@@ -326,10 +329,23 @@ typedef struct peer_need {
   size_t big_send, big_recv; /* largest message over a slot, each way */
 } peer_need_t;
 
+/* The local copies' events, made once (event_pool.c says why here). */
+static rcollResult_t copy_events_make(rcoll_cuda_comm_t *cc) {
+  for (int i = 0; i < RCOLL_CUDA_COPY_EVENTS; i++) {
+    int r = cc->copy_ev[i] != NULL ? 0
+            : rcoll_cuda_api()->event_create_with_flags(&cc->copy_ev[i], RCOLL_CUDA_EVENT_DISABLE_TIMING);
+    if (r != 0)
+      return comm_cuda_error(cc, "cudaEventCreate for local copies", r);
+  }
+  return rcollSuccess;
+}
+
 static rcollResult_t plan_peers(rcoll_cuda_comm_t *cc, const rcoll_plan_t *p, peer_need_t *need) {
   struct rcollComm *c = cc->comm;
   for (int i = 0; i < p->nsteps; i++) {
     const rcoll_step_t *st = &p->steps[i];
+    if (st->kind == RCOLL_STEP_COPY && cc->copy_ev[0] == NULL)
+      RCOLL_CHECK(copy_events_make(cc));
     if (st->kind == RCOLL_STEP_COPY || (st->flags & RCOLL_STEP_FP))
       continue; /* fingerprints travel as host messages (fingerprint.c) */
     peer_need_t *n = &need[st->peer];
@@ -411,11 +427,11 @@ static void prof_log(const rcoll_cuda_comm_t *cc) {
   RCOLL_INFO(RCOLL_SUB_P2P, "rank %d: CUDA proxy: %lld units, %.3f ms running them (%.1f us each; "
              "%.3f ms in %lld stream syncs, the rest issuing work and waiting for peers), %.3f ms "
              "queued before the proxy took them, %.3f ms waiting for the streams' earlier work; %lld "
-             "staging copies; CUDA IPC parts %lld sent, %lld received; %lld small calls as host "
+             "local copies; %lld staging copies; CUDA IPC parts %lld sent, %lld received; %lld small calls as host "
              "plans (RCOLL_CUDA_BOUNCE)",
              cc->comm->rank, (long long)p->units, p->run_us / 1e3, (double)p->run_us / (double)p->units,
              p->sync_us / 1e3, (long long)p->syncs, p->queue_us / 1e3, p->event_wait_us / 1e3,
-             (long long)p->staged_copies, (long long)p->ipc_parts_sent, (long long)p->ipc_parts_recv,
+             (long long)p->local_copies, (long long)p->staged_copies, (long long)p->ipc_parts_sent, (long long)p->ipc_parts_recv,
              (long long)p->bounced);
 }
 

@@ -35,7 +35,11 @@ enum rcoll_cuda_mode {
   RCOLL_CUDA_MODE_STAGE,    /* through pinned host slots (socket, shm, ucx, ib without GDR) */
   RCOLL_CUDA_MODE_GDR,      /* the transport reads and writes device memory itself */
   RCOLL_CUDA_MODE_IPC,      /* same node: CUDA IPC ring in the sender's device memory */
+  RCOLL_CUDA_MODE_LOCAL,    /* a step's only: a local copy on the proxy stream (dev_step.c) */
 };
+
+/* Local copies of device plans in flight at once, each ending in an event. */
+#define RCOLL_CUDA_COPY_EVENTS 4
 
 enum rcoll_cuda_wait_mode { RCOLL_CUDA_WAIT_MEMOP = 0, RCOLL_CUDA_WAIT_KERNEL };
 
@@ -84,7 +88,7 @@ typedef struct rcoll_cuda_peer {
 /* Per-step state of a device plan, beside the plan's own steps. */
 typedef struct rcoll_cuda_stepx {
   int mode;        /* the peer's mode when the step was posted */
-  int slot;        /* staging slot, -1 none, -2 the big buffer */
+  int slot;        /* staging slot, -1 none, -2 the big buffer; LOCAL: its copy_ev */
   char *buf;       /* ... its memory when taken (a big buffer may be replaced later) */
   int staged;      /* STAGE: the copy into (send) or out of (receive) the slot is
                       1 queued, 2 done */
@@ -125,6 +129,10 @@ typedef struct rcoll_cuda_comm {
   uint32_t next_seq;    /* last seq given to a unit owned by this comm */
   char *dev_scratch;    /* device twin of comm->scratch (nscratch x chunk_bytes) */
   rcoll_cuda_peer_t *peers;
+  /* Local copies (dev_step.c): events made in the calling thread at the
+   * first plan that copies, polled by the proxy instead of a stream sync. */
+  rcoll_cuda_event_t copy_ev[RCOLL_CUDA_COPY_EVENTS];
+  uint8_t copy_busy[RCOLL_CUDA_COPY_EVENTS];
   /* The proxy thread and its queue (proxy.c). */
   pthread_mutex_t mu;
   pthread_cond_t cv;
@@ -144,7 +152,7 @@ typedef struct rcoll_cuda_comm {
    * bounce.c ran as host plans) by the calling thread. The GPU runs showed
    * the one-GPU path far below the copy bandwidth: this says why. */
   struct rcoll_cuda_prof {
-    int64_t units, syncs, staged_copies, ipc_parts_sent, ipc_parts_recv, bounced;
+    int64_t units, syncs, local_copies, staged_copies, ipc_parts_sent, ipc_parts_recv, bounced;
     int64_t queue_us, event_wait_us, run_us, sync_us;
   } prof;
   /* Device calls of an open group (kept until rcollGroupEnd). */

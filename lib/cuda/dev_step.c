@@ -3,9 +3,9 @@
  * device plan names is device memory (the user's buffers, or the device twin
  * of the scratch ring that rcoll_cuda_plan_prepare substituted), so copies
  * and reductions run on the proxy's stream; messages go the way the peer's
- * mode says (stage.c, ipc.c). Staging copies and IPC parts end in an event
- * the proxy polls, so other steps move while the GPU copies; local copies
- * are waited for before the step moves on. */
+ * mode says (stage.c, ipc.c). Staging copies, IPC parts and local copies
+ * end in an event the proxy polls, so other steps move while the GPU
+ * copies. */
 #include <sched.h>
 #include <string.h>
 #include <time.h>
@@ -29,8 +29,10 @@ rcoll_cuda_stepx_t *rcoll_cuda_stepx(const rcoll_plan_t *p, const rcoll_step_t *
   return NULL; /* cannot happen: the proxy runs only its unit's plans */
 }
 
-/* A local copy (memmove semantics) and the avg finish a step may carry. */
-static rcollResult_t dev_copy(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
+/* Queues a local copy (memmove semantics) and the avg finish a step may
+ * carry on the proxy stream. An overlapping copy runs piece by piece, each
+ * waited for (rare: in-place layouts that shift a block). */
+static rcollResult_t dev_copy_issue(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
   if (st->src != NULL && st->src != st->dst && st->bytes > 0) {
     const char *s = st->src;
     char *d = st->dst;
@@ -54,18 +56,51 @@ static rcollResult_t dev_copy(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
     RCOLL_CHECK(rcoll_cuda_finish(st->dst, st->bytes / rcoll_type_size(t), t, (rcollRedOp_t)st->op,
                                   cc->comm->nranks, cc->stream));
   }
-  return rcoll_cuda_sync(cc, "a device copy");
+  return rcollSuccess;
+}
+
+/* A local copy ends in one of the comm's copy events; it is done when the
+ * event fired, and meanwhile the proxy moves the other steps (a stream sync
+ * here held it, and the network, for the copy's whole round trip). Steps
+ * after it on the proxy stream run after it anyway; the event is for what
+ * the host starts: a GPUDirect send of the result, the end of the call. */
+static int copy_post(rcoll_cuda_comm_t *cc, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                     rcollResult_t *err) {
+  int ev = 0;
+  while (ev < RCOLL_CUDA_COPY_EVENTS && cc->copy_busy[ev])
+    ev++;
+  if (ev == RCOLL_CUDA_COPY_EVENTS)
+    return 0; /* the copies before it free one as they run */
+  if ((*err = dev_copy_issue(cc, st)) != rcollSuccess)
+    return 0;
+  int r = rcoll_cuda_api()->event_record(cc->copy_ev[ev], cc->stream);
+  if (r != 0) {
+    *err = rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after a device copy failed: %s",
+                       cc->comm->rank, rcoll_cuda_strerror(r));
+    return 0;
+  }
+  cc->copy_busy[ev] = 1;
+  cc->prof.local_copies++;
+  x->mode = RCOLL_CUDA_MODE_LOCAL;
+  x->slot = ev;
+  st->state = RCOLL_STEP_POSTED;
+  return 1;
+}
+
+static int copy_test(rcoll_cuda_comm_t *cc, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
+                     rcollResult_t *err) {
+  if (!rcoll_dev_event_ran(cc, cc->copy_ev[x->slot], "a device copy", err))
+    return 0;
+  cc->copy_busy[x->slot] = 0;
+  st->state = RCOLL_STEP_DONE;
+  return 1;
 }
 
 int rcoll_cuda_step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
   struct rcollComm *c = p->comm;
   rcoll_cuda_comm_t *cc = c->cuda;
-  if (st->kind == RCOLL_STEP_COPY) {
-    if ((*err = dev_copy(cc, st)) != rcollSuccess)
-      return 0;
-    st->state = RCOLL_STEP_DONE;
-    return 1;
-  }
+  if (st->kind == RCOLL_STEP_COPY)
+    return copy_post(cc, st, rcoll_cuda_stepx(p, st), err);
   const rcoll_peer_t *pe = &c->peers[st->peer];
   int mode = cc->peers[st->peer].mode;
   /* An earlier message on this connection goes first; a send through host
@@ -81,7 +116,9 @@ int rcoll_cuda_step_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) 
 }
 
 int rcoll_cuda_step_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
-  switch (rcoll_cuda_stepx(p, st)->mode) {
+  rcoll_cuda_stepx_t *x = rcoll_cuda_stepx(p, st);
+  switch (x->mode) {
+  case RCOLL_CUDA_MODE_LOCAL: return copy_test(p->comm->cuda, st, x, err);
   case RCOLL_CUDA_MODE_IPC: return rcoll_ipc_test(p, st, err);
   case RCOLL_CUDA_MODE_GDR: return rcoll_gdr_test(p, st, err);
   default: return rcoll_stage_test(p, st, err);
