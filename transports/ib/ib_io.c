@@ -123,9 +123,8 @@ static void ib_wc_fail(ib_comm_t *c, const struct ibv_wc *wc) {
   char kicked[160] = "", write[160] = "", posted[200] = "";
   if (k == IB_WR_DATA) {
     const ib_req_t *r = &c->reqs[IB_WR_IDX(wc->wr_id)];
-    const ib_credit_t *cr = &c->credits[r->seq % IB_NREQS];
     snprintf(write, sizeof write, " (message %u of %zu bytes into the peer's %#llx+%llu, rkey 0x%x)", r->seq,
-             r->size, (unsigned long long)cr->b[0].addr, (unsigned long long)cr->b[0].size, cr->b[0].rkey);
+             r->size, (unsigned long long)r->dest.addr, (unsigned long long)r->dest.size, r->dest.rkey);
   } else if (k == IB_WR_DATA_RECV || k == IB_WR_LAND) {
     ib_recvs_str(c, posted, sizeof posted);
   }

@@ -253,6 +253,7 @@ typedef struct ib_req {
   ib_mr_t *mr;      /* registration to release at completion, or NULL */
   int tag;          /* send: the caller's tag */
   int badtag;       /* send: its tag matched no buffer left in the grouped receive */
+  ib_credit_buf_t dest; /* send: the peer's buffer its writes went to (for errors) */
   /* Receive, grouped: member `gidx` of `group` is message seq and also owns
    * buffer gidx (buf, size, addr, keys, bounce, mr, device above); `where`
    * is the buffer the message went to (-1 until known). */

@@ -75,6 +75,7 @@ static int ib_post_rndv(ib_comm_t *c, ib_req_t *r, const ib_credit_buf_t *cr, ui
     r->got = (size_t)cr->size; /* for the message */
     size = 0;
   }
+  r->dest = *cr;
   size_t per = (size + (size_t)nq - 1) / (size_t)nq;
   per = (per + 4095) & ~(size_t)4095;
   for (int k = 0; k < nq; k++) {
