@@ -114,9 +114,13 @@ static void allgather_out_of_place(rank_ctx_t *x, rcollComm_t comm) {
   for (int r = 0; r < x->nranks; r++)
     for (size_t i = 0; i < n; i++)
       x->wrong += b[(size_t)r * n + i] != cuda_ranks_input(r, i);
-  if (comm->cuda->prof.local_copies != 1) {
-    cr_log_error("rank %d: %lld local copies in one all-gather", x->rank,
-                 (long long)comm->cuda->prof.local_copies);
+  /* The accounts: the copy and its event issued, the event seen to fire. */
+  const struct rcoll_cuda_prof *prof = &comm->cuda->prof;
+  if (prof->local_copies != 1 || prof->issued < 2 || prof->queries_ran < 1 ||
+      prof->queries < prof->queries_ran) {
+    cr_log_error("rank %d: one all-gather: %lld local copies, %lld CUDA calls issuing work, %lld event "
+                 "queries of which %lld found it done", x->rank, (long long)prof->local_copies,
+                 (long long)prof->issued, (long long)prof->queries, (long long)prof->queries_ran);
     x->wrong++;
   }
   rcoll_cuda_api()->stream_destroy(s);

@@ -428,11 +428,13 @@ static void prof_log(const rcoll_cuda_comm_t *cc) {
              "%.3f ms in %lld stream syncs, the rest issuing work and waiting for peers), %.3f ms "
              "queued before the proxy took them, %.3f ms waiting for the streams' earlier work; %lld "
              "local copies; %lld staging copies; CUDA IPC parts %lld sent, %lld received; %lld small calls as host "
-             "plans (RCOLL_CUDA_BOUNCE)",
+             "plans (RCOLL_CUDA_BOUNCE); CUDA calls running units: %lld issuing work (copies, kernels, "
+             "events) %.3f ms, %lld event queries %.3f ms (%lld found the work done)",
              cc->comm->rank, (long long)p->units, p->run_us / 1e3, (double)p->run_us / (double)p->units,
              p->sync_us / 1e3, (long long)p->syncs, p->queue_us / 1e3, p->event_wait_us / 1e3,
-             (long long)p->local_copies, (long long)p->staged_copies, (long long)p->ipc_parts_sent, (long long)p->ipc_parts_recv,
-             (long long)p->bounced);
+             (long long)p->local_copies, (long long)p->staged_copies, (long long)p->ipc_parts_sent,
+             (long long)p->ipc_parts_recv, (long long)p->bounced, (long long)p->issued, p->issue_ns / 1e6,
+             (long long)p->queries, p->query_ns / 1e6, (long long)p->queries_ran);
 }
 
 void rcoll_cuda_comm_destroy(struct rcollComm *c) {

@@ -154,6 +154,11 @@ typedef struct rcoll_cuda_comm {
   struct rcoll_cuda_prof {
     int64_t units, syncs, local_copies, staged_copies, ipc_parts_sent, ipc_parts_recv, bounced;
     int64_t queue_us, event_wait_us, run_us, sync_us;
+    /* The proxy's CUDA calls while it runs steps (stage.c): work issued
+     * (copies, kernels, event records) and event queries, how many found
+     * the work done. On a GPU each is a driver call of microseconds; the
+     * parts of a large call are many, so these can be the call's time. */
+    int64_t issued, issue_ns, queries, queries_ran, query_ns;
   } prof;
   /* Device calls of an open group (kept until rcollGroupEnd). */
   int group_pending;

@@ -73,12 +73,8 @@ static int copy_post(rcoll_cuda_comm_t *cc, rcoll_step_t *st, rcoll_cuda_stepx_t
     return 0; /* the copies before it free one as they run */
   if ((*err = dev_copy_issue(cc, st)) != rcollSuccess)
     return 0;
-  int r = rcoll_cuda_api()->event_record(cc->copy_ev[ev], cc->stream);
-  if (r != 0) {
-    *err = rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after a device copy failed: %s",
-                       cc->comm->rank, rcoll_cuda_strerror(r));
+  if ((*err = rcoll_dev_event_record(cc, cc->copy_ev[ev], "a device copy")) != rcollSuccess)
     return 0;
-  }
   cc->copy_busy[ev] = 1;
   cc->prof.local_copies++;
   x->mode = RCOLL_CUDA_MODE_LOCAL;

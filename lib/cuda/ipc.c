@@ -287,10 +287,7 @@ int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
 
 /* After a part's copy or reduction: its event. */
 static rcollResult_t flight_record(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f, const char *what) {
-  int r = rcoll_cuda_api()->event_record(f->ev[(f->next_part + f->inflight) % f->nev], cc->stream);
-  if (r != 0)
-    return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after %s failed on "
-                       "device %d: %s", cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
+  RCOLL_CHECK(rcoll_dev_event_record(cc, f->ev[(f->next_part + f->inflight) % f->nev], what));
   f->inflight++;
   return rcollSuccess;
 }

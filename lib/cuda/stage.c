@@ -92,10 +92,18 @@ rcollResult_t rcoll_dev_peer_error(struct rcollComm *c, int peer, rcollResult_t 
   return rcoll_error(r, "rank %d: %s %s failed: %s", c->rank, what, name, rcoll_error_text());
 }
 
+/* Counts a CUDA call that queued work, started at t0 (cuda_comm.h). */
+static void issued(rcoll_cuda_comm_t *cc, int64_t t0) {
+  cc->prof.issued++;
+  cc->prof.issue_ns += rcoll_now_ns() - t0;
+}
+
 rcollResult_t rcoll_dev_copy_issue(rcoll_cuda_comm_t *cc, void *dst, const void *src, size_t bytes) {
   if (bytes == 0)
     return rcollSuccess;
+  int64_t t0 = rcoll_now_ns();
   int r = rcoll_cuda_api()->memcpy_async(dst, src, bytes, RCOLL_CUDA_MEMCPY_DEFAULT, cc->stream);
+  issued(cc, t0);
   if (r != 0)
     return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaMemcpyAsync of %zu bytes failed: %s",
                        cc->comm->rank, bytes, rcoll_cuda_strerror(r));
@@ -108,9 +116,21 @@ rcollResult_t rcoll_dev_reduce_issue(rcoll_cuda_comm_t *cc, const rcoll_step_t *
   rcollRedOp_t op = (rcollRedOp_t)st->op;
   size_t count = bytes / rcoll_type_size(t);
   char *dst = (char *)st->dst + off;
-  RCOLL_CHECK(rcoll_cuda_reduce(dst, (const char *)st->src + off, staged, count, t, op, cc->stream));
-  if (st->flags & RCOLL_STEP_FINISH)
-    RCOLL_CHECK(rcoll_cuda_finish(dst, count, t, op, cc->comm->nranks, cc->stream));
+  int64_t t0 = rcoll_now_ns();
+  rcollResult_t r = rcoll_cuda_reduce(dst, (const char *)st->src + off, staged, count, t, op, cc->stream);
+  if (r == rcollSuccess && (st->flags & RCOLL_STEP_FINISH))
+    r = rcoll_cuda_finish(dst, count, t, op, cc->comm->nranks, cc->stream);
+  issued(cc, t0);
+  return r;
+}
+
+rcollResult_t rcoll_dev_event_record(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what) {
+  int64_t t0 = rcoll_now_ns();
+  int r = rcoll_cuda_api()->event_record(ev, cc->stream);
+  issued(cc, t0);
+  if (r != 0)
+    return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after %s failed on device %d: %s",
+                       cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
   return rcollSuccess;
 }
 
@@ -136,17 +156,16 @@ static rcoll_cuda_event_t slot_event(const rcoll_cuda_slots_t *s, int slot) {
 }
 
 static rcollResult_t slot_record(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int slot) {
-  int r = rcoll_cuda_api()->event_record(slot_event(s, slot), cc->stream);
   cc->prof.staged_copies++;
-  if (r != 0)
-    return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after a staging copy "
-                       "failed on device %d: %s", cc->comm->rank, cc->device, rcoll_cuda_strerror(r));
-  return rcollSuccess;
+  return rcoll_dev_event_record(cc, slot_event(s, slot), "a staging copy");
 }
 
 int rcoll_dev_event_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what,
                         rcollResult_t *err) {
+  int64_t t0 = rcoll_now_ns();
   int r = rcoll_cuda_api()->event_query(ev);
+  cc->prof.queries++;
+  cc->prof.query_ns += rcoll_now_ns() - t0;
   if (r == RCOLL_CUDA_ERROR_NOT_READY)
     return 0;
   if (r != 0) {
@@ -154,6 +173,7 @@ int rcoll_dev_event_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char
                        cc->comm->rank, what, cc->device, rcoll_cuda_strerror(r));
     return 0;
   }
+  cc->prof.queries_ran++;
   return 1;
 }
 

@@ -48,6 +48,8 @@ rcollResult_t rcoll_dev_reduce_issue(rcoll_cuda_comm_t *cc, const rcoll_step_t *
                                      const void *staged, size_t bytes);
 /* Queues a device copy on the proxy stream (the caller waits). */
 rcollResult_t rcoll_dev_copy_issue(rcoll_cuda_comm_t *cc, void *dst, const void *src, size_t bytes);
+/* Records ev on the proxy stream after the work it stands for ("after <what>"). */
+rcollResult_t rcoll_dev_event_record(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what);
 /* 1 once the work queued before ev has run; 0 while it runs, or with *err
  * set ("<what> failed on device D") when the device reported a failure. */
 int rcoll_dev_event_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what,
