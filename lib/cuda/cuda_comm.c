@@ -427,9 +427,9 @@ static void prof_log(const rcoll_cuda_comm_t *cc) {
   RCOLL_INFO(RCOLL_SUB_P2P, "rank %d: CUDA proxy: %lld units, %.3f ms running them (%.1f us each; "
              "%.3f ms in %lld stream syncs, the rest issuing work and waiting for peers), %.3f ms "
              "queued before the proxy took them, %.3f ms waiting for the streams' earlier work; %lld "
-             "local copies; %lld staging copies; CUDA IPC parts %lld sent, %lld received; %lld small calls as host "
-             "plans (RCOLL_CUDA_BOUNCE); CUDA calls running units: %lld issuing work (copies, kernels, "
-             "events) %.3f ms, %lld event queries %.3f ms (%lld found the work done)",
+             "local copies; %lld staging copies; CUDA IPC parts %lld sent, %lld received; %lld small "
+             "calls as host plans (RCOLL_CUDA_BOUNCE); CUDA calls running units: %lld issuing work "
+             "(copies, kernels, events) %.3f ms, %lld event queries %.3f ms (%lld found the work done)",
              cc->comm->rank, (long long)p->units, p->run_us / 1e3, (double)p->run_us / (double)p->units,
              p->sync_us / 1e3, (long long)p->syncs, p->queue_us / 1e3, p->event_wait_us / 1e3,
              (long long)p->local_copies, (long long)p->staged_copies, (long long)p->ipc_parts_sent,

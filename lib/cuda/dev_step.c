@@ -66,6 +66,10 @@ static rcollResult_t dev_copy_issue(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
  * the host starts: a GPUDirect send of the result, the end of the call. */
 static int copy_post(rcoll_cuda_comm_t *cc, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                      rcollResult_t *err) {
+  if ((st->src == NULL || st->src == st->dst || st->bytes == 0) && !(st->flags & RCOLL_STEP_FINISH)) {
+    st->state = RCOLL_STEP_DONE; /* nothing to queue (in place) */
+    return 1;
+  }
   int ev = 0;
   while (ev < RCOLL_CUDA_COPY_EVENTS && cc->copy_busy[ev])
     ev++;
