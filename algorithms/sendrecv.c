@@ -1,18 +1,37 @@
-/* Point to point: one message. Matching is by order on the connection, as
- * in NCCL: the k-th send to a peer meets that peer's k-th receive from us. */
+/* Point to point: one message (in parts on device buffers, below).
+ * Matching is by order on the connection, as in NCCL: the k-th send to a
+ * peer meets that peer's k-th receive from us.
+ *
+ * On device buffers the message goes in parts of a staging slot
+ * (p2p_part_bytes), each a message of its own: through host memory each
+ * part is copied to the host, sent, and copied to the device, and the
+ * copies of one part overlap the wire time of the others, where a whole
+ * message was copied down, then sent, then copied up, each waiting for the
+ * other, through a pinned buffer as large as the message. Host buffers go
+ * whole: the transports move them without a copy between. */
 #include "algo.h"
 #include "reduce.h"
 #include "tune_cost.h"
 
-static void plan_send(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
-  rcoll_plan_send(p, a->root, a->sendbuff, a->count * rcoll_type_size(a->dtype), RCOLL_NO_DEP,
-                  RCOLL_NO_DEP);
+/* The message in its parts: at least one, so an empty message is still
+ * sent and matched (its buffer may then be NULL: no offset is taken). */
+static void plan_parts(rcoll_plan_t *p, const rcoll_coll_args_t *a, int sending) {
+  size_t bytes = a->count * rcoll_type_size(a->dtype);
+  size_t part = p->p2p_part_bytes > 0 && bytes > p->p2p_part_bytes ? p->p2p_part_bytes : bytes;
+  size_t n = bytes == 0 ? 1 : (bytes + part - 1) / part;
+  char *buf = sending ? (char *)a->sendbuff : a->recvbuff;
+  for (size_t k = 0; k < n; k++) {
+    char *at = k == 0 ? buf : buf + k * part;
+    size_t len = k + 1 < n ? part : bytes - k * part;
+    if (sending)
+      rcoll_plan_send(p, a->root, at, len, RCOLL_NO_DEP, RCOLL_NO_DEP);
+    else
+      rcoll_plan_recv(p, a->root, at, len, RCOLL_NO_DEP, RCOLL_NO_DEP);
+  }
 }
 
-static void plan_recv(rcoll_plan_t *p, const rcoll_coll_args_t *a) {
-  rcoll_plan_recv(p, a->root, a->recvbuff, a->count * rcoll_type_size(a->dtype), RCOLL_NO_DEP,
-                  RCOLL_NO_DEP);
-}
+static void plan_send(rcoll_plan_t *p, const rcoll_coll_args_t *a) { plan_parts(p, a, 1); }
+static void plan_recv(rcoll_plan_t *p, const rcoll_coll_args_t *a) { plan_parts(p, a, 0); }
 
 /* One message over the slower class of link, since the peer may be on
  * another node. */

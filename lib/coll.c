@@ -142,9 +142,17 @@ static rcollResult_t coll_plan(const coll_desc_t *d, const rcoll_coll_args_t *a,
    * 512 synchronizations, 42 % of its proxy's time. So whole slots there,
    * 8 times fewer parts: that all-reduce then took 1.2 ms, against 7.5 in an
    * earlier run on another H200 machine (4 ranks: 9.4 against 12.6 ms;
-   * docs/gpu.md). */
+   * docs/gpu.md). The slot is the least of all ranks' (the tuner agreed
+   * it): ranks cut messages alike even where RCOLL_CHUNK_SIZE differs. */
+  size_t slot = p->tuner->prm.max_chunk & ~(size_t)63;
   if (device >= 0 && p->tuner->nnodes == 1)
-    p->chunk_bytes = comm->chunk_bytes & ~(size_t)63;
+    p->chunk_bytes = slot;
+  /* A device plan's point-to-point message goes in parts of a slot
+   * (sendrecv.c). Both ends cut alike: a send and its receive are both
+   * device calls (the fingerprint's magic says so) of the same bytes, and
+   * the slot is the same everywhere, where the tuner's chunk could differ
+   * between a send and a receive. */
+  p->p2p_part_bytes = device >= 0 ? slot : 0;
   p->predicted_us += ch.time_us;
   algo->plan(p, a);
   p->algo = algo->name;

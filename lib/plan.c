@@ -17,6 +17,7 @@ void rcoll_plan_reset(rcoll_plan_t *p, struct rcollComm *comm) {
   p->head = 0;
   p->failed = 0;
   p->chunk_bytes = comm ? comm->chunk_bytes : 0;
+  p->p2p_part_bytes = 0;
   p->scratch_pieces = comm ? comm->nscratch : 0;
   p->algo = "none";
   p->predicted_us = 0;

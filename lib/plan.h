@@ -85,6 +85,7 @@ typedef struct rcoll_plan {
   int head;     /* first step not yet done (engine) */
   int failed;   /* an allocation failed while planning */
   size_t chunk_bytes; /* pipeline chunk chosen for this plan */
+  size_t p2p_part_bytes; /* a point-to-point message's largest part, 0: whole (sendrecv.c) */
   int scratch_pieces; /* pieces in the communicator's scratch ring */
   const char *algo;   /* name of the last algorithm planned, for logs */
   double predicted_us; /* the tuner's time for the calls planned since the reset (rcollGroupSimulateEnd) */

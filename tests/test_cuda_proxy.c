@@ -270,6 +270,34 @@ Test(cuda_proxy, staged_sends_of_a_group_queue_behind_each_other) {
                 "to one peer never queued together: each waited for the one before to be sent");
 }
 
+/* A device send larger than a slot goes in parts of a slot, each a message
+ * (algorithms/sendrecv.c), so through host memory the copies of one part
+ * overlap the sending of another: a send of 4.5 slots from a rank whose
+ * copies take 30 ms has copies queued together, and no pinned buffer as
+ * large as the message is made on either side. Sent whole, it was one copy
+ * into such a buffer, then the send, then one copy out. */
+static void send_large_slowly(rank_ctx_t *x, rcollComm_t comm) {
+  send_group_slowly(x, comm);
+  const rcoll_cuda_peer_t *cp = &comm->cuda->peers[1 - x->rank];
+  if (cp->send.big != NULL || cp->recv.big != NULL) {
+    cr_log_error("rank %d: a pinned buffer of %zu bytes for one message", x->rank,
+                 cp->send.big != NULL ? cp->send.big_bytes : cp->recv.big_bytes);
+    x->wrong++;
+  }
+}
+
+Test(cuda_proxy, staged_large_send_goes_in_slots) {
+  setenv("RCOLL_P2P_DISABLE", "1", 1);
+  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
+  setenv("RCOLL_NSLOTS", "4", 1);
+  int msgs = 1;
+  rank_ctx_t ctx[MAX_RANKS] = {0};
+  ctx[0].user = ctx[1].user = &msgs;
+  cuda_ranks_run(2, 9 * 4096 / 2 / sizeof(float), send_large_slowly, ctx);
+  cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the staging copies of a send of 4.5 slots "
+                "never queued together: it went as one message");
+}
+
 /* A device plan within a node moves whole slots (coll.c: each part costs
  * GPU round trips, so the shm chunk cap of host plans does not apply): an
  * 8 MiB all-reduce of 2 ranks sends at most 4 messages of the 4 MiB slot
