@@ -258,14 +258,19 @@ static void send_group_slowly(rank_ctx_t *x, rcollComm_t comm) {
     send_messages(x, comm);
 }
 
-Test(cuda_proxy, staged_sends_of_a_group_queue_behind_each_other) {
+/* Rank 0 sends rank 1 msgs messages of `count` floats in a group, staged
+ * through 4 slots of 4096 bytes; body wraps send_group_slowly. */
+static void send_staged_slowly(int msgs, size_t count, void (*body)(rank_ctx_t *, rcollComm_t)) {
   setenv("RCOLL_P2P_DISABLE", "1", 1);
   setenv("RCOLL_CHUNK_SIZE", "4096", 1);
   setenv("RCOLL_NSLOTS", "4", 1);
-  int msgs = 3;
   rank_ctx_t ctx[MAX_RANKS] = {0};
   ctx[0].user = ctx[1].user = &msgs;
-  cuda_ranks_run(2, 4096 / sizeof(float), send_group_slowly, ctx);
+  cuda_ranks_run(2, count, body, ctx);
+}
+
+Test(cuda_proxy, staged_sends_of_a_group_queue_behind_each_other) {
+  send_staged_slowly(3, 4096 / sizeof(float), send_group_slowly);
   cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the staging copies of 3 sends of a group "
                 "to one peer never queued together: each waited for the one before to be sent");
 }
@@ -287,13 +292,7 @@ static void send_large_slowly(rank_ctx_t *x, rcollComm_t comm) {
 }
 
 Test(cuda_proxy, staged_large_send_goes_in_slots) {
-  setenv("RCOLL_P2P_DISABLE", "1", 1);
-  setenv("RCOLL_CHUNK_SIZE", "4096", 1);
-  setenv("RCOLL_NSLOTS", "4", 1);
-  int msgs = 1;
-  rank_ctx_t ctx[MAX_RANKS] = {0};
-  ctx[0].user = ctx[1].user = &msgs;
-  cuda_ranks_run(2, 9 * 4096 / 2 / sizeof(float), send_large_slowly, ctx);
+  send_staged_slowly(1, 9 * 4096 / 2 / sizeof(float), send_large_slowly);
   cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the staging copies of a send of 4.5 slots "
                 "never queued together: it went as one message");
 }
