@@ -168,7 +168,9 @@ static void fake_bounce_run(const rcoll_bounce_kargs_t *a, int delay_us) {
 static void fake_run(fake_op_t *op) {
   switch (op->kind) {
   case FAKE_OP_COPY: {
-    int delay_us = atomic_load(&fake_stats.copy_delay_us) + op->delay_us;
+    int rate = atomic_load(&fake_stats.copy_bytes_per_us);
+    int delay_us = atomic_load(&fake_stats.copy_delay_us) + op->delay_us +
+                   (rate > 0 ? (int)(op->bytes / (size_t)rate) : 0);
     fake_gauge_up(&fake_stats.copies_running, &fake_stats.copies_overlap);
     fake_sleep_us(delay_us);
     memmove(op->dst, op->src, op->bytes);

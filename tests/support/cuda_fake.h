@@ -40,6 +40,8 @@ struct fake_stats {
   _Atomic int syncs;          /* cudaStreamSynchronize */
   _Atomic int copy_delay_us;  /* set: every copy runs this long after its turn comes, as a copy
                                  over a bus takes time; data not waited for shows as stale */
+  _Atomic int copy_bytes_per_us; /* set: every copy also takes bytes / this long (a bus's
+                                    bandwidth: 25000 is 25 GB/s), after copy_delay_us */
   _Atomic int copies_running; /* copies of all streams running now, */
   _Atomic int copies_overlap; /* and the most that ran at once */
   _Atomic int copies_queued_most; /* the most copies queued on one stream at once (not yet run) */
