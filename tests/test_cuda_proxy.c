@@ -204,15 +204,15 @@ Test(cuda_proxy, ipc_messages_queue_behind_each_other) {
 /* A broadcast from rank 0 of 3 staging slots of 4096 bytes, where rank 0's
  * copies take 30 ms and rank 1's none (so only the sender's copies can
  * queue): rank 0 sends rank 1 3 messages. A first call makes the proxy's
- * stream. */
+ * streams. */
 static void broadcast_slowly(rank_ctx_t *x, rcollComm_t comm) {
   size_t n = x->count;
   float *buf = cuda_ranks_dev_alloc(n * sizeof(float));
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   x->result = rcollBroadcast(buf, buf, 1, rcollFloat32, 0, comm, s);
   fake_stream_sync(s);
-  if (x->rank == 0)
-    fake_stream_copy_delay(comm->cuda->stream, 30000);
+  if (x->rank == 0) /* staged sends copy on the proxy's second stream */
+    fake_stream_copy_delay(comm->cuda->down, 30000);
   cuda_ranks_fill(buf, n, x->rank);
   if (x->result == rcollSuccess)
     x->result = rcollBroadcast(buf, buf, n, rcollFloat32, 0, comm, s);
@@ -243,7 +243,7 @@ Test(cuda_proxy, staged_messages_queue_behind_each_other) {
  * (stage.c), so 3 sends of one slot from a rank whose copies take 30 ms
  * have copies queued together. When a copy waited for the message before
  * it to be on the wire (a fingerprint between them is sent only then), one
- * at a time. A first exchange makes rank 0's proxy stream. */
+ * at a time. A first exchange makes rank 0's proxy streams. */
 static void send_group_slowly(rank_ctx_t *x, rcollComm_t comm) {
   float *one = cuda_ranks_dev_alloc(sizeof(float));
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
@@ -252,8 +252,8 @@ static void send_group_slowly(rank_ctx_t *x, rcollComm_t comm) {
   fake_stream_sync(s);
   rcoll_cuda_api()->stream_destroy(s);
   fake_free(one);
-  if (x->rank == 0)
-    fake_stream_copy_delay(comm->cuda->stream, 30000);
+  if (x->rank == 0) /* staged sends copy on the proxy's second stream */
+    fake_stream_copy_delay(comm->cuda->down, 30000);
   if (x->result == rcollSuccess)
     send_messages(x, comm);
 }

@@ -97,8 +97,10 @@ static rcollResult_t comm_resources(rcoll_cuda_comm_t *cc) {
   struct rcollComm *c = cc->comm;
   RCOLL_CHECK(rcoll_cuda_module_load(cc->device));
   int r = a->stream_create_with_flags(&cc->stream, RCOLL_CUDA_STREAM_NON_BLOCKING);
+  if (r == 0)
+    r = a->stream_create_with_flags(&cc->down, RCOLL_CUDA_STREAM_NON_BLOCKING);
   if (r != 0)
-    return comm_cuda_error(cc, "creating the proxy stream", r);
+    return comm_cuda_error(cc, "creating the proxy streams", r);
   void *ctrl = NULL;
   r = rcoll_cuda_ctrl_alloc(&ctrl, sizeof(cuda_ctrl_t));
   if (r != 0)
@@ -181,6 +183,8 @@ static void comm_free_resources(rcoll_cuda_comm_t *cc, int drain) {
    * its wait on it yet (ctrl_pool.c). */
   if (cc->stream != NULL)
     a->stream_destroy(cc->stream);
+  if (cc->down != NULL)
+    a->stream_destroy(cc->down);
   free(cc->spare_steps);
   rcoll_cuda_event_pool_free(cc);
   pthread_mutex_destroy(&cc->mu);

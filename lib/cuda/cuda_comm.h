@@ -113,6 +113,12 @@ typedef struct rcoll_cuda_comm {
   int gdr_level;        /* RCOLL_NET_GDR_LEVEL: 0 never ... 5 always when the transport can */
   int p2p_disable;      /* RCOLL_P2P_DISABLE: no CUDA IPC */
   rcoll_cuda_stream_t stream; /* the proxy's own (non-blocking) stream */
+  /* ... and a second one for the copies of staged sends into host slots
+   * alone: a GPU has a copy engine each way, and on one stream a send's
+   * copy down waited behind the copies up of the receives queued before
+   * it. Ordering between the two is the host's: a step is posted once the
+   * steps it depends on have run (their events fired), whichever stream. */
+  rcoll_cuda_stream_t down;
   /* Mapped pinned words: flag is the seq of the last unit this comm owned
    * that finished; wait_timed_out is set by the wait kernel. */
   _Atomic uint32_t *flag;

@@ -37,7 +37,7 @@ static rcollResult_t dev_copy_issue(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
     const char *s = st->src;
     char *d = st->dst;
     if (s + st->bytes <= d || d + st->bytes <= s) {
-      RCOLL_CHECK(rcoll_dev_copy_issue(cc, d, s, st->bytes));
+      RCOLL_CHECK(rcoll_dev_copy_issue(cc, cc->stream, d, s, st->bytes));
     } else {
       rcoll_stage_piece_t pieces[64];
       size_t n = rcoll_stage_pieces(d, s, st->bytes, pieces, 64);
@@ -45,7 +45,7 @@ static rcollResult_t dev_copy_issue(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
         return rcoll_error(rcollInternalError, "rank %d: device copy over %zu bytes overlapping by "
                            "all but a few", cc->comm->rank, st->bytes);
       for (size_t i = 0; i < n; i++) {
-        RCOLL_CHECK(rcoll_dev_copy_issue(cc, d + pieces[i].dst_off, s + pieces[i].src_off,
+        RCOLL_CHECK(rcoll_dev_copy_issue(cc, cc->stream, d + pieces[i].dst_off, s + pieces[i].src_off,
                                          pieces[i].bytes));
         RCOLL_CHECK(rcoll_cuda_sync(cc, "an overlapping device copy"));
       }
@@ -77,7 +77,7 @@ static int copy_post(rcoll_cuda_comm_t *cc, rcoll_step_t *st, rcoll_cuda_stepx_t
     return 0; /* the copies before it free one as they run */
   if ((*err = dev_copy_issue(cc, st)) != rcollSuccess)
     return 0;
-  if ((*err = rcoll_dev_event_record(cc, cc->copy_ev[ev], "a device copy")) != rcollSuccess)
+  if ((*err = rcoll_dev_event_record(cc, cc->stream, cc->copy_ev[ev], "a device copy")) != rcollSuccess)
     return 0;
   cc->copy_busy[ev] = 1;
   cc->prof.local_copies++;

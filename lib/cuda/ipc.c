@@ -287,7 +287,7 @@ int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
 
 /* After a part's copy or reduction: its event. */
 static rcollResult_t flight_record(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f, const char *what) {
-  RCOLL_CHECK(rcoll_dev_event_record(cc, f->ev[(f->next_part + f->inflight) % f->nev], what));
+  RCOLL_CHECK(rcoll_dev_event_record(cc, cc->stream, f->ev[(f->next_part + f->inflight) % f->nev], what));
   f->inflight++;
   return rcollSuccess;
 }
@@ -348,7 +348,7 @@ static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
   while (*err == rcollSuccess && x->part < nparts && f->next_part + f->inflight - consumed < (uint64_t)c->nslots) {
     size_t k = x->part, slot = (size_t)((f->next_part + f->inflight) % (uint64_t)c->nslots);
     size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
-    *err = rcoll_dev_copy_issue(cc, tx->ring + slot * slot_bytes, (const char *)st->src + k * slot_bytes, n);
+    *err = rcoll_dev_copy_issue(cc, cc->stream, tx->ring + slot * slot_bytes, (const char *)st->src + k * slot_bytes, n);
     if (*err != rcollSuccess)
       break;
     tx->ctrl->part_bytes[slot] = n;
@@ -392,7 +392,7 @@ static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
     const char *part = rx->ring + slot * slot_bytes;
     *err = st->kind == RCOLL_STEP_RECV_REDUCE
                ? rcoll_dev_reduce_issue(cc, st, k * slot_bytes, part, n)
-               : rcoll_dev_copy_issue(cc, (char *)st->dst + k * slot_bytes, part, n);
+               : rcoll_dev_copy_issue(cc, cc->stream, (char *)st->dst + k * slot_bytes, part, n);
     if (*err != rcollSuccess)
       break;
     step_part_issued(x, f);

@@ -98,11 +98,12 @@ static void issued(rcoll_cuda_comm_t *cc, int64_t t0) {
   cc->prof.issue_ns += rcoll_now_ns() - t0;
 }
 
-rcollResult_t rcoll_dev_copy_issue(rcoll_cuda_comm_t *cc, void *dst, const void *src, size_t bytes) {
+rcollResult_t rcoll_dev_copy_issue(rcoll_cuda_comm_t *cc, rcoll_cuda_stream_t s, void *dst, const void *src,
+                                   size_t bytes) {
   if (bytes == 0)
     return rcollSuccess;
   int64_t t0 = rcoll_now_ns();
-  int r = rcoll_cuda_api()->memcpy_async(dst, src, bytes, RCOLL_CUDA_MEMCPY_DEFAULT, cc->stream);
+  int r = rcoll_cuda_api()->memcpy_async(dst, src, bytes, RCOLL_CUDA_MEMCPY_DEFAULT, s);
   issued(cc, t0);
   if (r != 0)
     return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaMemcpyAsync of %zu bytes failed: %s",
@@ -124,9 +125,10 @@ rcollResult_t rcoll_dev_reduce_issue(rcoll_cuda_comm_t *cc, const rcoll_step_t *
   return r;
 }
 
-rcollResult_t rcoll_dev_event_record(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what) {
+rcollResult_t rcoll_dev_event_record(rcoll_cuda_comm_t *cc, rcoll_cuda_stream_t s, rcoll_cuda_event_t ev,
+                                     const char *what) {
   int64_t t0 = rcoll_now_ns();
-  int r = rcoll_cuda_api()->event_record(ev, cc->stream);
+  int r = rcoll_cuda_api()->event_record(ev, s);
   issued(cc, t0);
   if (r != 0)
     return rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord after %s failed on device %d: %s",
@@ -155,9 +157,10 @@ static rcoll_cuda_event_t slot_event(const rcoll_cuda_slots_t *s, int slot) {
   return slot == -2 ? s->big_ev : s->ev[slot];
 }
 
-static rcollResult_t slot_record(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int slot) {
+static rcollResult_t slot_record(rcoll_cuda_comm_t *cc, rcoll_cuda_stream_t on, const rcoll_cuda_slots_t *s,
+                                 int slot) {
   cc->prof.staged_copies++;
-  return rcoll_dev_event_record(cc, slot_event(s, slot), "a staging copy");
+  return rcoll_dev_event_record(cc, on, slot_event(s, slot), "a staging copy");
 }
 
 int rcoll_dev_event_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what,
@@ -205,9 +208,9 @@ static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t
     if (slot == -1)
       return 0;
     char *buf = rcoll_stage_buf(s, slot, c->chunk_bytes);
-    *err = rcoll_dev_copy_issue(cc, buf, st->src, st->bytes);
+    *err = rcoll_dev_copy_issue(cc, cc->down, buf, st->src, st->bytes);
     if (*err == rcollSuccess)
-      *err = slot_record(cc, s, slot);
+      *err = slot_record(cc, cc->down, s, slot);
     if (*err != rcollSuccess)
       return 0;
     rcoll_stage_take(s, c->nslots, slot);
@@ -319,9 +322,9 @@ int rcoll_stage_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
     if (st->kind == RCOLL_STEP_RECV_REDUCE)
       *err = rcoll_dev_reduce_issue(cc, st, 0, x->buf, st->bytes);
     else
-      *err = rcoll_dev_copy_issue(cc, st->dst, x->buf, st->bytes);
+      *err = rcoll_dev_copy_issue(cc, cc->stream, st->dst, x->buf, st->bytes);
     if (*err == rcollSuccess)
-      *err = slot_record(cc, &cp->recv, x->slot);
+      *err = slot_record(cc, cc->stream, &cp->recv, x->slot);
     if (*err != rcollSuccess) {
       rcoll_stage_give(&cp->recv, x->slot);
       return 0;

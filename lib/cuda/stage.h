@@ -46,10 +46,12 @@ int rcoll_gdr_test(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err);
  * waits for it (rcoll_cuda_sync, or an event it records). */
 rcollResult_t rcoll_dev_reduce_issue(rcoll_cuda_comm_t *cc, const rcoll_step_t *st, size_t off,
                                      const void *staged, size_t bytes);
-/* Queues a device copy on the proxy stream (the caller waits). */
-rcollResult_t rcoll_dev_copy_issue(rcoll_cuda_comm_t *cc, void *dst, const void *src, size_t bytes);
-/* Records ev on the proxy stream after the work it stands for ("after <what>"). */
-rcollResult_t rcoll_dev_event_record(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what);
+/* Queues a copy on one of the proxy's streams (the caller waits). */
+rcollResult_t rcoll_dev_copy_issue(rcoll_cuda_comm_t *cc, rcoll_cuda_stream_t s, void *dst, const void *src,
+                                   size_t bytes);
+/* Records ev on s after the work it stands for ("after <what>"). */
+rcollResult_t rcoll_dev_event_record(rcoll_cuda_comm_t *cc, rcoll_cuda_stream_t s, rcoll_cuda_event_t ev,
+                                     const char *what);
 /* 1 once the work queued before ev has run; 0 while it runs, or with *err
  * set ("<what> failed on device D") when the device reported a failure. */
 int rcoll_dev_event_ran(rcoll_cuda_comm_t *cc, rcoll_cuda_event_t ev, const char *what,
