@@ -289,6 +289,14 @@ static void send_large_slowly(rank_ctx_t *x, rcollComm_t comm) {
                  cp->send.big != NULL ? cp->send.big_bytes : cp->recv.big_bytes);
     x->wrong++;
   }
+  /* The sender's copies down (6: the first exchange's and 5 parts) ran on
+   * the proxy's second stream, the receiver's copies up on its first. */
+  int down = fake_stream_copies(comm->cuda->down), main = fake_stream_copies(comm->cuda->stream);
+  if (x->rank == 0 ? down != 6 || main != 0 : down != 0 || main != 6) {
+    cr_log_error("rank %d: %d copies on the proxy's stream, %d on its stream for staged sends", x->rank, main,
+                 down);
+    x->wrong++;
+  }
 }
 
 Test(cuda_proxy, staged_large_send_goes_in_slots) {

@@ -65,6 +65,7 @@ typedef struct fake_stream {
   int busy, stop;
   _Atomic int copy_delay_us; /* fake_stream_copy_delay */
   _Atomic int copies_queued; /* copies pushed and not yet run (fake_stats.copies_queued_most) */
+  _Atomic int copies;        /* copies pushed (fake_stream_copies) */
   pthread_t thread;
 } fake_stream_t;
 
@@ -366,6 +367,7 @@ static int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda
   (void)kind;
   int held = fake_lock(0);
   atomic_fetch_add(&fake_stats.copies, 1);
+  atomic_fetch_add(&fake_stream_of(st)->copies, 1);
   int delay_us = atomic_load(&fake_stream_of(st)->copy_delay_us);
   fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n, .delay_us = delay_us});
   fake_unlock(held);
@@ -583,3 +585,5 @@ void fake_cuda_install(void) {
 void fake_stream_copy_delay(rcoll_cuda_stream_t h, int us) {
   atomic_store(&((fake_stream_t *)h)->copy_delay_us, us);
 }
+
+int fake_stream_copies(rcoll_cuda_stream_t h) { return atomic_load(&((fake_stream_t *)h)->copies); }

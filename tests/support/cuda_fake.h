@@ -79,6 +79,8 @@ void fake_stream_host(rcoll_cuda_stream_t h, void (*fn)(void *), void *arg);
 /* Test hook: every copy queued on this created stream from now on takes
  * `us` microseconds more (a stream slower than the others). */
 void fake_stream_copy_delay(rcoll_cuda_stream_t h, int us);
+/* The copies queued on this created stream so far. */
+int fake_stream_copies(rcoll_cuda_stream_t h);
 
 /* Test hook: cudaMemcpyAsync from device memory into pageable host memory,
  * which returns only once the copy is done, with the driver lock held
