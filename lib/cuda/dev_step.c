@@ -61,9 +61,10 @@ static rcollResult_t dev_copy_issue(rcoll_cuda_comm_t *cc, rcoll_step_t *st) {
 
 /* A local copy ends in one of the comm's copy events; it is done when the
  * event fired, and meanwhile the proxy moves the other steps (a stream sync
- * here held it, and the network, for the copy's whole round trip). Steps
- * after it on the proxy stream run after it anyway; the event is for what
- * the host starts: a GPUDirect send of the result, the end of the call. */
+ * here held it, and the network, for the copy's whole round trip). A step
+ * that reads what it wrote is posted once it is done, as for any
+ * dependency: a staged send copies on the other stream, a GPUDirect send
+ * is read by the NIC. */
 static int copy_post(rcoll_cuda_comm_t *cc, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                      rcollResult_t *err) {
   if ((st->src == NULL || st->src == st->dst || st->bytes == 0) && !(st->flags & RCOLL_STEP_FINISH)) {

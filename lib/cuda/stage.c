@@ -188,13 +188,15 @@ static int slot_copied(rcoll_cuda_comm_t *cc, const rcoll_cuda_slots_t *s, int s
 
 /* Queues the copy of the step's chunk into a free slot; while it runs the
  * proxy moves other steps, and the send is made once the event says the
- * bytes are there. Copies queue on the proxy stream in the order the steps
- * come, behind the reductions whose results they send. A message's copy may
- * be queued once the data message before it on the connection has queued
- * its own (copy_turn), so the GPU copies message k + 1 while the proxy waits
- * for message k's event; sends still go on the wire in order (send_posted).
- * Host messages between the two (the fingerprints of point-to-point calls
- * in a group) need no copy and do not hold the next one back. */
+ * bytes are there. Copies queue on the proxy's second stream (cc->down) in
+ * the order the steps come; a reduction whose result one sends has run
+ * before, as the step is posted only once its dependencies are done. A
+ * message's copy may be queued once the data message before it on the
+ * connection has queued its own (copy_turn), so the GPU copies message
+ * k + 1 while the proxy waits for message k's event; sends still go on the
+ * wire in order (send_posted). Host messages between the two (the
+ * fingerprints of point-to-point calls in a group) need no copy and do not
+ * hold the next one back. */
 static int stage_send_post(rcoll_plan_t *p, rcoll_step_t *st, rcoll_cuda_stepx_t *x,
                            rcollResult_t *err) {
   struct rcollComm *c = p->comm;
