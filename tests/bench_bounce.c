@@ -15,37 +15,24 @@
  * running the unit (its accounts). The fake's streams are threads, so the
  * time from call to completion says nothing about a GPU: it is not printed.
  * tests/gpu/latency.cu measures the GPU's part on a GPU. */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "cuda/cuda_comm.h"
 #include "cuda/module.h"
+#include "support/bench_pair.h"
 #include "support/cuda_fake.h"
 
 typedef struct rank {
   int rank, calls, device;
-  rcollUniqueId id;
   double call_us; /* summed time in rcollAllReduce */
   double run_us;  /* the proxy's, from its accounts */
   int64_t units;
   int wrong;
 } rank_t;
 
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static void *rank_main(void *arg) {
+static void rank_body(rcollComm_t comm, void *arg) {
   rank_t *x = arg;
-  rcollComm_t comm;
-  if (rcollCommInitRank(&comm, 2, x->id, x->rank) != rcollSuccess) {
-    x->wrong = 1;
-    return NULL;
-  }
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   float *buf = NULL, host[2];
   rcoll_cuda_stream_t s = NULL;
@@ -57,10 +44,10 @@ static void *rank_main(void *arg) {
   }
   buf[0] = buf[1] = 1.0f;
   for (int i = 0; i < x->calls + 20; i++) {
-    double t0 = now_us();
+    double t0 = bench_now_us();
     rcollResult_t r = rcollAllReduce(buf, buf, 2, rcollFloat32, rcollMax, comm, s);
     if (i >= 20) /* the first calls allocate */
-      x->call_us += now_us() - t0;
+      x->call_us += bench_now_us() - t0;
     x->wrong += r != rcollSuccess;
     if (x->device && i % 10 == 9) /* fewer calls in flight than the bounce has slots: no call waits for one */
       fake_stream_sync(s);
@@ -75,20 +62,11 @@ static void *rank_main(void *arg) {
   } else {
     x->wrong += buf[0] != 1.0f;
   }
-  rcollCommDestroy(comm);
-  return NULL;
 }
 
 static int run(const char *what, int device, int calls) {
   rank_t r[2] = {{.rank = 0, .calls = calls, .device = device}, {.rank = 1, .calls = calls, .device = device}};
-  rcollGetUniqueId(&r[0].id);
-  r[1].id = r[0].id;
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++)
-    pthread_create(&t[i], NULL, rank_main, &r[i]);
-  for (int i = 0; i < 2; i++)
-    pthread_join(t[i], NULL);
-  if (r[0].wrong || r[1].wrong) {
+  if (bench_pair_run(rank_body, &r[0], &r[1]) != 0 || r[0].wrong || r[1].wrong) {
     fprintf(stderr, "bench_bounce: %s: a call failed or gave a wrong result\n", what);
     return 1;
   }

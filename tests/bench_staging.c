@@ -22,10 +22,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda/cuda_comm.h"
 #include "cuda/module.h"
+#include "support/bench_pair.h"
 #include "support/cuda_fake.h"
 
 enum { CALL_ALLREDUCE, CALL_SEND };
@@ -37,16 +37,9 @@ static pthread_barrier_t start;
 typedef struct rank {
   int rank, device, call;
   size_t count;
-  rcollUniqueId id;
   double us; /* one call, after a first that allocates */
   int wrong;
 } rank_t;
-
-static double now_us(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
 
 static rcollResult_t one_call(rank_t *x, float *buf, rcollComm_t comm, rcoll_cuda_stream_t s) {
   rcollResult_t r;
@@ -61,13 +54,8 @@ static rcollResult_t one_call(rank_t *x, float *buf, rcollComm_t comm, rcoll_cud
   return r;
 }
 
-static void *rank_main(void *arg) {
+static void rank_body(rcollComm_t comm, void *arg) {
   rank_t *x = arg;
-  rcollComm_t comm;
-  if (rcollCommInitRank(&comm, 2, x->id, x->rank) != rcollSuccess) {
-    x->wrong = 1;
-    return NULL;
-  }
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   size_t bytes = x->count * sizeof(float);
   float *buf = NULL;
@@ -82,9 +70,9 @@ static void *rank_main(void *arg) {
     buf[i] = (float)(x->rank + 1);
   x->wrong += buf == NULL || one_call(x, buf, comm, s) != rcollSuccess;
   pthread_barrier_wait(&start);
-  double t0 = now_us();
+  double t0 = bench_now_us();
   x->wrong += buf == NULL || one_call(x, buf, comm, s) != rcollSuccess;
-  x->us = now_us() - t0;
+  x->us = bench_now_us() - t0;
   /* max over ranks 1 and 2, or rank 0's ones */
   x->wrong += buf != NULL && buf[x->count - 1] != (x->call == CALL_ALLREDUCE ? 2.0f : 1.0f);
   if (x->device) {
@@ -93,22 +81,13 @@ static void *rank_main(void *arg) {
   } else {
     free(buf);
   }
-  rcollCommDestroy(comm);
-  return NULL;
 }
 
 /* One call on both ranks; its time on the slower, or -1. */
 static double run(int device, int call, size_t count) {
   rank_t r[2] = {{.rank = 0, .device = device, .call = call, .count = count},
                  {.rank = 1, .device = device, .call = call, .count = count}};
-  rcollGetUniqueId(&r[0].id);
-  r[1].id = r[0].id;
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++)
-    pthread_create(&t[i], NULL, rank_main, &r[i]);
-  for (int i = 0; i < 2; i++)
-    pthread_join(t[i], NULL);
-  if (r[0].wrong || r[1].wrong)
+  if (bench_pair_run(rank_body, &r[0], &r[1]) != 0 || r[0].wrong || r[1].wrong)
     return -1;
   return r[0].us > r[1].us ? r[0].us : r[1].us;
 }
