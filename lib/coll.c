@@ -240,8 +240,20 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
     coll_log(d, a, comm, "flat", ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes);
     return rcoll_flat_allreduce(comm, a, user_op);
   }
-  /* On one node, with RCOLL_CUDA_DIRECT, a device all-reduce is one kernel,
-   * and so are the other collectives' large calls (lib/cuda/direct.h). */
+  /* On one node, with RCOLL_CUDA_DIRECT, a device collective is one kernel
+   * (lib/cuda/direct.h). In a group it waits for rcollGroupEnd: the calls
+   * of a group start there, after the user's work queued on their streams
+   * before it, as NCCL's do, and the group may turn out to hold such calls
+   * for several communicators (group.c). */
+  if (group && device >= 0 && comm->cuda_direct && !rcoll_coll_is_p2p(d->coll) && (int)a->op >= 0 &&
+      a->op < rcollNumOps) {
+    r = rcoll_device_ops.submit(comm, stream, device, d->name); /* joins the group, planning nothing */
+    if (r == rcollSuccess)
+      r = rcoll_group_hold(&(rcoll_held_t){d, *a, comm, stream, device});
+    if (r != rcollSuccess)
+      rcoll_group_fail(r);
+    return r;
+  }
   if (!group && device >= 0 &&
       rcoll_device_ops.direct(comm, d->coll, a->sendbuff, a->recvbuff, a->count, a->dtype, a->op,
                               a->root, stream, device, &r)) {
@@ -282,6 +294,21 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   rcoll_plan_t *plans[1] = {&comm->plan};
   r = rcoll_engine_run(plans, 1);
   rcoll_plan_reset(&comm->plan, comm);
+  return r;
+}
+
+rcollResult_t rcoll_coll_release(const rcoll_held_t *h, int direct) {
+  const coll_desc_t *d = h->d;
+  rcoll_coll_args_t a = h->a;
+  rcollResult_t r = rcollSuccess;
+  if (direct && rcoll_device_ops.direct(h->comm, d->coll, a.sendbuff, a.recvbuff, a.count, a.dtype,
+                                        a.op, a.root, h->stream, h->device, &r)) {
+    coll_log(d, &a, h->comm, "cuda-direct", 0);
+    return r;
+  }
+  r = coll_plan_call(d, &a, h->comm, h->device, 0);
+  if (r == rcollSuccess)
+    coll_log(d, &a, h->comm, h->comm->plan.algo, h->comm->plan.chunk_bytes);
   return r;
 }
 

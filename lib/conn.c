@@ -189,13 +189,14 @@ static rcollResult_t conn_timeout(const rcoll_plan_t *p) {
     if (send || ((c->need[peer] & NEED_RECV) && pe->recv_comm == NULL)) {
       rcoll_comm_peer_name(c, peer, name, sizeof name);
       /* With RCOLL_CUDA_DIRECT a peer may run its calls as kernels and never
-       * connect: then this rank made a call in a group that it did not. */
+       * connect: then this rank's group held them for two communicators and
+       * the peer's did not (group.c). */
       return rcoll_error(rcollTimeout, "rank %d: could not %s %s within %lld ms%s (before any of "
                          "its data moved)%s", c->rank, send ? "connect to" : "get a connection from",
                          name, (long long)c->timeout_ms, where,
-                         c->cuda_direct ? "; with RCOLL_CUDA_DIRECT a device call outside a group is a "
-                                          "kernel that needs no connection: make a call in a group on "
-                                          "every rank or on none"
+                         c->cuda_direct ? "; with RCOLL_CUDA_DIRECT a device collective is a kernel that "
+                                          "needs no connection, but in a group that holds them for two "
+                                          "communicators: group such calls alike on every rank"
                                         : "");
     }
   }

@@ -68,10 +68,11 @@ typedef struct rcoll_device_ops {
    * comm->plan: queues it on `stream` and returns (inside a group: keeps it
    * for rcollGroupEnd). On failure the plan is discarded. */
   rcollResult_t (*submit)(struct rcollComm *c, rcollStream_t stream, int device, const char *fn);
-  /* Before planning a call (coll, as lib/algo.h) on device buffers outside
-   * a group: 1 when the device path runs it without a plan (one kernel on
-   * `stream`, every rank of one node; lib/cuda/direct.h), with *r its
-   * result; 0 when the call goes on to be planned and submitted. */
+  /* Before planning a call (coll, as lib/algo.h) on device buffers (in a
+   * group, at rcollGroupEnd: group.h): 1 when the device path runs it
+   * without a plan (one kernel on `stream`, every rank of one node;
+   * lib/cuda/direct.h), with *r its result; 0 when the call goes on to be
+   * planned and submitted. */
   int (*direct)(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
                 rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream, int device,
                 rcollResult_t *r);

@@ -333,9 +333,9 @@ static rcollResult_t stalled_error(rcoll_plan_t *p, int64_t waited_ms) {
                        fp ? "the call's fingerprint never came: that rank has not started this "
                             "call (it died, hangs elsewhere or made fewer calls)"
                           : "the peer may have died or stopped calling",
-                       fp && c->cuda_direct ? ", or ran it as a direct kernel (RCOLL_CUDA_DIRECT takes "
-                                              "device calls outside a group: make it in a group on every "
-                                              "rank or on none)"
+                       fp && c->cuda_direct ? ", or ran it as a direct kernel (RCOLL_CUDA_DIRECT runs "
+                                              "device collectives as kernels but in a group that holds them "
+                                              "for two communicators: group such calls alike on every rank)"
                                             : "");
   }
   return rcoll_error(rcollInternalError, "rank %d: plan stalled with no pending message", c->rank);

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "call.h"
+#include "device.h"
 #include "log.h"
 
 static _Thread_local int group_depth;
@@ -13,6 +14,8 @@ static _Thread_local rcollResult_t group_error;
 static _Thread_local struct rcollComm **group_comms;
 static _Thread_local rcoll_plan_t **group_plans;
 static _Thread_local int group_n, group_cap;
+static _Thread_local rcoll_held_t *group_held;
+static _Thread_local int held_n, held_cap;
 
 /* The lists grow once per thread and are kept across groups; a key
  * destructor frees them when the thread exits. */
@@ -23,12 +26,20 @@ static void group_thread_exit(void *unused) {
   (void)unused;
   free(group_comms);
   free(group_plans);
+  free(group_held);
   group_comms = NULL;
   group_plans = NULL;
+  group_held = NULL;
   group_cap = group_n = 0;
+  held_cap = held_n = 0;
 }
 
 static void group_key_create(void) { pthread_key_create(&group_key, group_thread_exit); }
+
+static void group_key_arm(void) {
+  pthread_once(&group_key_once, group_key_create);
+  pthread_setspecific(group_key, &group_cap); /* any non-NULL value arms the destructor */
+}
 
 int rcoll_group_active(void) { return group_depth > 0; }
 
@@ -41,8 +52,7 @@ rcollResult_t rcoll_group_add(struct rcollComm *comm) {
   if (comm->in_group)
     return rcollSuccess;
   if (group_n == group_cap) {
-    pthread_once(&group_key_once, group_key_create);
-    pthread_setspecific(group_key, &group_cap); /* any non-NULL value arms the destructor */
+    group_key_arm();
     int cap = group_cap ? 2 * group_cap : 16;
     struct rcollComm **c = realloc(group_comms, (size_t)cap * sizeof *c);
     if (c != NULL)
@@ -59,6 +69,42 @@ rcollResult_t rcoll_group_add(struct rcollComm *comm) {
   return rcollSuccess;
 }
 
+rcollResult_t rcoll_group_hold(const rcoll_held_t *h) {
+  if (held_n == held_cap) {
+    group_key_arm();
+    int cap = held_cap ? 2 * held_cap : 16;
+    rcoll_held_t *p = realloc(group_held, (size_t)cap * sizeof *p);
+    if (p == NULL)
+      return rcoll_error(rcollSystemError, "group: out of memory");
+    group_held = p;
+    held_cap = cap;
+  }
+  group_held[held_n++] = *h;
+  return rcollSuccess;
+}
+
+/* The held calls, in the order they were made. A direct kernel only when
+ * they are all on one communicator: each may wait on the host for its
+ * peers (the direct path's set-up, an in-place call's meeting, the last
+ * kernel of another stream), and a thread holding calls for two
+ * communicators (two ranks of one rcollCommInitAll, say) could wait there
+ * for a peer that waits for this thread's other communicator. Those calls
+ * are planned, as all of a group's calls were before. */
+static rcollResult_t group_release(int planned_only) {
+  int one = 1;
+  for (int i = 1; i < held_n; i++)
+    one &= group_held[i].comm == group_held[0].comm;
+  /* A group that mixes host and device calls is refused at its end
+   * (lib/cuda/submit.c), before anything runs: no kernel before that. */
+  for (int i = 0; i < group_n; i++)
+    one &= rcoll_device_ops.group_has_device(group_comms[i]);
+  rcollResult_t r = rcollSuccess;
+  for (int i = 0; i < held_n && r == rcollSuccess; i++)
+    r = rcoll_coll_release(&group_held[i], one && !planned_only);
+  held_n = 0;
+  return r;
+}
+
 RCOLL_API rcollResult_t rcollGroupStart(void) {
   if (group_depth == 0)
     group_error = rcollSuccess;
@@ -70,6 +116,7 @@ static void group_clear(void) {
   for (int i = 0; i < group_n; i++)
     group_comms[i]->in_group = 0;
   group_n = 0;
+  held_n = 0;
   group_error = rcollSuccess;
 }
 
@@ -92,8 +139,9 @@ RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo) {
   if (group_depth > 1)
     return rcoll_error(rcollInvalidUsage, "%s: only the outermost group can be simulated (%d groups are "
                        "open)", fn, group_depth);
+  /* Held calls are planned for their estimate (the proxy's, not a kernel's). */
+  rcollResult_t r = group_error == rcollSuccess ? group_release(1) : group_error;
   group_depth = 0;
-  rcollResult_t r = group_error;
   double worst = 0;
   for (int i = 0; i < group_n; i++) {
     rcoll_plan_t *p = &group_comms[i]->plan;
@@ -111,9 +159,13 @@ RCOLL_API rcollResult_t rcollGroupSimulateEnd(rcollSimInfo_t *simInfo) {
 RCOLL_API rcollResult_t rcollGroupEnd(void) {
   if (group_depth == 0)
     return rcoll_error(rcollInvalidUsage, "rcollGroupEnd: no matching rcollGroupStart");
-  if (--group_depth > 0)
+  if (group_depth > 1) {
+    group_depth--;
     return rcollSuccess;
-  rcollResult_t r = group_error;
+  }
+  /* Held calls run or are planned while the group is still open. */
+  rcollResult_t r = group_error == rcollSuccess ? group_release(0) : group_error;
+  group_depth = 0;
   if (r != rcollSuccess) {
     /* A call in the group was refused: run none of them, as NCCL does. */
     for (int i = 0; i < group_n; i++) {

@@ -6,6 +6,7 @@
 #ifndef RCOLL_GROUP_H
 #define RCOLL_GROUP_H
 
+#include "algo.h"
 #include "comm.h"
 
 /* Non-zero while the calling thread is inside a group. */
@@ -14,5 +15,24 @@ int rcoll_group_active(void);
 rcollResult_t rcoll_group_add(struct rcollComm *comm);
 /* Remembers the first error of a call inside a group; GroupEnd returns it. */
 void rcoll_group_fail(rcollResult_t r);
+
+/* A device collective that the direct path (RCOLL_CUDA_DIRECT) may run as
+ * a kernel, held by coll.c until rcollGroupEnd: it joined the group like
+ * any device call, but is neither planned nor launched yet. */
+struct coll_desc;
+typedef struct rcoll_held {
+  const struct coll_desc *d;
+  rcoll_coll_args_t a;
+  struct rcollComm *comm;
+  rcollStream_t stream;
+  int device;
+} rcoll_held_t;
+
+/* Keeps h for rcollGroupEnd; fails when the list cannot grow. */
+rcollResult_t rcoll_group_hold(const rcoll_held_t *h);
+/* At rcollGroupEnd, still inside the group (coll.c): a direct kernel when
+ * `direct` and the direct path takes the call, else planned into the
+ * group like the calls made before. */
+rcollResult_t rcoll_coll_release(const rcoll_held_t *h, int direct);
 
 #endif

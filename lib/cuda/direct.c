@@ -15,7 +15,6 @@
 #include "cuda/direct_meet.h"
 #include "cuda/module.h"
 #include "cuda/unit.h"
-#include "group.h"
 #include "log.h"
 #include "pidns.h"
 #include "reduce.h"
@@ -319,8 +318,8 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   } else {
     r = rcoll_error(rcollSystemError, "rank %d: a direct device call gave up after RCOLL_TIMEOUT "
                     "waiting for rank %u (its %s); the results of that call and the ones queued "
-                    "after it are wrong (a rank that made the call in a group ran it through the "
-                    "proxy: make it in a group on every rank or on none)", cc->comm->rank, peer,
+                    "after it are wrong (a rank whose group held direct calls for two communicators "
+                    "ran it through the proxy: group such calls alike on every rank)", cc->comm->rank, peer,
                     kind < 3 ? what[kind] : "?");
   }
   rcoll_comm_set_error(cc->comm, r);
@@ -462,7 +461,7 @@ int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, 
   if (!direct_rooted(coll))
     root = 0;
   /* PreMulSum ops (beyond rcollNumOps) carry a scalar: the proxy has them. */
-  if (coll < 0 || !c->cuda_direct || rcoll_group_active() || (int)op < 0 || op >= rcollNumOps ||
+  if (coll < 0 || !c->cuda_direct || (int)op < 0 || op >= rcollNumOps ||
       c->nranks > RCOLL_DIRECT_MAX_RANKS)
     return 0;
   rcoll_cuda_comm_t *cc = NULL;

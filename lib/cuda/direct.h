@@ -62,7 +62,8 @@ struct rcoll_cuda_comm;
 
 /* The device op (lib/device.h): 1 when the call was taken (*r says how it
  * went), 0 when it must go through the proxy (sends and receives, calls of
- * no elements but all-reduces, PreMulSum, groups, the direct path off).
+ * no elements but all-reduces, PreMulSum, the direct path off). In a
+ * group it is offered at rcollGroupEnd (lib/group.h).
  * coll: RCOLL_COLL_* (lib/algo.h); count as NCCL's. */
 int rcoll_cuda_direct(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
                       rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream,

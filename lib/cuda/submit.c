@@ -110,6 +110,16 @@ int rcoll_cuda_group_divert(rcoll_plan_t **plans, int nplans, rcollResult_t *r) 
   }
   if (ndev == 0)
     return 0;
+  /* A communicator whose calls all ran as direct kernels at rcollGroupEnd
+   * has nothing for the proxy (a unit would cost its round trip). */
+  for (int i = 0; i < nplans && nhost == 0; i++)
+    if (rcoll_cuda_group_has_device(plans[i]->comm) && plans[i]->nsteps == 0) {
+      plans[i]->comm->cuda->group_pending = 0;
+      ndev--;
+    }
+  *r = rcollSuccess;
+  if (ndev == 0)
+    return 1;
   rcoll_plan_t **dev = calloc((size_t)ndev, sizeof *dev);
   *r = dev == NULL ? rcoll_error(rcollSystemError, "rcollGroupEnd: out of memory")
        : nhost > 0 ? rcoll_error(rcollInvalidUsage, "rcollGroupEnd: the group mixes calls on device "
