@@ -8,7 +8,7 @@
 #     with no NCCL result, and the one-GPU targets (25 % of d2d, 20 us,
 #     4 ranks' busbw within 1.5x of 2's), and the 8 B table with the
 #     bounce, without (RCOLL_CUDA_BOUNCE=0) and with its kernel, and the
-#     proxy by IPC slot.
+#     proxy by IPC slot and by slots per ring.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 failed=0
@@ -97,6 +97,9 @@ two-hosts-host rcoll 2 8 20 0.00
 one-gpu-chunk-16777216 rcoll 2 134217728 180 746
 one-gpu-chunk-16777216 rcoll 2 134217728 170 790
 one-gpu-chunk-16777216 rcoll 2 134217728 175 767
+one-gpu-slots-8 rcoll 2 134217728 150 895
+one-gpu-slots-8 rcoll 4 134217728 400 503
+one-gpu-slots-16 rcoll 4 134217728 380 530
 EOF
 out=$(SIZES="8 16777216 134217728" bash tests/gpu/compare_nccl.sh --table "$tmp/results")
 echo "$out" | sed 's/^/   /'
@@ -129,6 +132,11 @@ chunk_row 4194304 | grep -qE '^ +4194304 \| +220 +600 +30.0$' ||
 chunk_row 16777216 | grep -qE '^ +16777216 \| +175 +767 +38.4$' ||
   fail "slot table, 16 MiB: medians 175 us, 767 GB/s, 38.4 %: $(chunk_row 16777216)"
 chunk_row 67108864 | grep -qE '^ +67108864 \| +- +- +-$' || fail "slot table, 64 MiB: no result: $(chunk_row 67108864)"
+slots_row() { awk -v s="$1" '/by slots per IPC ring/ { inside = 1 } inside && $1 == s' <<<"$out"; }
+slots_row 4 | grep -qE '^ +4 \| +220 +30.0 \| +440$' ||
+  fail "slots table, 4 (one-gpu's rows): 220 us, 30 %, 4 ranks 440 us: $(slots_row 4)"
+slots_row 8 | grep -qE '^ +8 \| +150 +44.8 \| +400$' || fail "slots table, 8: 150 us, 44.8 %, 400 us: $(slots_row 8)"
+slots_row 16 | grep -qE '^ +16 \| +- +- \| +380$' || fail "slots table, 16: no 2-rank result, 380 us: $(slots_row 16)"
 grep -q 'd2d copy 2000 GB/s' <<<"$out" || fail "the d2d median (2000) is not in the one-GPU title"
 grep -q 'under MPS' <<<"$out" || fail "the one-GPU title does not say MPS"
 

@@ -44,6 +44,18 @@ Test(cuda_mix, ipc_bounce_kernel_and_device_plans) {
   expect_reached(fake_stats.bounce_kernels, 0, "no call bounced through the kernel");
 }
 
+/* Over CUDA IPC, every call a device plan and every copy taking 100 us: a
+ * send's copies into its ring run on the proxy's second stream, the
+ * receives' copies and reductions on the first (ipc.c), so data that one
+ * stream wrote and the other read too early shows as stale. */
+Test(cuda_mix, ipc_with_slow_copies) {
+  ipc_setup();
+  setenv("RCOLL_CUDA_BOUNCE", "0", 1);
+  atomic_store(&fake_stats.copy_delay_us, 100);
+  cuda_mix_run(3, 31, 3, -1, 0);
+  expect_reached(fake_stats.reduce_kernels, 0, "no device plan reduced");
+}
+
 /* Staged through pinned slots over sockets, every copy taking 100 us, so
  * that data not waited for shows as stale. */
 Test(cuda_mix, staged_over_sockets_with_slow_copies) {

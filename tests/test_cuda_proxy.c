@@ -165,14 +165,27 @@ static void send_messages(rank_ctx_t *x, rcollComm_t comm) {
   fake_free(buf);
 }
 
-static void send_slowly(int msgs, size_t count) {
+/* send_messages of one message of 8 parts, and the streams their copies
+ * ran on: the sender's into its ring on the proxy's second stream, the
+ * receiver's out of it on the first, so that the GPU may run both at once
+ * (ipc.c). */
+static void send_parts_on_two_streams(rank_ctx_t *x, rcollComm_t comm) {
+  send_messages(x, comm);
+  int down = fake_stream_copies(comm->cuda->down), main = fake_stream_copies(comm->cuda->stream);
+  if (x->rank == 0 ? down != 8 || main != 0 : down != 0 || main != 8) {
+    cr_log_error("rank %d: %d copies on the proxy's first stream, %d on its second", x->rank, main, down);
+    x->wrong++;
+  }
+}
+
+static void send_slowly(int msgs, size_t count, void (*body)(rank_ctx_t *, rcollComm_t)) {
   setenv("RCOLL_P2P_DISABLE", "0", 1);
   setenv("RCOLL_CHUNK_SIZE", "4096", 1);
   setenv("RCOLL_NSLOTS", "4", 1);
   atomic_store(&fake_stats.copy_delay_us, 30000);
   rank_ctx_t ctx[MAX_RANKS] = {0};
   ctx[0].user = ctx[1].user = &msgs;
-  cuda_ranks_run(2, count, send_messages, ctx);
+  cuda_ranks_run(2, count, body, ctx);
   atomic_store(&fake_stats.copy_delay_us, 0);
 }
 
@@ -184,7 +197,7 @@ static void send_slowly(int msgs, size_t count) {
  * the sender finds room only when the receiver's has): never more than
  * one. */
 Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
-  send_slowly(1, 8 * 4096 / sizeof(float));
+  send_slowly(1, 8 * 4096 / sizeof(float), send_parts_on_two_streams);
   cr_expect_geq(atomic_load(&fake_stats.copies_overlap), 2, "a copy into the ring and one out of it "
                 "never ran at once: the receiver waited for the sender's whole batch");
 }
@@ -196,7 +209,7 @@ Test(cuda_proxy, ipc_parts_are_published_one_by_one) {
  * to be done (its copy run and published) before the next could start,
  * there was one at a time. */
 Test(cuda_proxy, ipc_messages_queue_behind_each_other) {
-  send_slowly(3, 4096 / sizeof(float));
+  send_slowly(3, 4096 / sizeof(float), send_messages);
   cr_expect_geq(atomic_load(&fake_stats.copies_queued_most), 2, "the copies of 3 messages to one peer "
                 "never queued together: each waited for the one before to be done");
 }

@@ -277,7 +277,11 @@ int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
 }
 
 /* ---- parts ----
- * Each part is issued on the proxy stream and ends in its own event; the
+ * Each part is issued on a proxy stream and ends in its own event (a
+ * send's copies into our ring on the second stream, `down`, as staged
+ * sends' copies are: behind a receive's copy out or reduction on the first
+ * they would wait for it, where the GPU could run both; the host orders
+ * the two, posting a step only once the steps it depends on have run); the
  * proxy polls the oldest between its other steps (a receive from one peer
  * while its send to another copies, as staging does) and publishes every
  * part that has run, then issues as many more as the ring allows. A step
@@ -285,9 +289,10 @@ int rcoll_ipc_post(rcoll_plan_t *p, rcoll_step_t *st, rcollResult_t *err) {
  * recv_posted) once all its parts are issued, and is done once they are
  * all published; the parts of several steps can be in flight at once. */
 
-/* After a part's copy or reduction: its event. */
-static rcollResult_t flight_record(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f, const char *what) {
-  RCOLL_CHECK(rcoll_dev_event_record(cc, cc->stream, f->ev[(f->next_part + f->inflight) % f->nev], what));
+/* After a part's copy or reduction, on the stream that ran it: its event. */
+static rcollResult_t flight_record(rcoll_cuda_comm_t *cc, rcoll_ipc_flight_t *f, rcoll_cuda_stream_t s,
+                                   const char *what) {
+  RCOLL_CHECK(rcoll_dev_event_record(cc, s, f->ev[(f->next_part + f->inflight) % f->nev], what));
   f->inflight++;
   return rcollSuccess;
 }
@@ -348,13 +353,13 @@ static int ipc_send_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
   while (*err == rcollSuccess && x->part < nparts && f->next_part + f->inflight - consumed < (uint64_t)c->nslots) {
     size_t k = x->part, slot = (size_t)((f->next_part + f->inflight) % (uint64_t)c->nslots);
     size_t n = rcoll_stage_part_bytes(st->bytes, slot_bytes, k);
-    *err = rcoll_dev_copy_issue(cc, cc->stream, tx->ring + slot * slot_bytes, (const char *)st->src + k * slot_bytes, n);
+    *err = rcoll_dev_copy_issue(cc, cc->down, tx->ring + slot * slot_bytes, (const char *)st->src + k * slot_bytes, n);
     if (*err != rcollSuccess)
       break;
     tx->ctrl->part_bytes[slot] = n;
     tx->ctrl->msg_bytes[slot] = st->bytes;
     step_part_issued(x, f);
-    *err = flight_record(cc, f, what);
+    *err = flight_record(cc, f, cc->down, what);
     issued++;
   }
   return *err == rcollSuccess && step_progress(c, st, x, f, nparts, issued, published > 0);
@@ -396,7 +401,7 @@ static int ipc_recv_parts(struct rcollComm *c, rcoll_step_t *st, rcoll_cuda_step
     if (*err != rcollSuccess)
       break;
     step_part_issued(x, f);
-    *err = flight_record(cc, f, what);
+    *err = flight_record(cc, f, cc->stream, what);
     issued++;
   }
   return *err == rcollSuccess && step_progress(c, st, x, f, nparts, issued, published > 0);

@@ -37,7 +37,14 @@
 #     IPC slot (RCOLL_CHUNK_SIZE) of N bytes for each N in CHUNK_SIZES (16
 #     and 64 MiB), beside one-gpu's 4 MiB default: every step of a device
 #     plan is one slot and costs GPU round trips the proxy waits for, so
-#     this says whether larger slots should be the default within a node.
+#     this says whether larger slots should be the default within a node;
+#   one-gpu-slots-N: 2 and 4 ranks at the largest size through the proxy
+#     with N slots in each IPC ring (RCOLL_NSLOTS) for each N in
+#     SLOT_COUNTS (8 and 16), beside one-gpu's 4: the parts in flight per
+#     peer. On the CUDA fake with a modelled GPU (tests/bench_ipc.c: launch
+#     latency, one shared memory) 8 slots halved a 2-rank call's time where
+#     latency, not the memory, was the limit; larger slots move more bytes
+#     per round trip, more slots more round trips at once.
 # A setting that fails once is skipped from then on. GPU_RUN_TIMEOUT (120)
 # bounds each run; GPU_BUILD (lib.sh) keeps the build for run.sh after it.
 # NCCL runs through tests/gpu/nccl_perf.c (NCCL_PERF_LIB, else the
@@ -51,6 +58,7 @@ set -uo pipefail
 SIZES=${SIZES:-"8 1048576 16777216 134217728"}
 BOUNCE_SIZES=${BOUNCE_SIZES:-"8 65536"}
 CHUNK_SIZES=${CHUNK_SIZES-"16777216 67108864"}
+SLOT_COUNTS=${SLOT_COUNTS-"8 16"}
 LARGEST=${SIZES##* }
 
 # ---------------------------------------------------------------- the tables
@@ -149,6 +157,25 @@ table_chunk() {
   done
 }
 
+# 2 and 4 ranks through the proxy at the largest size, by slots per IPC ring.
+table_slots() {
+  [[ -z "$SLOT_COUNTS" ]] && return
+  local d2d n setting t2 b2 t4 pct
+  d2d=$(awk '$1 == "d2d" { print $2 }' "$RESULTS" | median)
+  printf '\n## 2 and 4 ranks on one GPU through the proxy at %s B, by slots per IPC ring (RCOLL_NSLOTS), us\n' \
+    "$LARGEST"
+  printf '%6s | %10s %8s | %10s\n' slots "2 ranks" "% d2d" "4 ranks"
+  for n in 4 $SLOT_COUNTS; do
+    setting=one-gpu-slots-$n
+    [[ $n == 4 ]] && setting=one-gpu
+    t2=$(value "$setting" rcoll 2 "$LARGEST" 5); b2=$(value "$setting" rcoll 2 "$LARGEST" 6)
+    t4=$(value "$setting" rcoll 4 "$LARGEST" 5)
+    pct="-"
+    [[ -n "$b2" && -n "$d2d" ]] && pct=$(awk -v b="$b2" -v d="$d2d" 'BEGIN{printf "%.1f", 100 * b / d}')
+    printf '%6s | %10s %8s | %10s\n' "$n" "${t2:--}" "$pct" "${t4:--}"
+  done
+}
+
 if [[ "${1:-}" == "--table" ]]; then
   RESULTS=${2:?usage: compare_nccl.sh --table RESULTS}
   ROUNDS=$(awk '$1 == "rounds" { print $2 }' "$RESULTS" | tail -n 1)
@@ -159,6 +186,7 @@ if [[ "${1:-}" == "--table" ]]; then
   table_one_gpu one-gpu-direct-regions "RCOLL_CUDA_DIRECT=1 RCOLL_CUDA_DIRECT_INPLACE=0"
   table_bounce
   table_chunk
+  table_slots
   exit 0
 fi
 
@@ -259,6 +287,12 @@ for ((round = 1; round <= ROUNDS; round++)); do
     run two-hosts-bkernel rcoll 2 "$z" "${SOCKET_ENV[@]}" RCOLL_CUDA_BOUNCE_KERNEL=1
     run one-gpu-bkernel rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE_KERNEL=1
     run one-gpu-nobounce rcoll 2 "$z" RCOLL_DEBUG=WARN RCOLL_CUDA_BOUNCE=0
+  done
+  # After the bounce: the issue's targets come first when the budget is short.
+  for n in $SLOT_COUNTS; do
+    over_budget && break 2
+    run "one-gpu-slots-$n" rcoll 2 "$LARGEST" RCOLL_DEBUG=WARN RCOLL_NSLOTS="$n"
+    run "one-gpu-slots-$n" rcoll 4 "$LARGEST" RCOLL_DEBUG=WARN RCOLL_NSLOTS="$n"
   done
 done
 # Where the proxy's time goes (the issue asks for it at 8 B): one more run of 2

@@ -1,4 +1,4 @@
-/* Two ranks as threads (bench_pair.h). */
+/* Ranks as threads (bench_pair.h). */
 #include "bench_pair.h"
 
 #include <pthread.h>
@@ -10,17 +10,17 @@ double bench_now_us(void) {
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
-typedef struct pair_rank {
-  int rank, failed;
+typedef struct bench_rank {
+  int rank, nranks, failed;
   rcollUniqueId id;
   void (*body)(rcollComm_t, void *);
   void *arg;
-} pair_rank_t;
+} bench_rank_t;
 
-static void *pair_main(void *p) {
-  pair_rank_t *x = p;
+static void *bench_rank_main(void *p) {
+  bench_rank_t *x = p;
   rcollComm_t comm;
-  if (rcollCommInitRank(&comm, 2, x->id, x->rank) != rcollSuccess) {
+  if (rcollCommInitRank(&comm, x->nranks, x->id, x->rank) != rcollSuccess) {
     x->failed = 1;
     return NULL;
   }
@@ -29,14 +29,26 @@ static void *pair_main(void *p) {
   return NULL;
 }
 
-int bench_pair_run(void (*body)(rcollComm_t comm, void *arg), void *arg0, void *arg1) {
-  pair_rank_t r[2] = {{.rank = 0, .body = body, .arg = arg0}, {.rank = 1, .body = body, .arg = arg1}};
-  rcollGetUniqueId(&r[0].id);
-  r[1].id = r[0].id;
-  pthread_t t[2];
-  for (int i = 0; i < 2; i++)
-    pthread_create(&t[i], NULL, pair_main, &r[i]);
-  for (int i = 0; i < 2; i++)
+int bench_ranks_run(int n, void (*body)(rcollComm_t comm, void *arg), void *const *args) {
+  bench_rank_t r[BENCH_MAX_RANKS];
+  pthread_t t[BENCH_MAX_RANKS];
+  if (n < 1 || n > BENCH_MAX_RANKS)
+    return n;
+  rcollUniqueId id;
+  rcollGetUniqueId(&id);
+  for (int i = 0; i < n; i++) {
+    r[i] = (bench_rank_t){.rank = i, .nranks = n, .id = id, .body = body, .arg = args[i]};
+    pthread_create(&t[i], NULL, bench_rank_main, &r[i]);
+  }
+  int failed = 0;
+  for (int i = 0; i < n; i++) {
     pthread_join(t[i], NULL);
-  return r[0].failed + r[1].failed;
+    failed += r[i].failed;
+  }
+  return failed;
+}
+
+int bench_pair_run(void (*body)(rcollComm_t comm, void *arg), void *arg0, void *arg1) {
+  void *args[2] = {arg0, arg1};
+  return bench_ranks_run(2, body, args);
 }

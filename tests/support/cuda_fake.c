@@ -54,6 +54,8 @@ typedef struct fake_op {
   rcoll_direct_args_t *direct; /* FAKE_OP_DIRECT: the kernel's parameter, copied */
   rcoll_bounce_kargs_t *bounce; /* FAKE_OP_BOUNCE: the same */
   int delay_us;                /* FAKE_OP_COPY, _BOUNCE: its stream's own delay, beside copy_delay_us */
+  int d2d;                     /* FAKE_OP_COPY: device memory to device memory */
+  int cold;                    /* pushed while its stream had nothing queued (dev_op_us) */
   _Atomic int *queued;         /* FAKE_OP_COPY: its stream's copies_queued */
   struct fake_op *next;
 } fake_op_t;
@@ -142,6 +144,43 @@ static void fake_sleep_us(int us) {
   }
 }
 
+/* The device's memory, when fake_stats.dev_bytes_per_us is set: work
+ * pushed on an idle stream waits dev_op_us (a launch; other streams' work
+ * goes on meanwhile; work queued behind other work starts when that ends,
+ * as on a GPU), then moves its bytes over one bus that all streams share,
+ * in turn. Returns
+ * when its turn on the bus ends; the caller does the work (on this
+ * machine's cores) first and then waits for that, so the model's time, not
+ * the memcpy's, is what a bench sees. */
+static pthread_mutex_t fake_bus_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct timespec fake_bus_free;
+
+static void fake_wait_until(const struct timespec *end) {
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, end, NULL) != 0)
+    ;
+}
+
+static struct timespec fake_device_work(size_t traffic, int cold) {
+  int rate = atomic_load(&fake_stats.dev_bytes_per_us);
+  if (cold)
+    fake_sleep_us(atomic_load(&fake_stats.dev_op_us));
+  struct timespec now, end;
+  clock_gettime(CLOCK_MONOTONIC, &now);
+  uint64_t ns = (uint64_t)((double)traffic / rate * 1000);
+  pthread_mutex_lock(&fake_bus_mu);
+  if (fake_bus_free.tv_sec < now.tv_sec || (fake_bus_free.tv_sec == now.tv_sec && fake_bus_free.tv_nsec < now.tv_nsec))
+    fake_bus_free = now;
+  fake_bus_free.tv_sec += (time_t)(ns / 1000000000u);
+  fake_bus_free.tv_nsec += (long)(ns % 1000000000u);
+  if (fake_bus_free.tv_nsec >= 1000000000) {
+    fake_bus_free.tv_sec++;
+    fake_bus_free.tv_nsec -= 1000000000;
+  }
+  end = fake_bus_free;
+  pthread_mutex_unlock(&fake_bus_mu);
+  return end;
+}
+
 /* rcoll_k_bounce (lib/cuda/bounce_kernel.h) on the CPU: its copies take
  * as long as the stream's copies do (copy_delay_us and the stream's own). */
 static void fake_bounce_run(const rcoll_bounce_kargs_t *a, int delay_us) {
@@ -169,6 +208,15 @@ static void fake_bounce_run(const rcoll_bounce_kargs_t *a, int delay_us) {
 static void fake_run(fake_op_t *op) {
   switch (op->kind) {
   case FAKE_OP_COPY: {
+    if (op->d2d && atomic_load(&fake_stats.dev_bytes_per_us) > 0) { /* read and written: twice its bytes */
+      fake_gauge_up(&fake_stats.copies_running, &fake_stats.copies_overlap);
+      struct timespec end = fake_device_work(2 * op->bytes, op->cold);
+      memmove(op->dst, op->src, op->bytes);
+      fake_wait_until(&end);
+      atomic_fetch_sub(&fake_stats.copies_running, 1);
+      atomic_fetch_sub(op->queued, 1);
+      break;
+    }
     int rate = atomic_load(&fake_stats.copy_bytes_per_us);
     int delay_us = atomic_load(&fake_stats.copy_delay_us) + op->delay_us +
                    (rate > 0 ? (int)(op->bytes / (size_t)rate) : 0);
@@ -200,9 +248,16 @@ static void fake_run(fake_op_t *op) {
     }
     break;
   case FAKE_OP_KERNEL:
-    if (op->fn->kind == RCOLL_CUDA_K_REDUCE)
+    if (op->fn->kind == RCOLL_CUDA_K_REDUCE) {
+      int model = atomic_load(&fake_stats.dev_bytes_per_us) > 0;
+      struct timespec end = {0, 0}; /* two operands read, one written */
+      if (model)
+        end = fake_device_work(3 * (size_t)op->args[3] * rcoll_type_size(op->fn->t), op->cold);
       rcoll_reduce((void *)op->args[0], (const void *)op->args[1], (const void *)op->args[2],
                    (size_t)op->args[3], op->fn->t, op->fn->op);
+      if (model)
+        fake_wait_until(&end);
+    }
     else if (op->fn->kind == RCOLL_CUDA_K_AVG)
       rcoll_reduce_finish((void *)op->args[0], (size_t)op->args[1], op->fn->t, rcollAvg,
                           (int)op->args[2]);
@@ -256,6 +311,7 @@ static void fake_push(rcoll_cuda_stream_t h, fake_op_t op) {
     fake_gauge_up(o->queued, &fake_stats.copies_queued_most);
   }
   pthread_mutex_lock(&s->mu);
+  o->cold = s->head == NULL;
   if (s->tail)
     s->tail->next = o;
   else
@@ -369,7 +425,11 @@ static int f_memcpy_async(void *d, const void *s, size_t n, int kind, rcoll_cuda
   atomic_fetch_add(&fake_stats.copies, 1);
   atomic_fetch_add(&fake_stream_of(st)->copies, 1);
   int delay_us = atomic_load(&fake_stream_of(st)->copy_delay_us);
-  fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n, .delay_us = delay_us});
+  const fake_alloc_t *to = fake_find(d), *from = fake_find(s);
+  int d2d = to != NULL && from != NULL && to->type == RCOLL_CUDA_MEMTYPE_DEVICE &&
+            from->type == RCOLL_CUDA_MEMTYPE_DEVICE;
+  fake_push(st, (fake_op_t){.kind = FAKE_OP_COPY, .dst = d, .src = s, .bytes = n, .delay_us = delay_us,
+                            .d2d = d2d});
   fake_unlock(held);
   return 0;
 }

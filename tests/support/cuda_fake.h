@@ -42,6 +42,11 @@ struct fake_stats {
                                  over a bus takes time; data not waited for shows as stale */
   _Atomic int copy_bytes_per_us; /* set: every copy also takes bytes / this long (a bus's
                                     bandwidth: 25000 is 25 GB/s), after copy_delay_us */
+  _Atomic int dev_bytes_per_us; /* set: device-to-device copies and reduce kernels move their
+                                  traffic (a copy twice its bytes, a reduce three times) over one
+                                  device memory that every stream shares, in turn: a GPU's */
+  _Atomic int dev_op_us;      /* with it: such a copy or kernel pushed on an idle stream first
+                                 waits this long (a launch), while other streams' work goes on */
   _Atomic int copies_running; /* copies of all streams running now, */
   _Atomic int copies_overlap; /* and the most that ran at once */
   _Atomic int copies_queued_most; /* the most copies queued on one stream at once (not yet run) */
