@@ -41,10 +41,14 @@ struct fake_stats {
   _Atomic int copy_delay_us;  /* set: every copy runs this long after its turn comes, as a copy
                                  over a bus takes time; data not waited for shows as stale */
   _Atomic int copy_bytes_per_us; /* set: every copy also takes bytes / this long (a bus's
-                                    bandwidth: 25000 is 25 GB/s), after copy_delay_us */
+                                    bandwidth: 25000 is 25 GB/s), after copy_delay_us; for
+                                    benches: the bytes land when the copy starts (so that the
+                                    memmove on this machine's cores is within the model's time),
+                                    where with copy_delay_us alone they land when it ends */
   _Atomic int dev_bytes_per_us; /* set: device-to-device copies and reduce kernels move their
                                   traffic (a copy twice its bytes, a reduce three times) over one
-                                  device memory that every stream shares, in turn: a GPU's */
+                                  device memory that every stream shares, in turn: a GPU's (for
+                                  benches: the bytes land when the work starts) */
   _Atomic int dev_op_us;      /* with it: such a copy or kernel pushed on an idle stream first
                                  waits this long (a launch), while other streams' work goes on */
   _Atomic int copies_running; /* copies of all streams running now, */
