@@ -80,6 +80,21 @@ static void run_sums(int n, int inplace) {
                atomic_load(&fake_stats.direct_inplace));
 }
 
+/* Ranks whose RCOLL_CUDA_DIRECT_CHUNK differs read each other's regions
+ * where their own would be: all take the least region at set-up. (Threads
+ * share one environment: each rank sets its comm's copy before its first
+ * device call.) With each rank's own, 4 KiB against 16 KiB regions, the
+ * ranks waited for each other until RCOLL_TIMEOUT and the sums were wrong. */
+static void sums_with_other_regions(rank_ctx_t *x, rcollComm_t comm) {
+  comm->settings.cuda_direct_chunk = x->rank == 1 ? 4096 : 16384;
+  sums_in_a_row(x, comm);
+}
+
+Test(cuda_direct, ranks_with_other_region_sizes_agree) {
+  setenv("RCOLL_CUDA_DIRECT_INPLACE", "0", 1);
+  run_direct(3, sums_with_other_regions, 3 * 2 * (int)NSIZES);
+}
+
 Test(cuda_direct, two_ranks_sizes_in_a_row) { run_sums(2, 0); }
 Test(cuda_direct, three_ranks_sizes_in_a_row) { run_sums(3, 0); }
 Test(cuda_direct, four_ranks_sizes_in_a_row) { run_sums(4, 0); }

@@ -31,6 +31,7 @@ typedef struct direct_offer {
   int64_t inplace_min;     /* rank 0's RCOLL_CUDA_DIRECT_INPLACE */
   int32_t sms;             /* its GPU's multiprocessors (0: unknown) */
   int32_t max_blocks;      /* round 2: the blocks its GPU holds for each of its ranks */
+  int64_t chunk_bytes;     /* its RCOLL_CUDA_DIRECT_CHUNK (its box has 32 regions of it) */
   rcoll_direct_gpu_t gpu;  /* whose process, which GPU, under MPS or not */
   char meet[RCOLL_SETTING_STR_MAX + 48]; /* rank 0: the meeting file it made, or "" */
 } direct_offer_t;
@@ -183,6 +184,7 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   direct_offer_t *me = &all[c->rank];
   me->ok = entered && direct_make_box(cc, me);
   me->inplace_min = c->settings.cuda_direct_inplace;
+  me->chunk_bytes = (int64_t)d->chunk_bytes;
   if (entered)
     direct_describe_gpu(cc, me);
   if (c->rank == 0 && me->ok && me->inplace_min > 0 &&
@@ -197,6 +199,11 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   ok = ok && !direct_turns_apart(c, all) && direct_map(cc, all);
   all[0].meet[sizeof all[0].meet - 1] = '\0';
   d->inplace_min = (uint64_t)all[0].inplace_min;
+  /* Every rank reads the others' regions where its own would be: all take
+   * the least region (each box holds 32 of its own, at least as large). */
+  for (int q = 0; q < c->nranks && ok; q++)
+    if ((size_t)all[q].chunk_bytes < d->chunk_bytes)
+      d->chunk_bytes = (size_t)all[q].chunk_bytes;
   if (ok && all[0].meet[0] != '\0')
     d->meet = rcoll_direct_meet_open(c, all[0].meet);
   int meet_ok = d->meet != NULL;
