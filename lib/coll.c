@@ -3,6 +3,7 @@
  * inside a group, keep the plan for rcollGroupEnd). */
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "algo.h"
 #include "call.h"
@@ -184,6 +185,11 @@ static rcollResult_t coll_plan_call(const coll_desc_t *d, rcoll_coll_args_t *a, 
   return r;
 }
 
+/* A send's input, a receive's output. */
+static void *coll_p2p_buf(const coll_desc_t *d, const rcoll_coll_args_t *a) {
+  return d->coll == RCOLL_COLL_SEND ? (void *)a->sendbuff : a->recvbuff;
+}
+
 /* The INFO line of every call: tools (check_bench_json.sh) read it. */
 static void coll_log(const coll_desc_t *d, const rcoll_coll_args_t *a, const struct rcollComm *comm,
                      const char *algo, size_t chunk) {
@@ -245,18 +251,22 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
    * of a group start there, after the user's work queued on their streams
    * before it, as NCCL's do, and the group may turn out to hold such calls
    * for several communicators (group.c). */
-  if (group && device >= 0 && comm->cuda_direct && !rcoll_coll_is_p2p(d->coll) && (int)a->op >= 0 &&
-      a->op < rcollNumOps) {
+  int p2p = rcoll_coll_is_p2p(d->coll);
+  if (group && device >= 0 && comm->cuda_direct && (p2p || ((int)a->op >= 0 && a->op < rcollNumOps))) {
     r = rcoll_device_ops.submit(comm, stream, device, d->name); /* joins the group, planning nothing */
     if (r == rcollSuccess)
-      r = rcoll_group_hold(&(rcoll_held_t){d, *a, comm, stream, device});
+      r = rcoll_group_hold(&(rcoll_held_t){d, *a, comm, stream, device, p2p});
     if (r != rcollSuccess)
       rcoll_group_fail(r);
     return r;
   }
-  if (!group && device >= 0 &&
-      rcoll_device_ops.direct(comm, d->coll, a->sendbuff, a->recvbuff, a->count, a->dtype, a->op,
-                              a->root, stream, device, &r)) {
+  if (!group && device >= 0 && comm->cuda_direct &&
+      (p2p ? rcoll_device_ops.direct_p2p(comm, &(rcoll_p2p_op_t){coll_p2p_buf(d, a), a->count *
+                                                                 rcoll_type_size(a->dtype), a->root,
+                                                                 d->coll == RCOLL_COLL_SEND, stream},
+                                          1, device, &r)
+           : rcoll_device_ops.direct(comm, d->coll, a->sendbuff, a->recvbuff, a->count, a->dtype, a->op,
+                                     a->root, stream, device, &r))) {
     coll_log(d, a, comm, "cuda-direct", 0);
     return r;
   }
@@ -294,6 +304,23 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
   rcoll_plan_t *plans[1] = {&comm->plan};
   r = rcoll_engine_run(plans, 1);
   rcoll_plan_reset(&comm->plan, comm);
+  return r;
+}
+
+rcollResult_t rcoll_coll_release_p2p(const rcoll_held_t *h, int n) {
+  rcoll_p2p_op_t *ops = calloc((size_t)n, sizeof *ops);
+  if (ops == NULL)
+    return rcoll_error(rcollSystemError, "rcollGroupEnd: out of memory");
+  for (int i = 0; i < n; i++)
+    ops[i] = (rcoll_p2p_op_t){coll_p2p_buf(h[i].d, &h[i].a), h[i].a.count * rcoll_type_size(h[i].a.dtype),
+                              h[i].a.root, h[i].d->coll == RCOLL_COLL_SEND, h[i].stream};
+  rcollResult_t r = rcollSuccess;
+  int taken = rcoll_device_ops.direct_p2p(h[0].comm, ops, n, h[0].device, &r);
+  free(ops);
+  for (int i = 0; i < n && taken; i++)
+    coll_log(h[i].d, &h[i].a, h[i].comm, "cuda-direct", 0);
+  for (int i = 0; i < n && !taken && r == rcollSuccess; i++)
+    r = rcoll_coll_release(&h[i], 0);
   return r;
 }
 

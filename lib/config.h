@@ -113,8 +113,9 @@
   X(INT_IN(0, 1), cuda_direct, "CUDA_DIRECT", NULL, "0",                                        \
     "1: all-reduces on device buffers between ranks that all share a node run as one kernel "   \
     "launch on the caller's stream, reading each other's buffers through CUDA IPC, no proxy "   \
-    "(lib/cuda/direct.c), and so do the other collectives' calls (not sends and receives); off " \
-    "unless every rank has it on; not yet measured on a GPU")                                     \
+    "(lib/cuda/direct.c), and so do the other collectives' calls and (once a collective has set " \
+    "it up) each call's or group's sends and receives; off unless every rank has it on; not yet " \
+    "measured on a GPU")                                                                          \
   X(INT_IN(4096, 268435456), cuda_direct_chunk, "CUDA_DIRECT_CHUNK", NULL, "1048576",           \
     "Bytes one block of the direct all-reduce moves per round; each rank's IPC box holds 32")    \
   X(INT_IN(1, 128), cuda_direct_blocks, "CUDA_DIRECT_BLOCKS", NULL, "32",                        \

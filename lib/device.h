@@ -50,6 +50,15 @@ typedef struct rcoll_bounce_call {
   void *host_send, *host_recv; /* set by bounce_begin: what to plan with */
 } rcoll_bounce_call_t;
 
+/* A send or receive on device buffers, for direct_p2p. */
+typedef struct rcoll_p2p_op {
+  void *buf;
+  size_t bytes;
+  int peer;
+  int send;
+  rcollStream_t stream;
+} rcoll_p2p_op_t;
+
 typedef struct rcoll_device_ops {
   /* ---- for lib/memtype.c ---- */
 
@@ -76,6 +85,9 @@ typedef struct rcoll_device_ops {
   int (*direct)(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
                 rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream, int device,
                 rcollResult_t *r);
+  /* The same for a rank's sends and receives of one call or group (ops in
+   * the order made; lib/cuda/direct.h): 1 when taken, with *r. */
+  int (*direct_p2p)(struct rcollComm *c, const rcoll_p2p_op_t *ops, int nops, int device, rcollResult_t *r);
   /* Before planning a call on device buffers outside a group: 1 when it is
    * small enough to run as a host call (lib/cuda/bounce.h). Its input is
    * then being copied into b->host_send on `stream`; the caller plans with

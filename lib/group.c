@@ -99,8 +99,24 @@ static rcollResult_t group_release(int planned_only) {
   for (int i = 0; i < group_n; i++)
     one &= rcoll_device_ops.group_has_device(group_comms[i]);
   rcollResult_t r = rcollSuccess;
-  for (int i = 0; i < held_n && r == rcollSuccess; i++)
-    r = rcoll_coll_release(&group_held[i], one && !planned_only);
+  if (!one || planned_only) {
+    for (int i = 0; i < held_n && r == rcollSuccess; i++)
+      r = rcoll_coll_release(&group_held[i], 0);
+    held_n = 0;
+    return r;
+  }
+  /* Each collective a kernel, in the order made; then the sends and
+   * receives, all in one kernel (a group's may wait for each other). The
+   * list keeps the collectives' places: the sends move to its end. */
+  int np = 0;
+  for (int i = 0; i < held_n && r == rcollSuccess; i++) {
+    if (group_held[i].p2p)
+      group_held[np++] = group_held[i]; /* np <= i: nothing not yet read is overwritten */
+    else
+      r = rcoll_coll_release(&group_held[i], 1);
+  }
+  if (r == rcollSuccess && np > 0)
+    r = rcoll_coll_release_p2p(group_held, np);
   held_n = 0;
   return r;
 }

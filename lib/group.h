@@ -16,9 +16,9 @@ rcollResult_t rcoll_group_add(struct rcollComm *comm);
 /* Remembers the first error of a call inside a group; GroupEnd returns it. */
 void rcoll_group_fail(rcollResult_t r);
 
-/* A device collective that the direct path (RCOLL_CUDA_DIRECT) may run as
- * a kernel, held by coll.c until rcollGroupEnd: it joined the group like
- * any device call, but is neither planned nor launched yet. */
+/* A device call that the direct path (RCOLL_CUDA_DIRECT) may run as a
+ * kernel, held by coll.c until rcollGroupEnd: it joined the group like any
+ * device call, but is neither planned nor launched yet. */
 struct coll_desc;
 typedef struct rcoll_held {
   const struct coll_desc *d;
@@ -26,6 +26,7 @@ typedef struct rcoll_held {
   struct rcollComm *comm;
   rcollStream_t stream;
   int device;
+  int p2p; /* a send or receive */
 } rcoll_held_t;
 
 /* Keeps h for rcollGroupEnd; fails when the list cannot grow. */
@@ -34,5 +35,8 @@ rcollResult_t rcoll_group_hold(const rcoll_held_t *h);
  * `direct` and the direct path takes the call, else planned into the
  * group like the calls made before. */
 rcollResult_t rcoll_coll_release(const rcoll_held_t *h, int direct);
+/* The group's sends and receives (n of them, in the order made) as direct
+ * kernels when the direct path takes them, else each planned as above. */
+rcollResult_t rcoll_coll_release_p2p(const rcoll_held_t *h, int n);
 
 #endif

@@ -1,7 +1,7 @@
 /* The direct path (RCOLL_CUDA_DIRECT) inside groups, on the host fake of
  * CUDA: a group's collectives are held until rcollGroupEnd and run there as
  * direct kernels when they are all for one communicator (lib/group.c), its
- * sends and receives go to the proxy beside them; a group that holds them
+ * sends and receives one more kernel; a group that holds them
  * for two communicators is planned, and a rank that did not group alike is
  * told why after RCOLL_TIMEOUT. (test_cuda_direct.c had grown past 600
  * lines.) */
@@ -46,7 +46,7 @@ static float of_root(const rank_ctx_t *x, size_t i) { (void)x; return cuda_ranks
 /* Rank 0 makes its second all-reduce in a group, rank 1 outside one: both
  * run it as a kernel (before, rank 0's went to the proxy and both waited
  * until RCOLL_TIMEOUT). With x->user set, a group of a send and a receive
- * comes first, so the proxy's connections exist. */
+ * comes first (a kernel of its own). */
 static void one_rank_groups(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   const size_t n = 100;
@@ -85,11 +85,11 @@ Test(cuda_direct_groups, a_call_in_a_group_on_one_rank_only_is_a_kernel_on_both)
   cr_expect_eq(direct_kernels(), 6, "%d direct kernels, not 3 calls x 2 ranks", direct_kernels());
 }
 
-Test(cuda_direct_groups, a_call_in_a_group_on_one_rank_only_is_a_kernel_on_both_once_connected) {
+Test(cuda_direct_groups, a_call_in_a_group_on_one_rank_only_is_a_kernel_on_both_after_sends) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
-  ctx[0].user = ctx[1].user = ctx; /* any non-NULL: connect first */
+  ctx[0].user = ctx[1].user = ctx; /* any non-NULL: a send and a receive first */
   cuda_ranks_run(2, 0, one_rank_groups, ctx);
-  cr_expect_eq(direct_kernels(), 6, "%d direct kernels, not 3 calls x 2 ranks", direct_kernels());
+  cr_expect_eq(direct_kernels(), 8, "%d direct kernels, not 4 calls x 2 ranks", direct_kernels());
 }
 
 /* A group of four collectives (an all-reduce large enough to meet in
@@ -142,8 +142,8 @@ Test(cuda_direct_groups, a_group_of_collectives_is_a_kernel_each) {
 }
 
 /* A send to the next rank, a receive from the previous and an all-reduce
- * in one group: the all-reduce is a kernel, the sends and receives a unit
- * of the proxy queued behind it. */
+ * in one group: the all-reduce is a kernel, the send and the receive one
+ * more (test_cuda_direct_p2p.c), nothing for the proxy. */
 static void sends_and_a_collective(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   const size_t n = 5000;
@@ -159,15 +159,15 @@ static void sends_and_a_collective(rank_ctx_t *x, rcollComm_t comm) {
   x->wrong += count_off(x, "all-reduce", b, n, sum_of, 1);
   x->wrong += count_off(x, "received", c, n, from_prev, 1);
   x->wrong += count_off(x, "sent", a, n, mine, 1);
-  x->wrong += comm->cuda->prof.units != 1;
+  x->wrong += comm->cuda->prof.units != 0 || comm->cuda->direct.p2p_calls != 1;
   fake_free(a), fake_free(b), fake_free(c);
   rcoll_cuda_api()->stream_destroy(s);
 }
 
-Test(cuda_direct_groups, sends_of_a_group_go_to_the_proxy_beside_its_kernels) {
+Test(cuda_direct_groups, sends_of_a_group_are_a_kernel_beside_its_collectives) {
   rank_ctx_t ctx[MAX_RANKS] = {0};
   cuda_ranks_run(3, 0, sends_and_a_collective, ctx);
-  cr_expect_eq(direct_kernels(), 3, "%d direct kernels, not the all-reduce's 3", direct_kernels());
+  cr_expect_eq(direct_kernels(), 6, "%d direct kernels, not 2 x 3 ranks", direct_kernels());
 }
 
 /* As NCCL's, a grouped call starts at rcollGroupEnd: work the user queued

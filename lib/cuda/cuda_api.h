@@ -86,6 +86,7 @@ typedef struct rcoll_cuda_api {
   int (*event_destroy)(rcoll_cuda_event_t e);
   int (*event_record)(rcoll_cuda_event_t e, rcoll_cuda_stream_t s);
   int (*event_query)(rcoll_cuda_event_t e);
+  int (*stream_wait_event)(rcoll_cuda_stream_t s, rcoll_cuda_event_t e, unsigned flags);
   int (*ipc_get_mem_handle)(rcoll_cuda_ipc_handle_t *h, void *ptr);
   int (*ipc_open_mem_handle)(void **ptr, rcoll_cuda_ipc_handle_t h, unsigned flags);
   int (*ipc_close_mem_handle)(void *ptr);

@@ -56,6 +56,7 @@ static int load_runtime_symbols(void *rt, rcoll_cuda_api_t *a) {
          sym(rt, "cudaEventCreateWithFlags", &a->event_create_with_flags) &&
          sym(rt, "cudaEventDestroy", &a->event_destroy) &&
          sym(rt, "cudaEventRecord", &a->event_record) && sym(rt, "cudaEventQuery", &a->event_query) &&
+         sym(rt, "cudaStreamWaitEvent", &a->stream_wait_event) &&
          sym(rt, "cudaIpcGetMemHandle", &a->ipc_get_mem_handle) &&
          sym(rt, "cudaIpcOpenMemHandle", &a->ipc_open_mem_handle) &&
          sym(rt, "cudaIpcCloseMemHandle", &a->ipc_close_mem_handle) &&

@@ -14,6 +14,7 @@ const rcoll_device_ops_t rcoll_device_ops = {
     .group_has_device = rcoll_cuda_group_has_device,
     .submit = rcoll_cuda_submit,
     .direct = rcoll_cuda_direct,
+    .direct_p2p = rcoll_cuda_direct_p2p,
     .bounce_begin = rcoll_cuda_bounce_begin,
     .bounce_cancel = rcoll_cuda_bounce_cancel,
     .group_divert = rcoll_cuda_group_divert,

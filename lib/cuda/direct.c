@@ -36,8 +36,11 @@ typedef struct direct_offer {
   char meet[RCOLL_SETTING_STR_MAX + 48]; /* rank 0: the meeting file it made, or "" */
 } direct_offer_t;
 
+/* The header, the collectives' regions, then a region per destination
+ * and point-to-point block of an eighth each (direct_kernel.h). */
 static size_t box_bytes(const rcoll_cuda_direct_t *d) {
-  return RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_REGIONS * d->chunk_bytes;
+  return RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_REGIONS * d->chunk_bytes +
+         (size_t)RCOLL_DIRECT_MAX_RANKS * d->chunk_bytes;
 }
 
 static void direct_release(rcoll_cuda_direct_t *d) {
@@ -233,7 +236,7 @@ static rcollResult_t direct_setup(rcoll_cuda_comm_t *cc) {
   d->state = ok && r == rcollSuccess ? RCOLL_DIRECT_ON : RCOLL_DIRECT_OFF;
   if (d->state == RCOLL_DIRECT_ON)
     RCOLL_INFO(RCOLL_SUB_INIT | RCOLL_SUB_P2P, "rank %d: device all-reduces run as one kernel "
-               "(RCOLL_CUDA_DIRECT), and so do the other collectives (but sends and receives): %d "
+               "(RCOLL_CUDA_DIRECT), and so do the other collectives and sends and receives: %d "
                "ranks, a %zu-byte box each over CUDA IPC; in place from %llu bytes%s; up to %u "
                "blocks", c->rank, c->nranks, box_bytes(d),
                (unsigned long long)d->inplace_min, d->meet != NULL ? "" : " (never: no meeting file)",
@@ -286,8 +289,16 @@ static int direct_rooted(int coll) {
 }
 
 /* "AllReduce 100 x float32 sum", "Broadcast 100 x int8 root 1", from
- * RCOLL_DIRECT_SIG. */
+ * RCOLL_DIRECT_SIG; "a send or receive of 400 bytes" (RCOLL_DIRECT_P2P_SIG). */
 static void direct_sig_name(uint64_t sig, char *buf, size_t cap) {
+  if (sig == 0) { /* a flag nobody wrote: not point-to-point */
+    snprintf(buf, cap, "no send");
+    return;
+  }
+  if ((sig >> 19) & 1) {
+    snprintf(buf, cap, "a send or receive of %llu bytes", (unsigned long long)(sig >> 20));
+    return;
+  }
   static const char *const coll[8] = {"AllReduce", "ReduceScatter", "AllGather", "Broadcast",
                                       "Reduce", "Gather", "Scatter", "AlltoAll"};
   unsigned k = (unsigned)(sig >> 12) & 7;
@@ -313,7 +324,8 @@ rcollResult_t rcoll_direct_mismatch(const struct rcollComm *c, unsigned peer, ui
 /* What an earlier kernel's wait gave up on, as the error of this call. */
 static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
   static const char *const what[] = {"input in its box, or in place its buffers",
-                                     "reduced slice, or in place its part", "reading our box"};
+                                     "reduced slice, or in place its part", "reading our box", "",
+                                     "send to us", "receive of our send"};
   uint32_t f = *(volatile uint32_t *)cc->direct_failed;
   if (f == 0)
     return rcollSuccess;
@@ -327,7 +339,7 @@ static rcollResult_t direct_failed(rcoll_cuda_comm_t *cc) {
                     "waiting for rank %u (its %s); the results of that call and the ones queued "
                     "after it are wrong (a rank whose group held direct calls for two communicators "
                     "ran it through the proxy: group such calls alike on every rank)", cc->comm->rank, peer,
-                    kind < 3 ? what[kind] : "?");
+                    kind < sizeof what / sizeof what[0] ? what[kind] : "?");
   }
   rcoll_comm_set_error(cc->comm, r);
   return r;
@@ -494,8 +506,96 @@ int rcoll_cuda_direct(struct rcollComm *c, int kind, const void *in, void *out, 
   return 1;
 }
 
-/* 1 once every peer has said DONE for every region's last use (read from
- * our own box, which only we free). */
+/* One kernel of up to RCOLL_DIRECT_P2P_OPS sends and receives: each
+ * message follows the ones before it between the same two ranks, the same
+ * way round (base), on every block. */
+static rcollResult_t direct_p2p_launch(rcoll_cuda_comm_t *cc, const rcoll_p2p_op_t *ops, int nops,
+                                       rcollStream_t stream) {
+  struct rcollComm *c = cc->comm;
+  rcoll_cuda_direct_t *d = &cc->direct;
+  rcoll_direct_args_t a = {.region_bytes = d->chunk_bytes,
+                           .timeout_ns = (uint64_t)c->timeout_ms * 1000000u,
+                           .failed = (uint32_t *)(uintptr_t)cc->direct_failed_dev,
+                           .sigs = (uint64_t *)(uintptr_t)cc->direct_sigs_dev,
+                           .nranks = (uint32_t)c->nranks, .rank = (uint32_t)c->rank,
+                           .p2p = 1, .nops = (uint32_t)nops, .nblocks = RCOLL_DIRECT_P2P_BLOCKS};
+  memcpy(a.box, d->boxes, sizeof a.box);
+  for (int j = 0; j < nops; j++) {
+    uint64_t *count = ops[j].send ? &d->sent[ops[j].peer] : &d->recvd[ops[j].peer];
+    a.ops[j] = (rcoll_direct_op_t){.buf = ops[j].buf, .bytes = ops[j].bytes, .base = *count,
+                                        .peer = (uint32_t)ops[j].peer, .send = (uint32_t)ops[j].send};
+    *count += rcoll_direct_p2p_rounds(&a, ops[j].bytes);
+  }
+  RCOLL_CHECK(rcoll_cuda_launch_direct(&a, rcollUint8, rcollSum, a.nblocks, stream));
+  d->stream = stream;
+  d->calls++;
+  d->p2p_calls++;
+  int e = rcoll_cuda_api()->event_record(d->done, stream);
+  return e == 0 ? rcollSuccess : rcoll_error(rcollUnhandledCudaError, "rank %d: cudaEventRecord "
+                                             "after direct sends and receives: %s", c->rank,
+                                             rcoll_cuda_strerror(e));
+}
+
+/* The group's other streams (each once): before the kernels, `s0` waits
+ * for the work queued on them (join = 1); after, they wait for the kernels
+ * (d->done, just recorded on s0). */
+static rcollResult_t direct_p2p_streams(rcoll_cuda_comm_t *cc, const rcoll_p2p_op_t *ops, int nops,
+                                        int join) {
+  const rcoll_cuda_api_t *api = rcoll_cuda_api();
+  rcollStream_t s0 = ops[0].stream;
+  for (int j = 1; j < nops; j++) {
+    int seen = ops[j].stream == s0;
+    for (int i = 1; i < j && !seen; i++)
+      seen = ops[i].stream == ops[j].stream;
+    if (seen)
+      continue;
+    rcoll_cuda_event_t e = cc->direct.done;
+    int r = join ? rcoll_cuda_event_take(cc, cc->device, &e) : 0;
+    if (r == 0 && join)
+      r = api->event_record(e, ops[j].stream);
+    if (r == 0)
+      r = api->stream_wait_event(join ? s0 : ops[j].stream, e, 0);
+    if (join) /* a wait holds the record it was made after: the event may be recorded again */
+      rcoll_cuda_event_give(cc, cc->device, e);
+    if (r != 0)
+      return rcoll_error(rcollUnhandledCudaError, "rank %d: ordering the streams of direct sends and "
+                         "receives: %s", cc->comm->rank, rcoll_cuda_strerror(r));
+  }
+  return rcollSuccess;
+}
+
+int rcoll_cuda_direct_p2p(struct rcollComm *c, const rcoll_p2p_op_t *ops, int nops, int device,
+                          rcollResult_t *r) {
+  /* Only once an earlier collective set the path up: that took every rank,
+   * and all of them made it, so both ends of a send decide alike. Blocks:
+   * P2P_BLOCKS on every kernel, as sender and receiver cut alike. */
+  rcoll_cuda_comm_t *cc = c->cuda;
+  if (!c->cuda_direct || cc == NULL || cc->device != device || cc->direct.state != RCOLL_DIRECT_ON ||
+      cc->direct.max_blocks < RCOLL_DIRECT_P2P_BLOCKS || nops <= 0)
+    return 0;
+  if ((*r = direct_failed(cc)) != rcollSuccess)
+    return 1;
+  rcollStream_t stream = ops[0].stream;
+  *r = direct_after_last(cc, stream);
+  int saved = -1;
+  if (*r == rcollSuccess && rcoll_cuda_device_enter(cc->device, &saved) != 0)
+    *r = rcoll_error(rcollUnhandledCudaError, "rank %d: cannot select device %d", c->rank, cc->device);
+  if (*r == rcollSuccess)
+    *r = direct_p2p_streams(cc, ops, nops, 1);
+  /* More than a kernel holds: kernels one after the other on the stream. */
+  for (int j = 0; *r == rcollSuccess && j < nops; j += RCOLL_DIRECT_P2P_OPS)
+    *r = direct_p2p_launch(cc, ops + j, nops - j < RCOLL_DIRECT_P2P_OPS ? nops - j : RCOLL_DIRECT_P2P_OPS,
+                           stream);
+  if (*r == rcollSuccess)
+    *r = direct_p2p_streams(cc, ops, nops, 0);
+  if (*r != rcollSuccess)
+    rcoll_comm_set_error(c, *r);
+  rcoll_cuda_device_leave(saved);
+  return 1;
+}
+
+/* 1 once every peer has said DONE for every region's last use, and TAKEN
+ * every round we sent it (read from our own box, which only we free). */
 static int direct_peers_done(rcoll_cuda_comm_t *cc, uint64_t *hdr) {
   const rcoll_cuda_api_t *a = rcoll_cuda_api();
   rcoll_cuda_direct_t *d = &cc->direct;
@@ -505,6 +605,11 @@ static int direct_peers_done(rcoll_cuda_comm_t *cc, uint64_t *hdr) {
   for (uint32_t q = 0; q < (uint32_t)cc->comm->nranks; q++)
     for (uint32_t b = 0; q != (uint32_t)cc->comm->rank && b < RCOLL_DIRECT_MAX_BLOCKS; b++)
       if (*rcoll_direct_flag((char *)hdr, RCOLL_DIRECT_DONE, q, b) < d->last[b])
+        return 0;
+  rcoll_direct_args_t args = {.region_bytes = d->chunk_bytes};
+  for (uint32_t q = 0; q < (uint32_t)cc->comm->nranks; q++)
+    for (uint32_t b = 0; b < RCOLL_DIRECT_P2P_BLOCKS && d->sent[q] > 0; b++)
+      if (*rcoll_direct_p2p_flag(&args, (char *)hdr, RCOLL_DIRECT_TAKEN, q, b) < d->sent[q])
         return 0;
   return 1;
 }

@@ -20,6 +20,7 @@
 
 #include "cuda/cuda_api.h"
 #include "cuda/direct_kernel.h"
+#include "device.h"
 #include "rcoll.h"
 
 enum { RCOLL_DIRECT_UNTRIED = 0, RCOLL_DIRECT_ON, RCOLL_DIRECT_OFF };
@@ -39,6 +40,9 @@ typedef struct rcoll_cuda_direct {
   uint64_t inplace_min;                 /* bytes from which calls meet (rank 0's setting) */
   int64_t inplace_calls;
   uint32_t max_blocks;                  /* per call, agreed at setup (direct.c says why) */
+  /* Sends and receives: each pair's rounds so far, to and from each peer. */
+  uint64_t sent[RCOLL_DIRECT_MAX_RANKS], recvd[RCOLL_DIRECT_MAX_RANKS];
+  int64_t p2p_calls;                    /* kernels of sends and receives */
 } rcoll_cuda_direct_t;
 
 /* One rank's GPU as the direct all-reduce's setup sees it. */
@@ -68,6 +72,14 @@ struct rcoll_cuda_comm;
 int rcoll_cuda_direct(struct rcollComm *c, int coll, const void *in, void *out, size_t count,
                       rcollDataType_t t, rcollRedOp_t op, int root, rcollStream_t stream,
                       int device, rcollResult_t *r);
+/* The device op direct_p2p (lib/device.h): a rank's sends and receives of
+ * one call or group (ops in the order made) as kernels of up to
+ * RCOLL_DIRECT_P2P_OPS each, on the first op's stream (the others' join it
+ * before and wait for it after), when the direct path is on (set up by an
+ * earlier collective: its set-up needs every rank, a send only two). 1 when
+ * taken (*r says how it went), 0 when they go through the proxy. */
+int rcoll_cuda_direct_p2p(struct rcollComm *c, const rcoll_p2p_op_t *ops, int nops, int device,
+                          rcollResult_t *r);
 /* Waits (up to RCOLL_TIMEOUT) until our last direct kernel has ended; `why`
  * completes the error ("waited for it ..."). */
 rcollResult_t rcoll_direct_wait_last(struct rcoll_cuda_comm *cc, const char *why);

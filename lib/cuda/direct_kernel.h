@@ -74,6 +74,23 @@
  * (a gather's root, say, for a rank that had nothing more to do): hence
  * the wait at the start of A in place.
  *
+ * Sends and receives (p2p = 1): a rank's point-to-point calls of one call
+ * or group are one kernel, ops[] below. Each box also holds two flags per
+ * peer and block in its header, and past the collectives' regions a region
+ * per destination and block: SENT (the peer's data is in its region for us) and
+ * TAKEN (the peer has read ours). A message is cut into rounds of
+ * P2P_BLOCKS stretches of a region's eighth; in round k block b of the
+ * sender waits until the receiver TOOK round k - 1 of their pair, copies
+ * its stretch into its region for the receiver and says SENT = k (the
+ * pair's own count, so ranks outside the pair play no part); the
+ * receiver's block b waits for SENT = k, copies the stretch out of the
+ * sender's region and says TAKEN = k. Messages between two ranks follow
+ * each other on the pair's count in the order made. A block goes round its
+ * ops and moves whichever may move, so a send and a receive with one peer
+ * never wait for each other, in whatever order the two ranks made them.
+ * SENT carries the message's bytes: a receive of another size reports a
+ * mismatch.
+ *
  * Blocks never wait for other blocks of their own rank, only for the block
  * with the same index on the other ranks, so blocks may run in any order
  * (and the host fake runs them one after the other). Every wait gives up
@@ -95,9 +112,18 @@
 #define RCOLL_DIRECT_REGIONS 32
 #define RCOLL_DIRECT_THREADS 512
 #define RCOLL_DIRECT_FLAG_WORDS 16 /* one flag per 128-byte line */
-#define RCOLL_DIRECT_HDR_BYTES ((size_t)3 * RCOLL_DIRECT_MAX_RANKS * RCOLL_DIRECT_MAX_BLOCKS * 128)
+#define RCOLL_DIRECT_COLL_FLAG_BYTES ((size_t)3 * RCOLL_DIRECT_MAX_RANKS * RCOLL_DIRECT_MAX_BLOCKS * 128)
 
 enum { RCOLL_DIRECT_READY = 0, RCOLL_DIRECT_REDUCED = 1, RCOLL_DIRECT_DONE = 2 };
+/* Point-to-point: the flags (after MISMATCH in the codes of *failed). */
+enum { RCOLL_DIRECT_SENT = 4, RCOLL_DIRECT_TAKEN = 5 };
+#define RCOLL_DIRECT_P2P_OPS 16    /* sends and receives per kernel */
+#define RCOLL_DIRECT_P2P_BLOCKS 8  /* every point-to-point kernel's blocks, and a region's parts */
+/* Past the regions: the flags, then a region per destination and block. */
+#define RCOLL_DIRECT_P2P_FLAG_BYTES ((size_t)2 * RCOLL_DIRECT_MAX_RANKS * RCOLL_DIRECT_P2P_BLOCKS * 128)
+#define RCOLL_DIRECT_P2P_SIG(bytes) (((uint64_t)(bytes) << 20) | ((uint64_t)1 << 19))
+/* A box's header: the collectives' flags, then the point-to-point ones. */
+#define RCOLL_DIRECT_HDR_BYTES (RCOLL_DIRECT_COLL_FLAG_BYTES + RCOLL_DIRECT_P2P_FLAG_BYTES)
 
 /* What an in-place call computes (the regions are the all-reduce's only).
  * The all-reduce splits each block's stretch among the ranks, and each rank
@@ -121,6 +147,14 @@ enum {
   RCOLL_DIRECT_SCATTER = 6,
   RCOLL_DIRECT_ALLTOALL = 7,
 };
+
+/* A send or receive of a point-to-point kernel. */
+typedef struct rcoll_direct_op {
+  char *buf;     /* a send's input, a receive's output */
+  uint64_t bytes;
+  uint64_t base; /* the pair's rounds in this direction before this message */
+  uint32_t peer, send;
+} rcoll_direct_op_t;
 
 /* The kernel's one parameter, passed by value. */
 typedef struct rcoll_direct_args {
@@ -147,6 +181,10 @@ typedef struct rcoll_direct_args {
   /* The round at which block b last used its region (0: never), from the
    * calls before this one, which may have used fewer blocks. */
   uint64_t last[RCOLL_DIRECT_MAX_BLOCKS];
+  /* Sends and receives (p2p = 1; the fields above but the boxes, the
+   * regions' size and the words for failures are not used). */
+  uint32_t p2p, nops;
+  rcoll_direct_op_t ops[RCOLL_DIRECT_P2P_OPS];
 } rcoll_direct_args_t;
 
 /* *failed after a wait gave up: 1 + peer + 256 x phase (READY, REDUCED, DONE),
@@ -384,6 +422,109 @@ RCOLL_DK_FN void rcoll_direct_pull_out(const rcoll_direct_args_t *a, size_t regi
   }
 }
 
+/* Point-to-point: flag `kind` (SENT, TAKEN) that rank `from` set for block
+ * b, and the region of block b for messages to rank `to`, in `box`. */
+RCOLL_DK_FN uint64_t *rcoll_direct_p2p_flag(const rcoll_direct_args_t *a, char *box, int kind,
+                                            uint32_t from, uint32_t b) {
+  (void)a;
+  size_t line = ((size_t)(kind - RCOLL_DIRECT_SENT) * RCOLL_DIRECT_MAX_RANKS + from) * RCOLL_DIRECT_P2P_BLOCKS + b;
+  return (uint64_t *)(void *)(box + RCOLL_DIRECT_COLL_FLAG_BYTES) + line * RCOLL_DIRECT_FLAG_WORDS;
+}
+
+RCOLL_DK_FN char *rcoll_direct_p2p_region(const rcoll_direct_args_t *a, char *box, uint32_t to, uint32_t b) {
+  return box + RCOLL_DIRECT_HDR_BYTES + RCOLL_DIRECT_REGIONS * a->region_bytes +
+         ((size_t)to * RCOLL_DIRECT_P2P_BLOCKS + b) * (a->region_bytes / RCOLL_DIRECT_P2P_BLOCKS);
+}
+
+/* Rounds of a message: P2P_BLOCKS stretches of a region's eighth each. */
+RCOLL_DK_FN uint64_t rcoll_direct_p2p_rounds(const rcoll_direct_args_t *a, uint64_t bytes) {
+  const uint64_t round = a->region_bytes; /* P2P_BLOCKS x region_bytes / P2P_BLOCKS */
+  return bytes == 0 ? 1 : (bytes + round - 1) / round;
+}
+
+/* Whether op j may move its next round now (read by thread 0): a send once
+ * the peer took the round before from our region, a receive once the peer
+ * sent this one (*bad on a message of another size, with *failed set). */
+RCOLL_DK_FN int rcoll_direct_p2p_ready(const rcoll_direct_args_t *a, const rcoll_direct_op_t *op,
+                                       uint64_t g, uint32_t b, int *bad) {
+  const uint64_t *f = rcoll_direct_p2p_flag(a, a->box[a->rank], op->send ? RCOLL_DIRECT_TAKEN : RCOLL_DIRECT_SENT,
+                                            op->peer, b);
+  if (RCOLL_DK_FLAG_LOAD(f) < (op->send ? g - 1 : g))
+    return 0;
+  RCOLL_DK_FENCE();
+  uint64_t sig = op->send ? 0 : RCOLL_DK_FLAG_LOAD(f + 1);
+  if (!op->send && sig != RCOLL_DIRECT_P2P_SIG(op->bytes)) {
+    ((volatile uint64_t *)a->sigs)[0] = sig;
+    ((volatile uint64_t *)a->sigs)[1] = RCOLL_DIRECT_P2P_SIG(op->bytes);
+    *(volatile uint32_t *)a->failed = RCOLL_DIRECT_FAILED(op->peer, RCOLL_DIRECT_MISMATCH);
+    *bad = 1;
+  }
+  return 1;
+}
+
+/* One block's part of every send and receive of the call: round after
+ * round of whichever op may move, until all are done; 1 when a wait gave
+ * up (after timeout_ns without any op moving). */
+RCOLL_DK_FN int rcoll_direct_p2p(const rcoll_direct_args_t *a, uint32_t b, uint32_t tid, uint32_t nt) {
+  const uint64_t part = a->region_bytes / RCOLL_DIRECT_P2P_BLOCKS;
+  uint64_t next[RCOLL_DIRECT_P2P_OPS];
+  uint32_t left = a->nops;
+  for (uint32_t j = 0; j < a->nops; j++)
+    next[j] = 0;
+  uint64_t t0 = tid == 0 ? RCOLL_DK_NOW_NS() : 0;
+  uint32_t polls = 0;
+  while (left > 0) {
+    int moved = 0;
+    for (uint32_t j = 0; j < a->nops; j++) {
+      const rcoll_direct_op_t *op = &a->ops[j];
+      const uint64_t rounds = rcoll_direct_p2p_rounds(a, op->bytes);
+      if (next[j] == rounds)
+        continue;
+      const uint64_t g = op->base + next[j] + 1;
+      int bad = 0, ready = tid == 0 && rcoll_direct_p2p_ready(a, op, g, b, &bad);
+      if (RCOLL_DK_SYNC_OR(bad))
+        return 1;
+      if (!RCOLL_DK_SYNC_OR(ready))
+        continue;
+      const uint64_t at = (next[j] * RCOLL_DIRECT_P2P_BLOCKS + b) * part;
+      const uint64_t len = at >= op->bytes ? 0 : op->bytes - at < part ? op->bytes - at : part;
+      const int vec = (((uintptr_t)op->buf | part) & 15) == 0;
+      char *mine = a->box[a->rank], *theirs = a->box[op->peer];
+      if (op->send)
+        rcoll_direct_copy(rcoll_direct_p2p_region(a, mine, op->peer, b), op->buf + at, len, vec, tid, nt);
+      else
+        rcoll_direct_copy(op->buf + at, rcoll_direct_p2p_region(a, theirs, a->rank, b), len, vec, tid, nt);
+      RCOLL_DK_SYNC();
+      if (tid == 0) { /* our stores (or reads) first, then the flag in the peer's box */
+        uint64_t *f = rcoll_direct_p2p_flag(a, theirs, op->send ? RCOLL_DIRECT_SENT : RCOLL_DIRECT_TAKEN,
+                                            a->rank, b);
+        RCOLL_DK_FLAG_STORE(f + 1, RCOLL_DIRECT_P2P_SIG(op->bytes));
+        RCOLL_DK_FENCE();
+        RCOLL_DK_FLAG_STORE(f, g);
+      }
+      left -= ++next[j] == rounds;
+      moved = 1;
+    }
+    int bad = 0;
+    if (moved && tid == 0) {
+      t0 = RCOLL_DK_NOW_NS();
+    } else if (tid == 0) {
+      for (uint32_t j = 0; j < a->nops && RCOLL_DK_NOW_NS() - t0 > a->timeout_ns && !bad; j++)
+        if (next[j] < rcoll_direct_p2p_rounds(a, a->ops[j].bytes)) {
+          *(volatile uint32_t *)a->failed =
+              RCOLL_DIRECT_FAILED(a->ops[j].peer, a->ops[j].send ? RCOLL_DIRECT_TAKEN : RCOLL_DIRECT_SENT);
+          bad = 1;
+        }
+      if (!bad && ++polls % 256 == 0 && *(volatile uint32_t *)a->failed != 0)
+        bad = 1;
+      RCOLL_DK_PAUSE();
+    }
+    if (RCOLL_DK_SYNC_OR(bad))
+      return 1;
+  }
+  return 0;
+}
+
 /* rcoll_direct_<op>_<sfx>(args, block, thread, threads): one block's part of
  * the whole call; returns 1 when a wait gave up. Our own slice is read from
  * our input, never copied into the box: only the slices the peers reduce
@@ -473,6 +614,8 @@ RCOLL_DK_FN void rcoll_direct_pull_out(const rcoll_direct_args_t *a, size_t regi
                                             uint32_t tid, uint32_t nt) {                        \
     const uint32_t n = a->nranks, me = a->rank;                                                 \
     const uint64_t V = 16 / sizeof(T);                                                          \
+    if (a->p2p)                                                                                 \
+      return rcoll_direct_p2p(a, b, tid, nt);                                                   \
     if (a->pull)                                                                                \
       return rcoll_direct_pull_##op##_##sfx(a, b, tid, nt);                                     \
     if (a->inplace) {                                                                           \

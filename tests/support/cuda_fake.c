@@ -19,7 +19,8 @@
 #define FAKE_MAX_ALLOCS 4096
 
 enum fake_op_kind {
-  FAKE_OP_COPY, FAKE_OP_KERNEL, FAKE_OP_EVENT, FAKE_OP_WAIT, FAKE_OP_HOST, FAKE_OP_DIRECT, FAKE_OP_BOUNCE
+  FAKE_OP_COPY, FAKE_OP_KERNEL, FAKE_OP_EVENT, FAKE_OP_WAIT, FAKE_OP_HOST, FAKE_OP_DIRECT, FAKE_OP_BOUNCE,
+  FAKE_OP_WAIT_EVENT
 };
 
 typedef struct fake_fn {
@@ -46,7 +47,7 @@ typedef struct fake_op {
   const fake_fn_t *fn;
   uint64_t args[4];
   fake_event_t *event;
-  uint64_t record; /* FAKE_OP_EVENT: which of the event's records */
+  uint64_t record; /* FAKE_OP_EVENT: which of the event's records; _WAIT_EVENT: the one waited for */
   const _Atomic uint32_t *flag;
   uint32_t value;
   void (*host)(void *);
@@ -251,6 +252,12 @@ static void fake_run(fake_op_t *op) {
   case FAKE_OP_BOUNCE:
     fake_bounce_run(op->bounce, op->delay_us);
     free(op->bounce);
+    break;
+  case FAKE_OP_WAIT_EVENT:
+    while (atomic_load(&op->event->reached) < op->record) {
+      struct timespec ts = {0, 20000};
+      nanosleep(&ts, NULL);
+    }
     break;
   case FAKE_OP_WAIT:
     while ((int32_t)(atomic_load(op->flag) - op->value) < 0) {
@@ -488,6 +495,16 @@ static int f_event_query(rcoll_cuda_event_t e) {
   fake_unlock(held);
   return r;
 }
+/* The stream waits until the event's latest record so far has run. */
+static int f_stream_wait_event(rcoll_cuda_stream_t s, rcoll_cuda_event_t e, unsigned flags) {
+  (void)flags;
+  int held = fake_lock(0);
+  fake_event_t *ev = e;
+  fake_push(s, (fake_op_t){.kind = FAKE_OP_WAIT_EVENT, .event = ev, .record = atomic_load(&ev->recorded)});
+  fake_unlock(held);
+  return 0;
+}
+
 static int f_event_record(rcoll_cuda_event_t e, rcoll_cuda_stream_t s) {
   int held = fake_lock(0);
   atomic_fetch_add(&fake_stats.records, 1);
@@ -636,6 +653,7 @@ static const rcoll_cuda_api_t fake_api = {
     .stream_create_with_flags = f_stream_create, .stream_destroy = f_stream_destroy,
     .stream_synchronize = f_stream_sync, .event_create_with_flags = f_event_create,
     .event_destroy = f_event_destroy, .event_record = f_event_record, .event_query = f_event_query,
+    .stream_wait_event = f_stream_wait_event,
     .ipc_get_mem_handle = f_ipc_get, .ipc_open_mem_handle = f_ipc_open,
     .ipc_close_mem_handle = f_ipc_close, .get_error_string = f_error_string,
     .get_last_error = f_get_last_error, .cu_init = f_cu_init,
