@@ -82,11 +82,6 @@ static double run(int n, size_t count) {
   return failed ? -1 : us;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 3;
   double gbps = argc > 2 ? atof(argv[2]) : 2, lat = argc > 3 ? atof(argv[3]) : 10;
@@ -116,8 +111,7 @@ int main(int argc, char **argv) {
           fprintf(stderr, "bench_ipc: %d ranks, %zu bytes failed or gave a wrong result\n", n, sizes[k]);
           return 1;
         }
-      qsort(t, (size_t)rounds, sizeof *t, cmp);
-      double us = t[rounds / 2], bytes = (double)sizes[k];
+      double us = bench_median(t, rounds), bytes = (double)sizes[k];
       double busbw = bytes / us / 1000 * 2 * (n - 1) / n, bound = 9.0 * (n - 1) * bytes / (gbps * 1000);
       printf("%5d %10zu %10.0f %12.3f %9.1f%% %12.0f %9.2f\n", n, sizes[k], us, busbw,
              100 * busbw / (gbps / 2), bound, us / bound);

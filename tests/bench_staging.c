@@ -92,11 +92,6 @@ static double run(int device, int call, size_t count) {
   return r[0].us > r[1].us ? r[0].us : r[1].us;
 }
 
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
 int main(int argc, char **argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 5;
   double gbps = argc > 2 ? atof(argv[2]) : 2, lat = argc > 3 ? atof(argv[3]) : 5;
@@ -133,9 +128,7 @@ int main(int argc, char **argv) {
           return 1;
         }
       }
-      qsort(host, (size_t)rounds, sizeof *host, cmp);
-      qsort(dev, (size_t)rounds, sizeof *dev, cmp);
-      double h = host[rounds / 2], d = dev[rounds / 2];
+      double h = bench_median(host, rounds), d = bench_median(dev, rounds);
       printf("%-10s %10zu %12.0f %12.0f %7.2f %14.0f\n", names[call], sizes[k], h, d, d / h,
              lat + (double)sizes[k] / (gbps * 1000));
     }

@@ -5,12 +5,9 @@
  * different sizes, in-place calls and the arithmetic are the GPU's. What it
  * cannot show is speed, or memory ordering on a GPU: tests/gpu/ does. */
 #include <criterion/criterion.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "comm.h"
@@ -511,7 +508,8 @@ Test(cuda_direct, processes_sharing_a_gpu_need_mps) {
  * pinned copies over shm (bounce.h). Rank 0 makes the unique id and hands
  * it to rank 1 through `ids`, as a launcher would. Exit status: 0 when all
  * went well. */
-static int turns_rank(int rank, const int ids[2], const char *log) {
+static int turns_rank(int rank, const int ids[2], void *arg) {
+  const char *log = arg;
   rcollUniqueId id;
   if (rank == 0) {
     if (freopen(log, "w", stderr) == NULL || rcollGetUniqueId(&id) != rcollSuccess ||
@@ -544,42 +542,12 @@ static int turns_rank(int rank, const int ids[2], const char *log) {
   return bad ? 5 : 0;
 }
 
-static void nothing(void *arg) { (void)arg; }
-
-/* Nothing may start a thread, or allocate in one, while the ranks fork: a
- * child would inherit an allocator lock that no thread of its own releases
- * (under ASan it then hung, 3 runs in 6). So the legacy stream's thread is
- * seen idle first, no Criterion call comes before the forks, and the unique
- * id (whose root listens in a thread) is made by rank 0's process. */
 Test(cuda_direct, two_processes_on_one_gpu_without_mps_use_the_proxy) {
   char log[] = "/tmp/rcoll-turns-XXXXXX";
-  int fd = mkstemp(log), ids[2] = {-1, -1};
-  int ready = fd >= 0 && pipe(ids) == 0;
-  if (fd >= 0)
-    close(fd);
-  fake_stream_host(NULL, nothing, NULL); /* the legacy stream's thread has run, and waits */
-  fake_stream_sync(NULL);
-  pid_t pids[2] = {-1, -1};
-  for (int r = 0; r < 2 && ready; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      /* Gone with the test, and within its time: a rank left behind would
-       * hold the runner's output pipe open. */
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      alarm(50);
-      _exit(turns_rank(r, ids, log));
-    }
-  }
-  cr_assert(ready, "a log file and a pipe");
-  for (int r = 0; r < 2; r++) {
-    int st = 0;
-    cr_assert_gt(pids[r], 0, "fork of rank %d", r);
-    cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d (signal %d)", r,
-              WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-  }
-  close(ids[0]);
-  close(ids[1]);
+  int fd = mkstemp(log);
+  cr_assert(fd >= 0, "a log file");
+  close(fd);
+  cuda_ranks_fork2(turns_rank, log, 50);
   char text[8192] = "";
   FILE *f = fopen(log, "r");
   cr_assert_not_null(f);

@@ -181,17 +181,6 @@ static void fill_slowly(void *arg) {
   msg_fill(f->buf, f->n, f->from, f->to);
 }
 
-typedef struct snapshot {
-  const float *src;
-  float *copy;
-  size_t n;
-} snapshot_t;
-
-static void take_snapshot(void *arg) {
-  snapshot_t *s = arg;
-  memcpy(s->copy, s->src, s->n * 4);
-}
-
 static void two_streams(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s1 = cuda_ranks_stream_new(), s2 = cuda_ranks_stream_new();
   direct_on(x, comm, s1);
@@ -200,13 +189,13 @@ static void two_streams(rank_ctx_t *x, rcollComm_t comm) {
   float *out = cuda_ranks_dev_alloc(n * 4), *in = cuda_ranks_dev_alloc(n * 4), *seen = calloc(n, 4);
   memset(out, 0, n * 4);
   slow_fill_t f = {out, n, x->rank, peer};
-  snapshot_t snap = {in, seen, n};
+  cuda_ranks_snapshot_t snap = {in, seen, n};
   fake_stream_host(s2, fill_slowly, &f);
   rcollGroupStart();
   rcollRecv(in, n, rcollFloat32, peer, comm, s1); /* the kernel's stream */
   rcollSend(out, n, rcollFloat32, peer, comm, s2);
   x->result = rcollGroupEnd();
-  fake_stream_host(s2, take_snapshot, &snap); /* after the group, on the other stream */
+  fake_stream_host(s2, cuda_ranks_take_snapshot, &snap); /* after the group, on the other stream */
   fake_stream_sync(s2);
   x->wrong += msg_check(x, seen, n, peer);
   fake_stream_sync(s1);
@@ -299,7 +288,6 @@ static void nobody_receives(rank_ctx_t *x, rcollComm_t comm) {
   if (x->rank == 0) {
     rcollResult_t r = rcollSend(buf, n, rcollFloat32, 1, comm, s);
     fake_stream_sync(s);
-    rcoll_cuda_comm_t *cc = comm->cuda;
     x->wrong += r != rcollSuccess;
     if (r == rcollSuccess) { /* the next call reports it */
       r = rcollSend(buf, 1, rcollFloat32, 1, comm, s);
@@ -307,7 +295,6 @@ static void nobody_receives(rank_ctx_t *x, rcollComm_t comm) {
       cr_log_info("rank 0: %s", msg);
       x->wrong += r == rcollSuccess || strstr(msg, "waiting for rank 1 (its receive of our send)") == NULL;
     }
-    (void)cc;
   }
   fake_free(buf);
   rcoll_cuda_api()->stream_destroy(s);

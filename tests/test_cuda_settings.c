@@ -6,11 +6,9 @@
  * share one environment), so the data is staged through pinned slots (the
  * fake's CUDA IPC does not cross processes). */
 #include <criterion/criterion.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "rcoll.h"
@@ -79,10 +77,11 @@ static int calls(int rank, rcollComm_t comm) {
   return bad;
 }
 
-/* One rank in a process of its own with its own settings ("NAME=VALUE ..."
- * in env[rank]); rank 0 makes the unique id and hands it to rank 1 through
- * `ids`, as a launcher would. Exit status 0 when all went well. */
-static int settings_rank(int rank, const int ids[2], char *env) {
+/* One rank in a process of its own (cuda_ranks_fork2) with its own
+ * settings ("NAME=VALUE ..." in the arg's string [rank]). Exit status 0
+ * when all went well. */
+static int settings_rank(int rank, const int ids[2], void *arg) {
+  char *env = ((char **)arg)[rank];
   rcollUniqueId id;
   if (rank == 0 ? rcollGetUniqueId(&id) != rcollSuccess || write(ids[1], &id, sizeof id) != (ssize_t)sizeof id
                 : read(ids[0], &id, sizeof id) != (ssize_t)sizeof id)
@@ -99,38 +98,13 @@ static int settings_rank(int rank, const int ids[2], char *env) {
   return bad ? 4 : 0;
 }
 
-static void nothing(void *arg) { (void)arg; }
-
-/* Nothing may start a thread, or allocate in one, while the ranks fork
- * (test_cuda_direct.c says why): the legacy stream's thread is seen idle
- * first, and no Criterion call comes before the forks. */
+/* Both ranks' settings, each its own. */
 static void two_processes(const char *env0, const char *env1) {
   static char env[2][256];
   snprintf(env[0], sizeof env[0], "%s", env0);
   snprintf(env[1], sizeof env[1], "%s", env1);
-  int ids[2] = {-1, -1};
-  int ready = pipe(ids) == 0;
-  fake_stream_host(NULL, nothing, NULL);
-  fake_stream_sync(NULL);
-  pid_t pids[2] = {-1, -1};
-  for (int r = 0; r < 2 && ready; r++) {
-    pids[r] = fork();
-    if (pids[r] == 0) {
-      prctl(PR_SET_PDEATHSIG, SIGKILL); /* gone with the test, and within its time */
-      alarm(100);
-      _exit(settings_rank(r, ids, env[r]));
-    }
-  }
-  cr_assert(ready, "a pipe");
-  for (int r = 0; r < 2; r++) {
-    int st = 0;
-    cr_assert_gt(pids[r], 0, "fork of rank %d", r);
-    cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
-    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d (%s): exit status %d (signal %d)", r,
-              r ? env1 : env0, WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-  }
-  close(ids[0]);
-  close(ids[1]);
+  char *envs[2] = {env[0], env[1]};
+  cuda_ranks_fork2(settings_rank, envs, 100);
 }
 
 #define STAGED "RCOLL_P2P_DISABLE=1 "

@@ -35,19 +35,6 @@ static void slow_fill(void *arg) {
     f->buf[i] = cuda_ranks_input(f->rank, i);
 }
 
-/* Work queued after a call: a snapshot of the result at the moment the
- * stream lets it run. */
-typedef struct snapshot {
-  const float *src;
-  float *copy;
-  size_t count;
-} snapshot_t;
-
-static void take_snapshot(void *arg) {
-  snapshot_t *s = arg;
-  memcpy(s->copy, s->src, s->count * sizeof(float));
-}
-
 /* The first device call of a comm makes its device state (allocations, the
  * proxy): done before anything is timed. */
 static void warm_up(rcollComm_t comm, rcoll_cuda_stream_t s) {
@@ -82,14 +69,14 @@ static void ordered_body(rank_ctx_t *x, rcollComm_t comm) {
   float *a = cuda_ranks_dev_alloc(n * 4), *b = cuda_ranks_dev_alloc(n * 4), *seen = calloc(n, 4);
   memset(a, 0, n * 4);
   slow_fill_t fill = {a, n, x->rank, SLOW_MS};
-  snapshot_t snap = {b, seen, n};
+  cuda_ranks_snapshot_t snap = {b, seen, n};
   warm_up(comm, s);
   fake_stream_host(s, slow_fill, &fill);
   double t0 = cuda_ranks_now_ms();
   x->result = rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s);
   /* The call returned long before the slow fill finished... */
   x->wrong += blocked(x, "rcollAllReduce", cuda_ranks_now_ms() - t0);
-  fake_stream_host(s, take_snapshot, &snap);
+  fake_stream_host(s, cuda_ranks_take_snapshot, &snap);
   fake_stream_sync(s);
   /* ...yet summed the filled inputs, and the snapshot saw the result. */
   x->wrong += count_wrong(seen, n, x->nranks);
@@ -146,7 +133,7 @@ static void group_body(rank_ctx_t *x, rcollComm_t comm) {
   memset(b, 0, n * 4);
   cuda_ranks_fill(c, n, x->rank);
   slow_fill_t fill = {a, n, x->rank, SLOW_MS};
-  snapshot_t snap = {b, seen, n};
+  cuda_ranks_snapshot_t snap = {b, seen, n};
   warm_up(comm, s1);
   int records = atomic_load(&fake_stats.records);
   fake_stream_host(s1, slow_fill, &fill);
@@ -156,7 +143,7 @@ static void group_body(rank_ctx_t *x, rcollComm_t comm) {
   rcollAllReduce(a, b, n, rcollFloat32, rcollSum, comm, s1);
   x->result = rcollGroupEnd();
   x->wrong += blocked(x, "the group", cuda_ranks_now_ms() - t0);
-  fake_stream_host(s2, take_snapshot, &snap);
+  fake_stream_host(s2, cuda_ranks_take_snapshot, &snap);
   fake_stream_sync(s2);
   fake_stream_sync(s1);
   x->wrong += count_wrong(seen, n, x->nranks);

@@ -2,12 +2,23 @@
 #include "bench_pair.h"
 
 #include <pthread.h>
+#include <stdlib.h>
 #include <time.h>
 
 double bench_now_us(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int bench_cmp(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+double bench_median(double *v, int n) {
+  qsort(v, (size_t)n, sizeof *v, bench_cmp);
+  return v[n / 2];
 }
 
 typedef struct bench_rank {

@@ -10,6 +10,9 @@
 /* CLOCK_MONOTONIC in microseconds. */
 double bench_now_us(void);
 
+/* The median of v[0 .. n) (sorts v). */
+double bench_median(double *v, int n);
+
 /* Runs body(comm, args[r]) on ranks 0 .. n - 1 (at most BENCH_MAX_RANKS)
  * of one new communicator, each in a thread, between rcollCommInitRank and
  * rcollCommDestroy. Returns the number of ranks whose init failed (their

@@ -3,8 +3,13 @@
 
 #include <criterion/criterion.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cuda/module.h"
 #include "cuda_fake.h"
@@ -82,4 +87,39 @@ void cuda_ranks_run(int n, size_t count, void (*body)(rank_ctx_t *, rcollComm_t)
     cr_expect_eq(ctx[r].result, rcollSuccess, "rank %d: %s", r, rcollGetErrorString(ctx[r].result));
     cr_expect_eq(ctx[r].wrong, 0, "rank %d: %ld wrong elements", r, ctx[r].wrong);
   }
+}
+
+void cuda_ranks_take_snapshot(void *snapshot) {
+  cuda_ranks_snapshot_t *s = snapshot;
+  memcpy(s->copy, s->src, s->count * sizeof(float));
+}
+
+static void nothing(void *arg) { (void)arg; }
+
+void cuda_ranks_fork2(int (*rank_main)(int rank, const int ids[2], void *arg), void *arg, int secs) {
+  int ids[2] = {-1, -1};
+  int ready = pipe(ids) == 0;
+  fake_stream_host(NULL, nothing, NULL); /* the legacy stream's thread has run, and waits */
+  fake_stream_sync(NULL);
+  pid_t pids[2] = {-1, -1};
+  for (int r = 0; r < 2 && ready; r++) {
+    pids[r] = fork();
+    if (pids[r] == 0) {
+      /* Gone with the test, and within its time: a rank left behind would
+       * hold the runner's output pipe open. */
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      alarm((unsigned)secs);
+      _exit(rank_main(r, ids, arg));
+    }
+  }
+  cr_assert(ready, "a pipe");
+  for (int r = 0; r < 2; r++) {
+    int st = 0;
+    cr_assert_gt(pids[r], 0, "fork of rank %d", r);
+    cr_assert_eq(waitpid(pids[r], &st, 0), pids[r]);
+    cr_expect(WIFEXITED(st) && WEXITSTATUS(st) == 0, "rank %d: exit status %d (signal %d)", r,
+              WIFEXITED(st) ? WEXITSTATUS(st) : -1, WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+  }
+  close(ids[0]);
+  close(ids[1]);
 }

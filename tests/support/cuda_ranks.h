@@ -49,4 +49,25 @@ void *cuda_ranks_main(void *ctx);
  * every rank to succeed with nothing wrong. */
 void cuda_ranks_run(int n, size_t count, void (*body)(rank_ctx_t *, rcollComm_t), rank_ctx_t *ctx);
 
+/* Work queued on a stream (fake_stream_host(s, cuda_ranks_take_snapshot,
+ * &snap)): a copy of `count` floats at the moment the stream lets it run. */
+typedef struct cuda_ranks_snapshot {
+  const float *src;
+  float *copy;
+  size_t count;
+} cuda_ranks_snapshot_t;
+void cuda_ranks_take_snapshot(void *snapshot);
+
+/* Two ranks as processes of their own: rank_main(rank, ids, arg) runs in
+ * each child, which ends with its return value as exit status (and is
+ * killed with the test, or after `secs`). ids is a pipe: rank 0 makes the
+ * unique id and writes it, rank 1 reads it, as a launcher would hand it
+ * over. Expects both to exit 0. Nothing may start a thread, or allocate in
+ * one, while the ranks fork (a child would inherit an allocator lock no
+ * thread of its own releases; under ASan it hung, 3 runs in 6): the legacy
+ * stream's thread is seen idle first, and no Criterion call comes before
+ * the forks. A child installs the fake again (its streams are threads,
+ * which a fork does not copy). */
+void cuda_ranks_fork2(int (*rank_main)(int rank, const int ids[2], void *arg), void *arg, int secs);
+
 #endif
