@@ -5,6 +5,7 @@
  * The path comes on at the first collective (its set-up needs every rank);
  * before it, sends go through the proxy. */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,7 +279,12 @@ Test(cuda_direct_p2p, a_receive_of_another_size_is_told) {
 }
 
 /* Rank 0 sends a message of many rounds that rank 1 never receives: its
- * kernel gives up after RCOLL_TIMEOUT, and its next call names rank 1. */
+ * kernel gives up after RCOLL_TIMEOUT, and its next call names rank 1.
+ * Rank 1 keeps its comm (and box, where rank 0's kernel writes its flags)
+ * until then: a box is freed once the peers took what its owner sent, and
+ * a send that nobody receives is one the owner cannot know of. */
+static pthread_barrier_t nobody_done;
+
 static void nobody_receives(rank_ctx_t *x, rcollComm_t comm) {
   rcoll_cuda_stream_t s = cuda_ranks_stream_new();
   direct_on(x, comm, s);
@@ -296,11 +302,13 @@ static void nobody_receives(rank_ctx_t *x, rcollComm_t comm) {
       x->wrong += r == rcollSuccess || strstr(msg, "waiting for rank 1 (its receive of our send)") == NULL;
     }
   }
+  pthread_barrier_wait(&nobody_done);
   fake_free(buf);
   rcoll_cuda_api()->stream_destroy(s);
 }
 
 Test(cuda_direct_p2p, a_send_nobody_receives_names_the_peer) {
+  pthread_barrier_init(&nobody_done, NULL, 2);
   rank_ctx_t ctx[MAX_RANKS] = {0};
   cuda_ranks_run(2, 0, nobody_receives, ctx);
 }
