@@ -68,8 +68,9 @@ Test(cuda_mix, staged_over_sockets_with_slow_copies) {
 }
 
 /* The direct path: collectives from 16 KiB in place, smaller ones through
- * 4 KiB regions in many rounds, point-to-point calls through the proxy, all
- * on the same flags. */
+ * 4 KiB regions in many rounds, all on the same flags; point-to-point calls
+ * through the proxy until the first collective, kernels of their own after
+ * it; a group's collectives a kernel each. */
 static void direct_setup(void) {
   setenv("RCOLL_P2P_DISABLE", "0", 1);
   setenv("RCOLL_CUDA_DIRECT", "1", 1);
