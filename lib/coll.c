@@ -246,11 +246,12 @@ static rcollResult_t coll_run(const coll_desc_t *d, rcoll_coll_args_t *a, rcollC
     coll_log(d, a, comm, "flat", ch.chunk < comm->chunk_bytes ? ch.chunk : comm->chunk_bytes);
     return rcoll_flat_allreduce(comm, a, user_op);
   }
-  /* On one node, with RCOLL_CUDA_DIRECT, a device collective is one kernel
-   * (lib/cuda/direct.h). In a group it waits for rcollGroupEnd: the calls
-   * of a group start there, after the user's work queued on their streams
-   * before it, as NCCL's do, and the group may turn out to hold such calls
-   * for several communicators (group.c). */
+  /* On one node, with RCOLL_CUDA_DIRECT, a device collective is one kernel,
+   * and so are a call's or group's sends and receives once a collective set
+   * the path up (lib/cuda/direct.h). In a group they wait for
+   * rcollGroupEnd: the calls of a group start there, after the user's work
+   * queued on their streams before it, as NCCL's do, and the group may turn
+   * out to hold such calls for several communicators (group.c). */
   int p2p = rcoll_coll_is_p2p(d->coll);
   if (group && device >= 0 && comm->cuda_direct && (p2p || ((int)a->op >= 0 && a->op < rcollNumOps))) {
     r = rcoll_device_ops.submit(comm, stream, device, d->name); /* joins the group, planning nothing */

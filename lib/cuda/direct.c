@@ -291,10 +291,6 @@ static int direct_rooted(int coll) {
 /* "AllReduce 100 x float32 sum", "Broadcast 100 x int8 root 1", from
  * RCOLL_DIRECT_SIG; "a send or receive of 400 bytes" (RCOLL_DIRECT_P2P_SIG). */
 static void direct_sig_name(uint64_t sig, char *buf, size_t cap) {
-  if (sig == 0) { /* a flag nobody wrote: not point-to-point */
-    snprintf(buf, cap, "no send");
-    return;
-  }
   if ((sig >> 19) & 1) {
     snprintf(buf, cap, "a send or receive of %llu bytes", (unsigned long long)(sig >> 20));
     return;
