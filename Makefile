@@ -187,7 +187,7 @@ $(BUILD)/%.o: %.c $(FLAGS_STAMP)
 	$(call msg,CC,$@)$(CC) $(LIB_CFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
 
 ifeq ($(RCOLL_HAVE_CUDA),1)
-$(BUILD)/lib/cuda/rcoll_kernels.fatbin: $(wildcard lib/cuda/*.cu) lib/reduce_math.h lib/cuda/direct_kernel.h $(FLAGS_STAMP)
+$(BUILD)/lib/cuda/rcoll_kernels.fatbin: $(wildcard lib/cuda/*.cu) lib/reduce_math.h lib/cuda/direct_kernel.h lib/cuda/direct_p2p_kernel.h $(FLAGS_STAMP)
 	@mkdir -p $(dir $@)
 	$(call msg,NVCC,$@)$(NVCC) $(NVCC_FLAGS) -fatbin -Iinclude -Ilib -o $@ $(CU_MAIN)
 $(CU_EMBED).c: $(BUILD)/lib/cuda/rcoll_kernels.fatbin lib/cuda/embed_fatbin.sh

@@ -80,6 +80,12 @@ int rcoll_cuda_direct(struct rcollComm *c, int coll, const void *in, void *out, 
  * taken (*r says how it went), 0 when they go through the proxy. */
 int rcoll_cuda_direct_p2p(struct rcollComm *c, const rcoll_p2p_op_t *ops, int nops, int device,
                           rcollResult_t *r);
+/* What an earlier kernel's wait gave up on, as this call's error (also
+ * the comm's); rcollSuccess when none did. */
+rcollResult_t rcoll_direct_failed(struct rcoll_cuda_comm *cc);
+/* A call on another stream than the last direct one waits (on the host)
+ * for that one: their kernels share the box. */
+rcollResult_t rcoll_direct_after_last(struct rcoll_cuda_comm *cc, rcollStream_t stream);
 /* Waits (up to RCOLL_TIMEOUT) until our last direct kernel has ended; `why`
  * completes the error ("waited for it ..."). */
 rcollResult_t rcoll_direct_wait_last(struct rcoll_cuda_comm *cc, const char *why);

@@ -1,6 +1,13 @@
 /* The host fake of the CUDA function table (cuda_fake.h): allocations the
  * fake remembers, one thread per stream running its operations in order, and
- * the driver's context lock as a real driver showed it. */
+ * the driver's context lock as a real driver showed it.
+ *
+ * One file past 600 lines, on purpose: every function of the table pushes
+ * an operation onto a stream and takes the lock, and every operation is run
+ * by fake_run, which also applies the bus models (copy_bytes_per_us,
+ * dev_bytes_per_us); split, those would be shared through a private header
+ * that is all of this file's state. The direct kernels' block function, the
+ * one part that stands alone, is cuda_fake_direct.c already. */
 #include "cuda_fake.h"
 
 #include <pthread.h>
